@@ -1,0 +1,54 @@
+"""toolhub: one typed, extensible tool system for AI agents, run embedded or on Celery workers.
+
+The public API is re-exported here; see CONTRACT.md for the names users rely on.
+"""
+
+from toolhub.core import (
+    CallResult,
+    CapabilityMode,
+    ConfigError,
+    ConfigViolation,
+    Container,
+    ContentBlock,
+    ErrorKind,
+    Params,
+    Progress,
+    Reminder,
+    State,
+    Tool,
+    ToolContext,
+    ToolError,
+    ToolKind,
+    ToolOutput,
+    requirements,
+)
+from toolhub.session import Session
+from toolhub.toolset import ToolConfig, ToolSet, ToolSetBuilder, ToolSetConfig
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "CallResult",
+    "CapabilityMode",
+    "ConfigError",
+    "ConfigViolation",
+    "Container",
+    "ContentBlock",
+    "ErrorKind",
+    "Params",
+    "Progress",
+    "Reminder",
+    "Session",
+    "State",
+    "Tool",
+    "ToolConfig",
+    "ToolContext",
+    "ToolError",
+    "ToolKind",
+    "ToolOutput",
+    "ToolSet",
+    "ToolSetBuilder",
+    "ToolSetConfig",
+    "__version__",
+    "requirements",
+]

@@ -1,0 +1,1 @@
+"""The ``toolhub`` command line (typer + rich)."""

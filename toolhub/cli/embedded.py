@@ -1,0 +1,152 @@
+"""``toolhub tools``, ``validate`` and ``call``: the commands that need no server.
+
+``call`` (and ``tools``) switch to the distributed stack when ``--redis`` or
+``TOOLHUB_REDIS_URL`` is set.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from toolhub.core import CallResult, ConfigError, Progress
+from toolhub.session import Session, default_builder
+from toolhub.toolset import FORMATS, ToolSetConfig
+
+from .output import fail, print_json, stderr, stdout
+
+ConfigOpt = Annotated[
+    Path | None, typer.Option("--config", "-c", help="Tool-set config (YAML or JSON).")
+]
+RedisOpt = Annotated[
+    str | None,
+    typer.Option("--redis", envvar="TOOLHUB_REDIS_URL", help="Redis URL: run on workers."),
+]
+
+
+def register(app: typer.Typer) -> None:
+    app.command("tools")(tools)
+    app.command("validate")(validate)
+    app.command("call")(call)
+
+
+def open_session(
+    config: Path | None,
+    workspace: Path | None = None,
+    *,
+    redis: str | None = None,
+    session_id: str | None = None,
+    mode: str | None = None,
+) -> Session:
+    """A session for a CLI command; config problems go to stderr as a table, exit 1."""
+    source: Any = config
+    if mode is not None:
+        try:
+            loaded = ToolSetConfig.load(config)
+        except ConfigError as err:
+            _violations(err)
+        source = loaded.model_copy(update={"mode": mode})
+    ws = workspace or Path(os.environ.get("TOOLHUB_WORKSPACE", "."))
+    try:
+        if redis:
+            return Session.connect(redis, source, ws, session_id=session_id)
+        return Session.embedded(source, ws, session_id=session_id)
+    except ConfigError as err:
+        _violations(err)
+
+
+def _violations(err: ConfigError) -> typer.Exit:
+    table = Table(title="configuration violations", show_lines=False)
+    for column in ("tool", "category", "field", "message", "expected", "actual"):
+        table.add_column(column, overflow="fold")
+    for v in err.violations:
+        table.add_row(
+            v.tool,
+            v.category,
+            v.field_path or "",
+            v.message,
+            v.expected or "",
+            "" if v.actual is None else json.dumps(v.actual, default=str),
+        )
+    stderr.print(table)
+    raise typer.Exit(1)
+
+
+def tools(
+    config: ConfigOpt = None,
+    format: Annotated[str, typer.Option(help=f"One of {', '.join(FORMATS)}.")] = "openai",
+    mode: Annotated[str | None, typer.Option(help="Capability mode filter.")] = None,
+    workspace: Annotated[Path | None, typer.Option(help="Workspace directory.")] = None,
+) -> None:
+    """Print the tool definitions the model would see, as JSON."""
+    if format not in FORMATS:
+        fail(f"unknown format {format!r}; use one of {', '.join(FORMATS)}")
+    if mode is not None and mode not in {"all", "read_only", "read_write", "execute"}:
+        fail(f"unknown mode {mode!r}; use all, read_only, read_write or execute")
+    with open_session(config, workspace, mode=mode) as session:
+        print_json(session.definitions(format))
+
+
+def validate(
+    config: Annotated[Path, typer.Argument(help="Tool-set config (YAML or JSON).")],
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """Check a config; exit 1 and list every violation when it is invalid."""
+    report = default_builder().validate(config)
+    if as_json:
+        print_json(
+            {
+                "valid": report.ok,
+                "violations": [v.to_dict() for v in report.violations],
+                "warnings": [w.message for w in report.warnings],
+            }
+        )
+        raise typer.Exit(0 if report.ok else 1)
+    for warning in report.warnings:
+        stderr.print(f"[yellow]warning:[/] {warning.message}")
+    if not report.ok:
+        _violations(ConfigError(report.violations))
+    stdout.print(f"[green]valid[/]: {len(report.resolved)} tool(s) enabled")
+
+
+def call(
+    name: Annotated[str, typer.Argument(help="Client name of the tool.")],
+    args: Annotated[str | None, typer.Argument(help="Arguments as a JSON object.")] = None,
+    config: ConfigOpt = None,
+    workspace: Annotated[Path | None, typer.Option(help="Workspace directory.")] = None,
+    session: Annotated[str | None, typer.Option("--session", help="Session id.")] = None,
+    stream: Annotated[bool, typer.Option("--stream", help="Show progress live.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the whole result.")] = False,
+    redis: RedisOpt = None,
+) -> None:
+    """Call one tool and print what the model would read (exit 1 when the call failed)."""
+    with open_session(config, workspace, redis=redis, session_id=session) as sess:
+        result = asyncio.run(_call(sess, name, args, stream and not as_json))
+    if as_json:
+        print_json(result.to_dict())
+    elif result.is_error:
+        stderr.print(result.prompt_text, highlight=False, markup=False)
+    else:
+        typer.echo(result.prompt_text)
+    raise typer.Exit(1 if result.is_error else 0)
+
+
+async def _call(session: Session, name: str, args: str | None, live: bool) -> CallResult:
+    from .progress import ProgressView
+
+    view = ProgressView(enabled=live)
+    result: CallResult | None = None
+    with view:
+        async for item in session.stream(name, args):
+            if isinstance(item, Progress):
+                view.show(item)
+            else:
+                result = item
+    assert result is not None
+    return result

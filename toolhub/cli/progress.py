@@ -1,0 +1,46 @@
+"""Live progress for ``toolhub call --stream``: command output is tailed as it arrives, other
+progress items are printed as lines, all on stderr so stdout stays the result alone."""
+
+from __future__ import annotations
+
+from types import TracebackType
+
+from toolhub.core import Progress
+
+from .output import stderr
+
+
+class ProgressView:
+    def __init__(self, *, enabled: bool) -> None:
+        self.enabled = enabled
+        self._open_line = False
+
+    def __enter__(self) -> ProgressView:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._open_line:
+            stderr.file.write("\n")
+            stderr.file.flush()
+
+    def show(self, item: Progress) -> None:
+        if not self.enabled:
+            return
+        payload = item.payload if isinstance(item.payload, dict) else {}
+        if item.kind == "custom" and isinstance(payload.get("delta"), str):
+            delta = payload["delta"]
+            stderr.file.write(delta)
+            stderr.file.flush()
+            self._open_line = not delta.endswith("\n")
+            return
+        if item.kind == "text" and item.text is not None:
+            stderr.print(f"[dim]… {item.text}[/]", highlight=False)
+        elif item.kind == "custom":
+            stderr.print(f"[dim]… {item.subkind}: {item.payload}[/]", highlight=False)
+        else:
+            stderr.print(f"[dim]… {len(item.blocks)} content block(s)[/]")

@@ -1,0 +1,151 @@
+"""The embedded executor: runs the tool pipeline in the caller's process.
+
+Blocking tools run in a worker thread so the event loop stays free; plain sync tools called
+through ``call_sync`` run inline, which is what makes an embedded call cost microseconds.
+Cancellation never waits on the tool: the call's token fires its kill callbacks at once and the
+caller gets its ``cancelled`` terminal immediately, whatever the tool is still doing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import OrderedDict
+from collections.abc import AsyncIterator
+from typing import Any
+
+from toolhub.core import CallResult, CancelToken, Progress, ToolError
+from toolhub.toolset import Prepared, ToolSet
+
+MAX_RECORDS = 10_000
+
+
+class LocalExecutor:
+    def __init__(self, toolset: ToolSet) -> None:
+        self.toolset = toolset
+        self._running: dict[str, CancelToken] = {}
+        self.records: OrderedDict[str, dict[str, Any]] = OrderedDict()
+
+    def call_sync(self, prepared: Prepared) -> CallResult | None:
+        if not prepared.entry.handle.is_sync:
+            return None
+        started = time.time()
+        result = self.toolset.execute_sync(prepared)
+        self._record(prepared, result, started)
+        return result
+
+    async def stream(self, prepared: Prepared) -> AsyncIterator[Progress | CallResult]:
+        call_id = prepared.ctx.call_id
+        token = prepared.ctx.cancel
+        self._running[call_id] = token
+        started = time.time()
+        self._record(prepared, None, started)
+        loop = asyncio.get_running_loop()
+        cancelled: asyncio.Future[None] = loop.create_future()
+
+        def settle() -> None:
+            if not cancelled.done():
+                cancelled.set_result(None)
+
+        remove = token.on_cancel(lambda: loop.call_soon_threadsafe(settle))
+        result: CallResult | None = None
+        try:
+            async for item in self._race(prepared, cancelled):
+                if isinstance(item, CallResult):
+                    result = item
+                yield item
+        finally:
+            remove()
+            self._running.pop(call_id, None)
+            self._record(prepared, result, started)
+
+    async def _race(
+        self, prepared: Prepared, cancelled: asyncio.Future[None]
+    ) -> AsyncIterator[Progress | CallResult]:
+        if prepared.entry.handle.is_sync:
+            source: AsyncIterator[Progress | CallResult] = _once(
+                asyncio.to_thread(self.toolset.execute_sync, prepared)
+            )
+        else:
+            source = self.toolset.execute(prepared)
+        try:
+            while True:
+                step = asyncio.ensure_future(anext(source))
+                await asyncio.wait({step, cancelled}, return_when=asyncio.FIRST_COMPLETED)
+                if not step.done():
+                    step.cancel()
+                    yield _cancelled(prepared)
+                    return
+                try:
+                    item = step.result()
+                except StopAsyncIteration:
+                    yield _missing_terminal(prepared)
+                    return
+                yield item
+                if isinstance(item, CallResult):
+                    return
+        finally:
+            aclose = getattr(source, "aclose", None)
+            if aclose is not None:
+                try:
+                    await aclose()
+                except (RuntimeError, asyncio.CancelledError):
+                    pass
+
+    async def cancel(self, call_id: str) -> bool:
+        token = self._running.get(call_id)
+        if token is None:
+            return False
+        token.cancel()
+        return True
+
+    def close(self) -> None:
+        for token in list(self._running.values()):
+            token.cancel("session closed")
+
+    def _record(self, prepared: Prepared, result: CallResult | None, started: float) -> None:
+        call_id = prepared.ctx.call_id
+        status = "running" if result is None else _status(result)
+        record = {
+            "call_id": call_id,
+            "session_id": self.toolset.session_id,
+            "tool": prepared.entry.fq_id,
+            "name": prepared.entry.client_name,
+            "status": status,
+            "attempt": 1,
+            "started_at": started,
+            "finished_at": None if result is None else time.time(),
+            "result": None if result is None else result.to_dict(),
+        }
+        self.records[call_id] = record
+        self.records.move_to_end(call_id)
+        while len(self.records) > MAX_RECORDS:
+            self.records.popitem(last=False)
+
+
+def _status(result: CallResult) -> str:
+    if result.error is None:
+        return "succeeded"
+    return "cancelled" if result.error.kind == "cancelled" else "failed"
+
+
+async def _once(awaitable: Any) -> AsyncIterator[CallResult]:
+    yield await awaitable
+
+
+def _cancelled(prepared: Prepared) -> CallResult:
+    return CallResult.failure(
+        prepared.name,
+        ToolError.cancelled(f"The call was cancelled ({prepared.ctx.cancel.reason})."),
+        tool_id=prepared.entry.fq_id,
+        call_id=prepared.ctx.call_id,
+    )
+
+
+def _missing_terminal(prepared: Prepared) -> CallResult:
+    return CallResult.failure(
+        prepared.name,
+        ToolError.custom("stream_no_terminal", f"{prepared.entry.fq_id} ended without a result"),
+        tool_id=prepared.entry.fq_id,
+        call_id=prepared.ctx.call_id,
+    )

@@ -1,0 +1,310 @@
+"""The session: the one object an agent loop talks to.
+
+It binds a tool set to an executor and offers the seed's session-layer operations: definitions,
+calls (async, streaming and sync), cancellation, answers to ``ask_user``, external tools, prompt
+rendering and resource access. ``Session.embedded`` runs everything in this process;
+``Session.connect`` sends calls to Celery workers behind Redis.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import threading
+from collections.abc import AsyncIterator, Iterator
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any, TypeVar
+
+from toolhub.core import CallResult, Container, Progress, ToolError
+from toolhub.core.container import Key
+from toolhub.executors import Executor, LocalExecutor
+from toolhub.store.files import DebouncedWriter, StateFile
+from toolhub.toolset import ConfigSource, ExternalHandler, ExternalSpec, ToolSet, ToolSetBuilder
+
+T = TypeVar("T")
+
+_default_builder: ToolSetBuilder | None = None
+_builder_lock = threading.Lock()
+
+
+def default_builder() -> ToolSetBuilder:
+    """One builder per process: registering built-ins and plugins is done once."""
+    global _default_builder
+    with _builder_lock:
+        if _default_builder is None:
+            _default_builder = ToolSetBuilder()
+        return _default_builder
+
+
+def toolhub_home() -> Path:
+    return Path(os.environ.get("TOOLHUB_HOME", "~/.toolhub")).expanduser()
+
+
+def workspace_session_id(workspace: Path) -> str:
+    """A stable id per workspace, so embedded state survives restarts without configuration."""
+    return "ws-" + hashlib.sha256(str(workspace).encode()).hexdigest()[:16]
+
+
+def new_call_id() -> str:
+    return "call_" + os.urandom(8).hex()
+
+
+class Resources:
+    """Read and write access to the session's container (seed: resource read/write)."""
+
+    __slots__ = ("_container",)
+
+    def __init__(self, container: Container) -> None:
+        self._container = container
+
+    def get(self, key: Key[T]) -> T | None:
+        return self._container.get(key)
+
+    def require(self, key: Key[T]) -> T:
+        return self._container.require(key)
+
+    def set(self, value: T, key: Key[T] | None = None) -> None:
+        if key is None:
+            self._container.insert(value)
+        else:
+            self._container.insert(value, key)
+
+
+class Session:
+    def __init__(
+        self,
+        toolset: ToolSet,
+        executor: Executor,
+        *,
+        session_id: str,
+        workspace: Path,
+        writer: DebouncedWriter | None = None,
+        warnings: list[str] | None = None,
+    ) -> None:
+        self.toolset = toolset
+        self.executor = executor
+        self.session_id = session_id
+        self.workspace = workspace
+        self.resources = Resources(toolset.container)
+        self.warnings = warnings or []
+        self._writer = writer
+        self._loop: _LoopThread | None = None
+        self._closed = False
+
+    @classmethod
+    def embedded(
+        cls,
+        config: ConfigSource = None,
+        workspace: str | os.PathLike[str] = ".",
+        *,
+        session_id: str | None = None,
+        state_dir: str | os.PathLike[str] | None = None,
+        builder: ToolSetBuilder | None = None,
+    ) -> Session:
+        """A session that runs every call in this process: no Redis, no workers.
+
+        Runtime state persists to ``<state_dir>/state.json`` (default
+        ``$TOOLHUB_HOME/sessions/<session_id>``)."""
+        root = Path(workspace).expanduser().resolve()
+        sid = session_id or workspace_session_id(root)
+        session_dir = Path(state_dir) if state_dir else toolhub_home() / "sessions" / sid
+        container = Container()
+        _install_resources(container, root, session_dir, sid)
+        builder = builder or default_builder()
+        toolset = builder.build(config, container=container, session_id=sid)
+        state = StateFile(session_dir / "state.json")
+        state.load_into(container)
+        writer = DebouncedWriter(container, state)
+        toolset.on_finalize = writer.notify
+        warnings = [*builder.plugin_errors, *(w.message for w in toolset.warnings), *state.problems]
+        return cls(
+            toolset,
+            LocalExecutor(toolset),
+            session_id=sid,
+            workspace=root,
+            writer=writer,
+            warnings=warnings,
+        )
+
+    @classmethod
+    def connect(
+        cls,
+        redis_url: str,
+        config: ConfigSource = None,
+        workspace: str | os.PathLike[str] = ".",
+        *,
+        session_id: str | None = None,
+        builder: ToolSetBuilder | None = None,
+    ) -> Session:
+        """A session whose calls run on Celery workers behind Redis at ``redis_url``.
+
+        Validation and remapping still happen here, so a bad call never enters a queue."""
+        from toolhub.executors.celery import connect_session
+
+        return connect_session(
+            cls,
+            redis_url,
+            config,
+            Path(workspace).expanduser().resolve(),
+            session_id=session_id,
+            builder=builder or default_builder(),
+        )
+
+    # -- the model-facing surface ---------------------------------------------------------------
+
+    def definitions(self, format: str = "openai", *, include_external: bool = True) -> list[Any]:
+        return self.toolset.definitions(format, include_external=include_external)
+
+    async def call(
+        self, name: str, arguments: Any = None, *, call_id: str | None = None
+    ) -> CallResult:
+        result: CallResult | None = None
+        async for item in self.stream(name, arguments, call_id=call_id):
+            if isinstance(item, CallResult):
+                result = item
+        assert result is not None
+        return result
+
+    async def stream(
+        self, name: str, arguments: Any = None, *, call_id: str | None = None
+    ) -> AsyncIterator[Progress | CallResult]:
+        """Progress items as they happen, then exactly one ``CallResult``."""
+        call_id = call_id or new_call_id()
+        try:
+            prepared = self.toolset.prepare(name, arguments, call_id)
+        except ToolError as err:
+            yield CallResult.failure(name, err, call_id=call_id)
+            return
+        async for item in self.executor.stream(prepared):
+            yield item
+
+    async def cancel(self, call_id: str) -> bool:
+        return await self.executor.cancel(call_id)
+
+    def answer(self, call_id: str, answers: Any) -> bool:
+        """Deliver the user's answer to a waiting ``ask_user`` call."""
+        from toolhub.backends.interaction import AnswerBox
+
+        box = self.toolset.container.get(AnswerBox)
+        return box.answer(call_id, answers) if box is not None else False
+
+    # -- sync twins -----------------------------------------------------------------------------
+
+    def call_sync(
+        self, name: str, arguments: Any = None, *, call_id: str | None = None
+    ) -> CallResult:
+        call_id = call_id or new_call_id()
+        try:
+            prepared = self.toolset.prepare(name, arguments, call_id)
+        except ToolError as err:
+            return CallResult.failure(name, err, call_id=call_id)
+        result = self.executor.call_sync(prepared)
+        if result is not None:
+            return result
+        return self._run(self._drain(prepared))
+
+    async def _drain(self, prepared: Any) -> CallResult:
+        result: CallResult | None = None
+        async for item in self.executor.stream(prepared):
+            if isinstance(item, CallResult):
+                result = item
+        assert result is not None
+        return result
+
+    def stream_sync(
+        self, name: str, arguments: Any = None, *, call_id: str | None = None
+    ) -> Iterator[Progress | CallResult]:
+        loop = self._loop_thread()
+        agen = self.stream(name, arguments, call_id=call_id)
+        while True:
+            try:
+                item = loop.run(anext(agen))
+            except StopAsyncIteration:
+                return
+            yield item
+
+    def cancel_sync(self, call_id: str) -> bool:
+        return self._run(self.cancel(call_id))
+
+    def _run(self, coro: Any) -> Any:
+        return self._loop_thread().run(coro)
+
+    def _loop_thread(self) -> _LoopThread:
+        if self._loop is None:
+            self._loop = _LoopThread()
+        return self._loop
+
+    # -- dynamic tools, prompts, lifecycle -------------------------------------------------------
+
+    def register_external(
+        self,
+        name: str,
+        description: str,
+        input_schema: dict[str, Any],
+        handler: ExternalHandler,
+        *,
+        source: dict[str, Any] | None = None,
+    ) -> None:
+        spec = ExternalSpec(name, description, input_schema, source or {})
+        self.toolset.register_external(spec, handler)
+
+    def unregister_external(self, name: str) -> bool:
+        return self.toolset.unregister_external(name)
+
+    def render_prompt(self, text: str) -> str:
+        return self.toolset.render_prompt(text)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self.executor.close()
+        if self._writer is not None:
+            self._writer.close()
+        for value in self.toolset.container.values():
+            close = getattr(value, "close", None)
+            if callable(close) and value is not self:
+                try:
+                    close()
+                except Exception:
+                    pass
+        if self._loop is not None:
+            self._loop.stop()
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> Session:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _install_resources(container: Container, workspace: Path, session_dir: Path, sid: str) -> None:
+    from toolhub.backends import install_local_resources
+
+    install_local_resources(container, workspace=workspace, session_dir=session_dir, session_id=sid)
+
+
+class _LoopThread:
+    """A private event loop on a daemon thread, for the sync twins: works whether or not the
+    caller already runs a loop of its own."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+
+    def run(self, coro: Any) -> Any:
+        future: Future[Any] = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        return future.result()
+
+    def stop(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout=5)

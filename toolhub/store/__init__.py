@@ -1,0 +1,1 @@
+"""Where records and runtime state live: files when embedded, Redis when distributed."""

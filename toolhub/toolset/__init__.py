@@ -1,0 +1,40 @@
+"""From configuration to an immutable tool set: config models, validation, the builder, the
+merge pipeline and definition formats."""
+
+from .builder import PLUGIN_GROUP, ToolSetBuilder
+from .config import (
+    ConfigSource,
+    HubConfig,
+    McpServerConfig,
+    ToolConfig,
+    ToolSetConfig,
+    default_client_name,
+)
+from .external import ExternalHandler, ExternalSpec, ExternalTool
+from .formats import FORMATS, Definition, render_definitions
+from .merge import Merged, merge
+from .toolset import Entry, Prepared, ToolSet
+from .validate import Report
+
+__all__ = [
+    "ConfigSource",
+    "FORMATS",
+    "PLUGIN_GROUP",
+    "Definition",
+    "Entry",
+    "ExternalHandler",
+    "ExternalSpec",
+    "ExternalTool",
+    "HubConfig",
+    "McpServerConfig",
+    "Merged",
+    "Prepared",
+    "Report",
+    "ToolConfig",
+    "ToolSet",
+    "ToolSetBuilder",
+    "ToolSetConfig",
+    "default_client_name",
+    "merge",
+    "render_definitions",
+]

@@ -1,0 +1,191 @@
+"""The tool-set builder: registers built-ins, plugins and reminders, validates a configuration
+and produces the immutable ``ToolSet`` (seed sections 7 and 9)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Sequence
+from importlib.metadata import entry_points
+from typing import Any
+
+from toolhub.core import (
+    ConfigError,
+    ConfigViolation,
+    Container,
+    Params,
+    Reminder,
+    State,
+    TemplateRenderer,
+    TemplateRenderError,
+    Tool,
+)
+from toolhub.core.reminders import RemindersEnabled
+from toolhub.core.tool import ListContext
+from toolhub.core.requirements import EvalContext
+from toolhub.core.schema import rename_properties
+
+from .config import ConfigSource, ToolSetConfig
+from .external import ExternalSpec
+from .formats import Definition
+from .merge import merge
+from .registry import Registry
+from .toolset import Entry, ToolSet
+from .validate import Report, Resolved, proposed_tools, validate
+
+logger = logging.getLogger("toolhub.builder")
+
+PLUGIN_GROUP = "toolhub.plugins"
+
+
+class ToolSetBuilder:
+    """Collects what can be enabled; ``build(config)`` turns a client config into a ToolSet.
+
+    Plugins are callables published under the ``toolhub.plugins`` entry-point group; each
+    receives the builder and registers its tools, reminders or presets.
+    """
+
+    def __init__(self, *, builtins: bool = True, plugins: bool = True) -> None:
+        self.registry = Registry()
+        self.plugin_errors: list[str] = []
+        if builtins:
+            from toolhub.tools import BUILTIN_REMINDERS, BUILTIN_TOOLS, DEFAULT_TOOL_IDS, PRESETS
+
+            self.register(*BUILTIN_TOOLS)
+            for reminder in BUILTIN_REMINDERS:
+                self.register_reminder(reminder)
+            for name, pins in PRESETS.items():
+                self.register_preset(name, pins)
+            self.registry.default_tools = list(DEFAULT_TOOL_IDS)
+        if plugins:
+            self._load_plugins()
+
+    def register(self, *tools: type[Tool[Any, Any]]) -> ToolSetBuilder:
+        for tool_cls in tools:
+            self.registry.add_tool(tool_cls)
+        return self
+
+    def register_reminder(self, reminder: Reminder) -> ToolSetBuilder:
+        self.registry.reminders.append(reminder)
+        return self
+
+    def register_preset(self, name: str, pins: dict[str, str]) -> ToolSetBuilder:
+        self.registry.presets[name] = dict(pins)
+        return self
+
+    def set_default_tools(self, fq_ids: Iterable[str]) -> ToolSetBuilder:
+        self.registry.default_tools = list(fq_ids)
+        return self
+
+    def _load_plugins(self) -> None:
+        for ep in entry_points(group=PLUGIN_GROUP):
+            try:
+                plugin: Callable[[ToolSetBuilder], Any] = ep.load()
+                plugin(self)
+            except Exception as exc:
+                message = f"plugin {ep.name!r} ({ep.value}) failed to load: {exc}"
+                logger.warning(message)
+                self.plugin_errors.append(message)
+
+    # -- validation and build -------------------------------------------------------------------
+
+    def validate(self, config: ConfigSource = None) -> Report:
+        """Every violation of the first failing stage; never raises for a bad config."""
+        try:
+            cfg = ToolSetConfig.load(config)
+        except ConfigError as err:
+            return Report(violations=list(err.violations))
+        return validate(merge(cfg, self.registry).config, self.registry)
+
+    def build(
+        self,
+        config: ConfigSource = None,
+        *,
+        container: Container | None = None,
+        session_id: str = "",
+        external: Sequence[ExternalSpec] = (),
+    ) -> ToolSet:
+        cfg = ToolSetConfig.load(config)
+        merged = merge(cfg, self.registry, external)
+        report = validate(merged.config, self.registry)
+        if not report.ok:
+            raise ConfigError(report.violations)
+        container = container if container is not None else Container()
+        renderer = _renderer(report.resolved)
+        _install(container, report.resolved, cfg)
+        entries: list[Entry] = []
+        problems: list[ConfigViolation] = []
+        for item in report.resolved:
+            try:
+                entries.append(_entry(item, renderer, container))
+            except TemplateRenderError as err:
+                problems.append(
+                    ConfigViolation(
+                        item.config.id, err.detail, category="template_render", field_path="description"
+                    )
+                )
+        if problems:
+            raise ConfigError(problems)
+        tools = proposed_tools(report.resolved)
+        reminders = [r for r in self.registry.reminders if r.requires.evaluate(EvalContext(tools))]
+        for warning in report.warnings:
+            logger.warning(warning.message)
+        return ToolSet(
+            config=merged.config,
+            entries=entries,
+            container=container,
+            renderer=renderer,
+            reminders=reminders,
+            warnings=report.warnings,
+            session_id=session_id,
+        )
+
+
+def _renderer(resolved: Sequence[Resolved]) -> TemplateRenderer:
+    """kind → first tool's client name (config order); kind → canonical → client param names
+    across every tool of that kind."""
+    by_kind: dict[str, str] = {}
+    params: dict[str, dict[str, str]] = {}
+    for item in resolved:
+        kind = item.kind.value
+        by_kind.setdefault(kind, item.client_name)
+        names = params.setdefault(kind, {})
+        for prop in item.registered.erased.properties:
+            names.setdefault(prop, prop)
+        names.update(item.config.rename)
+    return TemplateRenderer(by_kind=by_kind, params=params)
+
+
+def _install(container: Container, resolved: Sequence[Resolved], cfg: ToolSetConfig) -> None:
+    container.insert(RemindersEnabled(cfg.reminders))
+    for item in resolved:
+        tool = item.registered.tool
+        if item.params is not None:
+            container.insert(item.params, Params[type(item.params)])
+        for model in tool.state_models:
+            container.register_persisted(State[model], model.resource_id)  # type: ignore[attr-defined]
+
+
+def _entry(item: Resolved, renderer: TemplateRenderer, container: Container) -> Entry:
+    tool = item.registered.tool
+    to_client = {k: v for k, v in item.config.rename.items() if k != v}
+    extra = tool.template_extra(item.params)
+    template = item.config.description
+    ctx = ListContext(renderer, item.params, item.client_name, to_client, container)
+    description = (
+        renderer.render(template, extra) if template is not None else tool.description(ctx)
+    )
+    schema = tool.adjust_schema(item.registered.erased.input_schema, item.params)
+    schema = rename_properties(renderer.render_schema(schema, extra), to_client)
+    return Entry(
+        client_name=item.client_name,
+        fq_id=item.registered.fq_id,
+        kind=item.kind,
+        handle=item.registered.erased,
+        definition=Definition(item.client_name, description, schema),
+        params=item.params,
+        to_client=to_client,
+        to_canonical={v: k for k, v in to_client.items()},
+        version=item.version,
+        workload=tool.workload,
+        tool=tool,
+    )
