@@ -109,12 +109,13 @@ class ErasedTool:
         try:
             if isinstance(out, BaseModel):
                 value = out.model_dump(mode="json")
+                json.dumps(value, allow_nan=False)
                 model_text = getattr(out, "model_text", None)
                 text = model_text() if callable(model_text) else default_model_text(value)
                 return Outcome(ToolOutput.typed(self.fq_id, out, value), text)
             if isinstance(out, str):
                 return Outcome(ToolOutput.plain_text(out, self.fq_id), out)
-            json.dumps(out)
+            json.dumps(out, allow_nan=False)
             return Outcome(ToolOutput.dynamic(out, self.fq_id), default_model_text(out))
         except Exception as exc:
             return Outcome(

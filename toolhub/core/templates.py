@@ -14,11 +14,21 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jinja2 import ChainableUndefined, TemplateError
+from jinja2.exceptions import SecurityError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from .errors import ToolError
 
-_ENV = ImmutableSandboxedEnvironment(
+
+class _Sandbox(ImmutableSandboxedEnvironment):
+    """The sandbox, but an attempt to reach an unsafe attribute fails loudly instead of
+    rendering as empty text, so a hostile template is reported rather than half-rendered."""
+
+    def unsafe_undefined(self, obj: Any, attribute: str) -> Any:
+        raise SecurityError(f"access to attribute {attribute!r} is not allowed")
+
+
+_ENV = _Sandbox(
     variable_start_string="${{",
     variable_end_string="}}",
     block_start_string="${%",

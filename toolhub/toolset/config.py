@@ -30,7 +30,7 @@ class ToolConfig(BaseModel):
 
     @property
     def client_name(self) -> str:
-        return self.name or default_client_name(self.id)
+        return self.name if self.name is not None else default_client_name(self.id)
 
 
 class McpServerConfig(BaseModel):

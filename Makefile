@@ -1,0 +1,40 @@
+# A fresh clone needs only Python >= 3.11 and make: every target bootstraps .venv itself.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-dev
+
+.PHONY: install lint format typecheck test demo bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check toolhub workers tests bench
+	$(VENV)/bin/ruff format --check toolhub workers tests bench
+
+format: $(STAMP)
+	$(VENV)/bin/ruff check --fix toolhub workers tests bench
+	$(VENV)/bin/ruff format toolhub workers tests bench
+
+typecheck: $(STAMP)
+	$(VENV)/bin/mypy toolhub/core
+	$(VENV)/bin/mypy toolhub workers
+
+test: lint typecheck
+	$(PY) -m pytest -q
+
+demo: $(STAMP)
+	$(VENV)/bin/toolhub demo
+
+bench: $(STAMP)
+	$(PY) -m pip install --quiet -e '.[dev,bench]'
+	$(PY) bench/run.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
