@@ -72,9 +72,13 @@ def main() -> None:
     print("| measurement | p50 per call | ratio |")
     print("|---|---|---|")
     print(f"| direct pydantic validate + dump | {direct_us:.2f} us | 1.00x |")
-    print(f"| toolhub `Session.call_sync` (embedded) | {toolhub_us:.2f} us | "
-          f"{toolhub_us / direct_us:.2f}x direct |")
-    print(f"| LangChain `StructuredTool.invoke` | {lc_us:.2f} us | {lc_us / direct_us:.2f}x direct |")
+    print(
+        f"| toolhub `Session.call_sync` (embedded) | {toolhub_us:.2f} us | "
+        f"{toolhub_us / direct_us:.2f}x direct |"
+    )
+    print(
+        f"| LangChain `StructuredTool.invoke` | {lc_us:.2f} us | {lc_us / direct_us:.2f}x direct |"
+    )
     print()
     verdict_abs = "PASS" if toolhub_us <= 20 else "MISS"
     verdict_lc = "PASS" if lc_us / toolhub_us >= 5 else "MISS"

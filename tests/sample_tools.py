@@ -140,9 +140,7 @@ class AddNote(Tool[NoteArgs, NoteOutput]):
     state_models = (Notes,)
 
     def run(self, ctx: ToolContext, args: NoteArgs) -> NoteOutput:
-        notes = ctx.container.update(
-            State[Notes], lambda n: Notes(items=[*n.items, args.note])
-        )
+        notes = ctx.container.update(State[Notes], lambda n: Notes(items=[*n.items, args.note]))
         return NoteOutput(count=len(notes.items))
 
 
@@ -171,7 +169,9 @@ class Writer(Tool[WriteArgs, WriteOutput]):
         BehaviorVersion("legacy-1", Lifecycle.DEPRECATED, replacement="current"),
         BehaviorVersion("legacy-0", Lifecycle.REMOVAL_CANDIDATE),
     )
-    description_template = "Write files (limit ${{ limit }}). Then check with ${{ tools.by_kind.read }}."
+    description_template = (
+        "Write files (limit ${{ limit }}). Then check with ${{ tools.by_kind.read }}."
+    )
 
     def template_extra(self, params: BaseModel | None) -> dict[str, Any]:
         assert isinstance(params, WriterParams)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 import os
 import threading
 from collections.abc import AsyncIterator, Iterator
@@ -24,6 +25,8 @@ from toolhub.store.files import DebouncedWriter, StateFile
 from toolhub.toolset import ConfigSource, ExternalHandler, ExternalSpec, ToolSet, ToolSetBuilder
 
 T = TypeVar("T")
+
+logger = logging.getLogger("toolhub.session")
 
 _default_builder: ToolSetBuilder | None = None
 _builder_lock = threading.Lock()
@@ -203,7 +206,8 @@ class Session:
         result = self.executor.call_sync(prepared)
         if result is not None:
             return result
-        return self._run(self._drain(prepared))
+        drained: CallResult = self._run(self._drain(prepared))
+        return drained
 
     async def _drain(self, prepared: Any) -> CallResult:
         result: CallResult | None = None
@@ -226,7 +230,7 @@ class Session:
             yield item
 
     def cancel_sync(self, call_id: str) -> bool:
-        return self._run(self.cancel(call_id))
+        return bool(self._run(self.cancel(call_id)))
 
     def _run(self, coro: Any) -> Any:
         return self._loop_thread().run(coro)
@@ -269,7 +273,7 @@ class Session:
                 try:
                     close()
                 except Exception:
-                    pass
+                    logger.exception("closing %r failed", value)
         if self._loop is not None:
             self._loop.stop()
 

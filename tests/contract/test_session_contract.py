@@ -51,7 +51,9 @@ def test_async_call_and_stream_agree(session_factory):
 
     async def go():
         result = await session.call("bash", {"command": "printf 'a\\nb\\n'", "description": "t"})
-        items = [i async for i in session.stream("bash", {"command": "echo hi", "description": "t"})]
+        items = [
+            i async for i in session.stream("bash", {"command": "echo hi", "description": "t"})
+        ]
         return result, items
 
     result, items = run(go())
@@ -86,7 +88,10 @@ def test_paths_outside_the_workspace_are_refused_and_untouched(session_factory, 
     outside = tmp_path / "outside.txt"
     outside.write_text("keep me")
     session = session_factory(FILES)
-    for args in ({"path": "../outside.txt", "content": "x"}, {"path": str(outside), "content": "x"}):
+    for args in (
+        {"path": "../outside.txt", "content": "x"},
+        {"path": str(outside), "content": "x"},
+    ):
         result = session.call_sync("write_file", args)
         assert result.error is not None and result.error.kind == "permission_denied"
     assert outside.read_text() == "keep me"

@@ -3,10 +3,17 @@ import json
 
 import pytest
 
-from toolhub.core import CallResult, Container, ErasedTool, Outcome, Progress, ToolContext, ToolError
-from toolhub.core.erasure import parse_arguments
-
 from tests.sample_tools import Boom, Count, Echo, EchoOutput, Infinite, Noop, Silent, Unencodable
+from toolhub.core import (
+    CallResult,
+    Container,
+    ErasedTool,
+    Outcome,
+    Progress,
+    ToolContext,
+    ToolError,
+)
+from toolhub.core.erasure import parse_arguments
 
 
 def ctx() -> ToolContext:

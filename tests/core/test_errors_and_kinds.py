@@ -1,9 +1,8 @@
 import pytest
 
+from tests.sample_tools import ALL
 from toolhub.core import CapabilityMode, ConfigViolation, ErrorKind, Tool, ToolError, ToolKind
 from toolhub.core.kinds import _MODES_BY_KIND
-
-from tests.sample_tools import ALL
 
 
 def test_display_shows_detail_not_kind():
@@ -43,7 +42,9 @@ def test_violation_summary_names_everything():
         expected="bool",
         actual="yes",
     )
-    assert v.summary() == "Main:bash: params.enabled_background; wrong type; expected bool; got 'yes'"
+    assert (
+        v.summary() == "Main:bash: params.enabled_background; wrong type; expected bool; got 'yes'"
+    )
     assert set(v.to_dict()) == {"tool", "message", "field_path", "expected", "actual", "category"}
 
 
@@ -100,7 +101,7 @@ def test_capabilities_read_only_matches_metadata():
 
 
 def test_identity_read_only_honors_per_tool_override():
-    from tests.sample_tools import NoArgs, Empty
+    from tests.sample_tools import Empty, NoArgs
 
     class Peek(Tool[NoArgs, Empty]):
         id = "peek"

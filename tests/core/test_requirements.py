@@ -15,7 +15,9 @@ from toolhub.core.requirements import (
     unmet,
 )
 
-BASH = ProposedTool("Main", "bash", ToolKind.EXECUTE, {"enabled_background": True}, frozenset({"command"}))
+BASH = ProposedTool(
+    "Main", "bash", ToolKind.EXECUTE, {"enabled_background": True}, frozenset({"command"})
+)
 READ = ProposedTool("Main", "read_file", ToolKind.READ, {}, frozenset({"path", "offset"}))
 
 

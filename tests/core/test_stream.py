@@ -25,13 +25,15 @@ def test_deltas_are_capped_at_16_kib():
 def test_a_split_character_is_held_back_until_complete():
     deltas = OutputDeltas()
     snow = "☃".encode()
-    assert deltas.feed(b"ab" + snow[:1]) [0].payload["delta"] == "ab"
+    assert deltas.feed(b"ab" + snow[:1])[0].payload["delta"] == "ab"
     assert deltas.feed(snow[1:2]) == []
     (item,) = deltas.feed(snow[2:])
     assert item.payload["delta"] == "☃"
 
 
-@given(st.text(max_size=300), st.lists(st.integers(1, 50), min_size=1, max_size=30), st.integers(4, 64))
+@given(
+    st.text(max_size=300), st.lists(st.integers(1, 50), min_size=1, max_size=30), st.integers(4, 64)
+)
 def test_deltas_reassemble_exactly_and_never_split_characters(text, cuts, cap):
     data = text.encode()
     deltas = OutputDeltas(max_delta_bytes=cap)

@@ -1,5 +1,4 @@
 import pytest
-from pydantic import BaseModel
 
 from toolhub.core import (
     BehaviorVersion,
@@ -108,6 +107,6 @@ def test_override_on_unmanaged_tool_errors():
 
 def test_legacy_preset_falls_back_to_current_for_unported_tool():
     only_current = (BehaviorVersion("current"),)
-    assert resolve_version("Main:z", only_current, None, {"Main:z": "legacy-1"}).version == "current"
-
-
+    assert (
+        resolve_version("Main:z", only_current, None, {"Main:z": "legacy-1"}).version == "current"
+    )

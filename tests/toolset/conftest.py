@@ -1,8 +1,7 @@
 import pytest
 
-from toolhub.toolset import ToolSetBuilder
-
 from tests.sample_tools import ALL, ReadA, ReadB
+from toolhub.toolset import ToolSetBuilder
 
 
 @pytest.fixture

@@ -5,9 +5,8 @@ import string
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from toolhub.toolset import ToolSetBuilder
-
 from tests.sample_tools import ALL, ReadA, ReadB
+from toolhub.toolset import ToolSetBuilder
 
 BUILDER = ToolSetBuilder(builtins=False, plugins=False).register(*ALL, ReadA, ReadB)
 NAMES = st.text(string.ascii_letters + string.digits + "_-", min_size=1, max_size=12)
@@ -35,7 +34,9 @@ def test_client_to_canonical_to_client_is_the_identity(rename, data):
 
 _JSON = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(max_size=8),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3)
+    ),
     max_leaves=10,
 )
 

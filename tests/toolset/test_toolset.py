@@ -2,10 +2,9 @@ import asyncio
 
 import pytest
 
+from tests.sample_tools import Notes
 from toolhub.core import CallResult, ConfigError, Progress, State, ToolError
 from toolhub.executors import LocalExecutor
-
-from tests.sample_tools import Notes
 
 CONFIG = {
     "tools": [
@@ -48,7 +47,9 @@ def test_description_override_is_still_rendered_in_the_sandbox(builder):
     )
     assert toolset.definitions()[0]["function"]["description"] == "Use me, not echo"
     with pytest.raises(ConfigError) as err:
-        builder.build({"tools": [{"id": "Main:echo", "description": "${{ ''.__class__.__mro__ }}"}]})
+        builder.build(
+            {"tools": [{"id": "Main:echo", "description": "${{ ''.__class__.__mro__ }}"}]}
+        )
     assert err.value.violations[0].category == "template_render"
 
 
@@ -120,7 +121,9 @@ def test_a_reminder_that_raises_is_skipped(builder):
 
     builder.register_reminder(Broken())
     toolset = builder.build(CONFIG)
-    assert toolset.execute_sync(toolset.prepare("say", {"message": "a"}, "c")).prompt_text == "echo: a"
+    assert (
+        toolset.execute_sync(toolset.prepare("say", {"message": "a"}, "c")).prompt_text == "echo: a"
+    )
 
 
 def test_reminder_requirements_filter_active_reminders(builder):
@@ -156,10 +159,14 @@ def test_external_tools_register_dispatch_and_unregister(builder):
 
     toolset.register_external(spec, handler)
     assert "time__now" in [d["name"] for d in toolset.definitions("mcp")]
-    assert "time__now" not in [d["name"] for d in toolset.definitions("mcp", include_external=False)]
+    assert "time__now" not in [
+        d["name"] for d in toolset.definitions("mcp", include_external=False)
+    ]
 
     async def go():
-        return [i async for i in toolset.execute(toolset.prepare("time__now", '{"tz": "UTC"}', "c"))]
+        return [
+            i async for i in toolset.execute(toolset.prepare("time__now", '{"tz": "UTC"}', "c"))
+        ]
 
     result = asyncio.run(go())[-1]
     assert result.output.tag == "dynamic" and result.output.value["args"] == {"tz": "UTC"}

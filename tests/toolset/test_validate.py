@@ -43,7 +43,9 @@ def test_every_param_problem_of_the_stage_is_reported(builder):
         }
     )
     assert sorted(cats(report)) == ["params_unknown_field", "params_unknown_field"]
-    report = builder.validate({"tools": [{"id": "Main:echo"}, {"id": "Main:writer", "params": {"limit": 0}}]})
+    report = builder.validate(
+        {"tools": [{"id": "Main:echo"}, {"id": "Main:writer", "params": {"limit": 0}}]}
+    )
     assert cats(report) == ["params_constraint"]
 
 
@@ -87,7 +89,9 @@ def test_rename_of_unknown_parameter(builder):
 
 
 def test_mutually_exclusive_variants(builder):
-    report = builder.validate({"tools": [{"id": "Alpha:read_file"}, {"id": "Beta:read_file", "name": "rb"}]})
+    report = builder.validate(
+        {"tools": [{"id": "Alpha:read_file"}, {"id": "Beta:read_file", "name": "rb"}]}
+    )
     assert cats(report) == ["variant_conflict", "variant_conflict"]
 
 
@@ -103,7 +107,9 @@ def test_unknown_preset_and_versions(builder):
     assert cats(builder.validate({"preset": "nope", "tools": [{"id": "Main:echo"}]})) == [
         "behavior_preset"
     ]
-    report = builder.validate({"tools": [{"id": "Main:echo"}, {"id": "Main:writer", "version": "v9"}]})
+    report = builder.validate(
+        {"tools": [{"id": "Main:echo"}, {"id": "Main:writer", "version": "v9"}]}
+    )
     assert cats(report) == ["behavior_version"]
     assert "current, legacy-0, legacy-1" in report.violations[0].message
     report = builder.validate({"tools": [{"id": "Main:echo", "version": "legacy-1"}]})
@@ -111,9 +117,13 @@ def test_unknown_preset_and_versions(builder):
 
 
 def test_deprecated_version_is_a_warning_not_a_violation(builder):
-    report = builder.validate({"tools": [{"id": "Main:echo"}, {"id": "Main:writer", "version": "legacy-1"}]})
+    report = builder.validate(
+        {"tools": [{"id": "Main:echo"}, {"id": "Main:writer", "version": "legacy-1"}]}
+    )
     assert report.ok and "deprecated" in report.warnings[0].message
-    report = builder.validate({"preset": "legacy", "tools": [{"id": "Main:echo"}, {"id": "Main:writer"}]})
+    report = builder.validate(
+        {"preset": "legacy", "tools": [{"id": "Main:echo"}, {"id": "Main:writer"}]}
+    )
     assert report.ok and report.warnings
 
 

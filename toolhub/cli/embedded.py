@@ -10,7 +10,7 @@ import asyncio
 import json
 import os
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.table import Table
@@ -61,7 +61,7 @@ def open_session(
         _violations(err)
 
 
-def _violations(err: ConfigError) -> typer.Exit:
+def _violations(err: ConfigError) -> NoReturn:
     table = Table(title="configuration violations", show_lines=False)
     for column in ("tool", "category", "field", "message", "expected", "actual"):
         table.add_column(column, overflow="fold")

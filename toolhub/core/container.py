@@ -48,26 +48,29 @@ class ResourceKey(Generic[T]):
         )
 
 
-class _KeyFactory:
-    category: ClassVar[str]
+class Params(Generic[T]):
+    """``Params[T]``: a tool's effective configuration, written at build time, read-only after.
 
-    def __class_getitem__(cls, value_type: type[T]) -> ResourceKey[T]:
+    ``Params[T]`` is a container key (a ``ResourceKey``) at runtime; type checkers see the
+    generic class, and the container's overloads map it back to ``T``."""
+
+    category: ClassVar[str] = "params"
+
+    def __class_getitem__(cls, value_type: Any) -> Any:
         return ResourceKey(cls.category, value_type)
 
 
-class Params(_KeyFactory):
-    """``Params[T]``: a tool's effective configuration, written at build time, read-only after."""
-
-    category = "params"
-
-
-class State(_KeyFactory):
+class State(Generic[T]):
     """``State[T]``: runtime state that tools change and the store persists across restarts."""
 
-    category = "state"
+    category: ClassVar[str] = "state"
+
+    def __class_getitem__(cls, value_type: Any) -> Any:
+        return ResourceKey(cls.category, value_type)
 
 
 Key = type[T] | ResourceKey[T]
+TypedKey = type[Params[T]] | type[State[T]]
 
 
 def key_name(key: Key[Any]) -> str:
@@ -111,23 +114,37 @@ class Container:
     @overload
     def insert(self, value: T) -> None: ...
     @overload
+    def insert(self, value: T, key: TypedKey[T]) -> None: ...
+    @overload
     def insert(self, value: T, key: Key[T]) -> None: ...
     def insert(self, value: Any, key: Any = None) -> None:
         with self._lock:
             self._values[type(value) if key is None else key] = value
             self._version += 1
 
-    def get(self, key: Key[T]) -> T | None:
+    @overload
+    def get(self, key: TypedKey[T]) -> T | None: ...
+    @overload
+    def get(self, key: Key[T]) -> T | None: ...
+    def get(self, key: Any) -> Any:
         with self._lock:
             return cast("T | None", self._values.get(key))
 
-    def require(self, key: Key[T]) -> T:
+    @overload
+    def require(self, key: TypedKey[T]) -> T: ...
+    @overload
+    def require(self, key: Key[T]) -> T: ...
+    def require(self, key: Any) -> Any:
         with self._lock:
             if key in self._values:
                 return cast(T, self._values[key])
         raise ToolError.missing_resource(key_name(key))
 
-    def get_or_default(self, key: Key[T]) -> T:
+    @overload
+    def get_or_default(self, key: TypedKey[T]) -> T: ...
+    @overload
+    def get_or_default(self, key: Key[T]) -> T: ...
+    def get_or_default(self, key: Any) -> Any:
         """The stored value, or a fresh ``T()`` that is stored and returned."""
         with self._lock:
             if key not in self._values:
@@ -149,7 +166,11 @@ class Container:
         with self._lock:
             return key in self._values
 
-    def update(self, key: Key[T], fn: Callable[[T], T]) -> T:
+    @overload
+    def update(self, key: TypedKey[T], fn: Callable[[T], T]) -> T: ...
+    @overload
+    def update(self, key: Key[T], fn: Callable[[T], T]) -> T: ...
+    def update(self, key: Any, fn: Callable[[Any], Any]) -> Any:
         """Replace the value with ``fn(current_or_default)`` atomically.
 
         Persisted state goes through the shared state sync when one is attached, so concurrent

@@ -9,6 +9,7 @@ caller gets its ``cancelled`` terminal immediately, whatever the tool is still d
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator
@@ -47,7 +48,10 @@ class LocalExecutor:
             if not cancelled.done():
                 cancelled.set_result(None)
 
-        remove = token.on_cancel(lambda: loop.call_soon_threadsafe(settle))
+        def wake() -> None:
+            loop.call_soon_threadsafe(settle)
+
+        remove = token.on_cancel(wake)
         result: CallResult | None = None
         try:
             async for item in self._race(prepared, cancelled):
@@ -71,7 +75,8 @@ class LocalExecutor:
         try:
             while True:
                 step = asyncio.ensure_future(anext(source))
-                await asyncio.wait({step, cancelled}, return_when=asyncio.FIRST_COMPLETED)
+                waiting: set[asyncio.Future[Any]] = {step, cancelled}
+                await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
                 if not step.done():
                     step.cancel()
                     yield _cancelled(prepared)
@@ -87,10 +92,8 @@ class LocalExecutor:
         finally:
             aclose = getattr(source, "aclose", None)
             if aclose is not None:
-                try:
+                with contextlib.suppress(RuntimeError, asyncio.CancelledError):
                     await aclose()
-                except (RuntimeError, asyncio.CancelledError):
-                    pass
 
     async def cancel(self, call_id: str) -> bool:
         token = self._running.get(call_id)

@@ -7,6 +7,7 @@ aside and replaced — never a crash — and unknown keys in it are ignored.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -53,10 +54,8 @@ class StateFile:
         logger.warning("%s; starting with fresh state", problem)
         self.problems.append(problem)
         aside = self.path.with_name(f"{self.path.name}.corrupt-{int(time.time())}")
-        try:
+        with contextlib.suppress(OSError):
             os.replace(self.path, aside)
-        except OSError:
-            pass
         return False
 
     def write(self, container: Container) -> None:

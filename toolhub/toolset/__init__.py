@@ -17,9 +17,9 @@ from .toolset import Entry, Prepared, ToolSet
 from .validate import Report
 
 __all__ = [
-    "ConfigSource",
     "FORMATS",
     "PLUGIN_GROUP",
+    "ConfigSource",
     "Definition",
     "Entry",
     "ExternalHandler",

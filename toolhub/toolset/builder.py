@@ -12,17 +12,16 @@ from toolhub.core import (
     ConfigError,
     ConfigViolation,
     Container,
-    Params,
     Reminder,
-    State,
+    ResourceKey,
     TemplateRenderer,
     TemplateRenderError,
     Tool,
 )
 from toolhub.core.reminders import RemindersEnabled
-from toolhub.core.tool import ListContext
 from toolhub.core.requirements import EvalContext
 from toolhub.core.schema import rename_properties
+from toolhub.core.tool import ListContext
 
 from .config import ConfigSource, ToolSetConfig
 from .external import ExternalSpec
@@ -120,7 +119,10 @@ class ToolSetBuilder:
             except TemplateRenderError as err:
                 problems.append(
                     ConfigViolation(
-                        item.config.id, err.detail, category="template_render", field_path="description"
+                        item.config.id,
+                        err.detail,
+                        category="template_render",
+                        field_path="description",
                     )
                 )
         if problems:
@@ -160,9 +162,9 @@ def _install(container: Container, resolved: Sequence[Resolved], cfg: ToolSetCon
     for item in resolved:
         tool = item.registered.tool
         if item.params is not None:
-            container.insert(item.params, Params[type(item.params)])
+            container.insert(item.params, ResourceKey("params", type(item.params)))
         for model in tool.state_models:
-            container.register_persisted(State[model], model.resource_id)  # type: ignore[attr-defined]
+            container.register_persisted(ResourceKey("state", model), _resource_id(model))
 
 
 def _entry(item: Resolved, renderer: TemplateRenderer, container: Container) -> Entry:
@@ -189,3 +191,10 @@ def _entry(item: Resolved, renderer: TemplateRenderer, container: Container) -> 
         workload=tool.workload,
         tool=tool,
     )
+
+
+def _resource_id(model: type[Any]) -> str:
+    resource_id = getattr(model, "resource_id", None)
+    if not isinstance(resource_id, str) or not resource_id:
+        raise TypeError(f"state model {model.__name__} needs a `resource_id: ClassVar[str]`")
+    return resource_id

@@ -109,7 +109,7 @@ def default_client_name(fq_id: str) -> str:
 def _read_file(path: Path) -> Any:
     try:
         text = path.read_text(encoding="utf-8")
-    except OSError as exc:
+    except (OSError, ValueError) as exc:
         raise ConfigError(
             [ConfigViolation(str(path), f"cannot read config: {exc}", category="config_parse")]
         ) from None

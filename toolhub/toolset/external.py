@@ -74,7 +74,8 @@ class ExternalTool:
         except Exception as exc:
             yield Outcome(error=ToolError.execution(f"{type(exc).__name__}: {exc}"))
             return
-        yield encode_dynamic(result, self.fq_id)
+        # A handler that knows the model text (an MCP result, a remote toolhub) returns an Outcome.
+        yield result if isinstance(result, Outcome) else encode_dynamic(result, self.fq_id)
 
 
 def encode_dynamic(value: Any, tool_id: str) -> Outcome:

@@ -23,7 +23,11 @@ def render_definitions(definitions: Sequence[Definition], format: str) -> list[d
         return [
             {
                 "type": "function",
-                "function": {"name": d.name, "description": d.description, "parameters": d.parameters},
+                "function": {
+                    "name": d.name,
+                    "description": d.description,
+                    "parameters": d.parameters,
+                },
             }
             for d in definitions
         ]

@@ -36,9 +36,11 @@ def merge(
     hub: Sequence[ExternalSpec] = (),
 ) -> Merged:
     mode = config.mode
-    tools = config.tools if config.tools is not None else [
-        ToolConfig(id=i) for i in registry.default_tools if i in registry.tools
-    ]
+    tools = (
+        config.tools
+        if config.tools is not None
+        else [ToolConfig(id=i) for i in registry.default_tools if i in registry.tools]
+    )
     kept_tools = [t for t in tools if mode.allows(baseline_kind(t, registry))]
     taken = {t.client_name for t in kept_tools} | {t.id for t in kept_tools}
     skipped: list[str] = []
@@ -54,4 +56,3 @@ def merge(
             taken.add(spec.name)
             out.append(spec)
     return Merged(config.model_copy(update={"tools": kept_tools}), kept_external, kept_hub, skipped)
-

@@ -39,7 +39,7 @@ from toolhub.core.tool import ListContext
 from .config import ToolSetConfig
 from .external import ExternalHandler, ExternalSpec, ExternalTool
 from .formats import Definition, render_definitions
-from .registry import EXTERNAL_SEPARATOR, valid_external_name
+from .registry import EXTERNAL_SEPARATOR, NAME_PATTERN, valid_external_name
 
 logger = logging.getLogger("toolhub.toolset")
 
@@ -175,7 +175,9 @@ class ToolSet:
                 return
             yield item
 
-    def finalize(self, prepared: Prepared, outcome: Outcome, *, internal: bool = False) -> CallResult:
+    def finalize(
+        self, prepared: Prepared, outcome: Outcome, *, internal: bool = False
+    ) -> CallResult:
         entry, ctx = prepared.entry, prepared.ctx
         if outcome.error is not None:
             return CallResult.failure(
@@ -235,7 +237,8 @@ class ToolSet:
 
     def register_external(self, spec: ExternalSpec, handler: ExternalHandler) -> None:
         """Add an external tool (``server__tool``) at runtime; JSON in, JSON out, kind other."""
-        if not valid_external_name(spec.name):
+        hub_name = "hub" in spec.source and NAME_PATTERN.match(spec.name) is not None
+        if not valid_external_name(spec.name) and not hub_name:
             raise ToolError.invalid_arguments(
                 f"invalid external tool name {spec.name!r}: use `server{EXTERNAL_SEPARATOR}tool` "
                 "with characters from [A-Za-z0-9_-]"

@@ -217,7 +217,8 @@ def _stage_names(
             report.violations.append(
                 ConfigViolation(
                     item.config.id,
-                    f"client name {name!r} is also used by {seen[name]}; set `name` to disambiguate",
+                    f"client name {name!r} is also used by {seen[name]}; "
+                    "set `name` to disambiguate",
                     category="duplicate_client_name",
                     field_path="name",
                     actual=name,
