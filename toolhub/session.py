@@ -117,6 +117,7 @@ class Session:
         _install_resources(container, root, session_dir, sid)
         builder = builder or default_builder()
         toolset = builder.build(config, container=container, session_id=sid)
+        wire_tool_catalog(toolset)
         state = StateFile(session_dir / "state.json")
         state.load_into(container)
         writer = DebouncedWriter(container, state)
@@ -288,6 +289,37 @@ class Session:
 
     async def __aexit__(self, *exc: object) -> None:
         self.close()
+
+
+def wire_tool_catalog(toolset: ToolSet) -> None:
+    """Give the meta-tools what they search and check: the enabled built-in names, and an
+    index of external tools kept current as they are registered and unregistered."""
+    from toolhub.backends.tool_index import (
+        EnabledToolNames,
+        InMemoryToolIndex,
+        ToolEntry,
+        ToolIndex,
+    )
+
+    container = toolset.container
+    names = frozenset(name for name, entry in toolset.entries.items() if not entry.external)
+    container.insert(EnabledToolNames(names))
+    index = container.get(ToolIndex)
+    if index is None:
+        index = InMemoryToolIndex()
+        container.insert(index, ToolIndex)
+    if isinstance(index, InMemoryToolIndex):
+        catalog = index
+
+        def sync(spec: ExternalSpec, added: bool) -> None:
+            if added:
+                catalog.add(ToolEntry(spec.name, spec.description, spec.input_schema))
+            else:
+                catalog.remove(spec.name)
+
+        toolset.external_listeners.append(sync)
+        for spec in toolset.external_specs():
+            sync(spec, True)
 
 
 def _install_resources(container: Container, workspace: Path, session_dir: Path, sid: str) -> None:

@@ -104,6 +104,7 @@ class ToolSet:
         self._entries: dict[str, Entry] = {e.client_name: e for e in entries}
         self._write_lock = threading.Lock()
         self.on_finalize: Callable[[], None] | None = None
+        self.external_listeners: list[Callable[[ExternalSpec, bool], None]] = []
 
     # -- lookup ----------------------------------------------------------------------------------
 
@@ -256,14 +257,18 @@ class ToolSet:
                     f"`{spec.name}` is already the name of a built-in tool"
                 )
             self._entries = {**self._entries, spec.name: entry}
+        for listener in self.external_listeners:
+            listener(spec, True)
 
     def unregister_external(self, name: str) -> bool:
         with self._write_lock:
             entry = self._entries.get(name)
-            if entry is None or not entry.external:
+            if entry is None or not isinstance(entry.handle, ExternalTool):
                 return False
             self._entries = {k: v for k, v in self._entries.items() if k != name}
-            return True
+        for listener in self.external_listeners:
+            listener(entry.handle.spec, False)
+        return True
 
     def external_specs(self) -> list[ExternalSpec]:
         return [e.handle.spec for e in self._entries.values() if isinstance(e.handle, ExternalTool)]
