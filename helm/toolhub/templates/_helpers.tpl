@@ -1,0 +1,269 @@
+{{/* Names ---------------------------------------------------------------------------------- */}}
+
+{{- define "toolhub.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "toolhub.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "toolhub.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Labels: common labels, and the selector labels of one component. */}}
+{{- define "toolhub.labels" -}}
+helm.sh/chart: {{ include "toolhub.chart" . }}
+{{ include "toolhub.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{- define "toolhub.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "toolhub.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{/* usage: include "toolhub.componentLabels" (dict "root" $ "component" "gateway") */}}
+{{- define "toolhub.componentSelector" -}}
+{{ include "toolhub.selectorLabels" .root }}
+app.kubernetes.io/component: {{ .component }}
+{{- with .queue }}
+toolhub.io/queue: {{ . }}
+{{- end }}
+{{- end }}
+
+{{- define "toolhub.componentLabels" -}}
+{{ include "toolhub.labels" .root }}
+app.kubernetes.io/component: {{ .component }}
+{{- with .queue }}
+toolhub.io/queue: {{ . }}
+{{- end }}
+{{- end }}
+
+{{- define "toolhub.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "toolhub.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{/* Image: repository:tag (tag defaults to appVersion), or repository@digest. */}}
+{{- define "toolhub.image" -}}
+{{- $tag := default .Chart.AppVersion .Values.image.tag | toString }}
+{{- if eq (lower $tag) "latest" }}
+{{- fail "image.tag must be pinned: \"latest\" is not allowed" }}
+{{- end }}
+{{- if .Values.image.digest }}
+{{- printf "%s:%s@%s" .Values.image.repository $tag .Values.image.digest }}
+{{- else }}
+{{- printf "%s:%s" .Values.image.repository $tag }}
+{{- end }}
+{{- end }}
+
+{{/* Restricted Pod Security settings: not configurable on purpose. */}}
+{{- define "toolhub.podSecurityContext" -}}
+runAsNonRoot: true
+runAsUser: 10001
+runAsGroup: 10001
+fsGroup: 10001
+fsGroupChangePolicy: OnRootMismatch
+seccompProfile:
+  type: RuntimeDefault
+{{- end }}
+
+{{- define "toolhub.containerSecurityContext" -}}
+runAsNonRoot: true
+runAsUser: 10001
+runAsGroup: 10001
+allowPrivilegeEscalation: false
+readOnlyRootFilesystem: true
+privileged: false
+capabilities:
+  drop:
+    - ALL
+seccompProfile:
+  type: RuntimeDefault
+{{- end }}
+
+{{/* Timing ---------------------------------------------------------------------------------- */}}
+
+{{/* Worker grace period: never below the longest foreground call plus Celery's soft shutdown. */}}
+{{- define "toolhub.workerGracePeriod" -}}
+{{- $floor := add .Values.config.maxForegroundSeconds .Values.worker.softShutdownSeconds 30 }}
+{{- max (int .Values.worker.terminationGracePeriodSeconds) $floor }}
+{{- end }}
+
+{{/* KEDA cooldown: always longer than the worker grace period (KEDA docs, Airflow chart). */}}
+{{- define "toolhub.kedaCooldown" -}}
+{{- $floor := add (include "toolhub.workerGracePeriod" . | int) 30 }}
+{{- max (int .Values.autoscaling.keda.cooldownPeriod) $floor }}
+{{- end }}
+
+{{/* Secrets and Redis ------------------------------------------------------------------------ */}}
+
+{{- define "toolhub.secretName" -}}
+{{- include "toolhub.fullname" . }}
+{{- end }}
+
+{{- define "toolhub.apiTokenSecret" -}}
+{{- default (include "toolhub.secretName" .) .Values.auth.existingSecret }}
+{{- end }}
+
+{{- define "toolhub.flowerSecret" -}}
+{{- default (include "toolhub.secretName" .) .Values.flower.existingSecret }}
+{{- end }}
+
+{{/* Name of the Secret with the Redis password, or "" when Redis needs none. */}}
+{{- define "toolhub.redisPasswordSecret" -}}
+{{- if .Values.redis.enabled }}
+{{- if .Values.redis.auth.enabled }}
+{{- default (include "toolhub.secretName" .) .Values.redis.auth.existingSecret }}
+{{- end }}
+{{- else if .Values.externalRedis.existingSecret }}
+{{- .Values.externalRedis.existingSecret }}
+{{- else if .Values.externalRedis.password }}
+{{- include "toolhub.secretName" . }}
+{{- end }}
+{{- end }}
+
+{{- define "toolhub.redisPasswordKey" -}}
+{{- if .Values.redis.enabled }}{{ .Values.redis.auth.passwordKey }}{{ else }}{{ .Values.externalRedis.passwordKey }}{{ end }}
+{{- end }}
+
+{{- define "toolhub.redisHost" -}}
+{{- if .Values.redis.enabled }}
+{{- printf "%s-redis" (include "toolhub.fullname" .) }}
+{{- else }}
+{{- required "externalRedis.host is required when redis.enabled is false" .Values.externalRedis.host }}
+{{- end }}
+{{- end }}
+
+{{- define "toolhub.redisPort" -}}
+{{- if .Values.redis.enabled }}6379{{ else }}{{ .Values.externalRedis.port }}{{ end }}
+{{- end }}
+
+{{- define "toolhub.redisDatabase" -}}
+{{- if .Values.redis.enabled }}0{{ else }}{{ .Values.externalRedis.database }}{{ end }}
+{{- end }}
+
+{{- define "toolhub.redisTLS" -}}
+{{- if and (not .Values.redis.enabled) .Values.externalRedis.tls }}true{{ else }}false{{ end }}
+{{- end }}
+
+{{/*
+Env vars that give a container its Redis URL. REDIS_PASSWORD comes first so that the kubelet
+expands $(REDIS_PASSWORD) inside TOOLHUB_REDIS_URL: the password never appears in a manifest.
+*/}}
+{{- define "toolhub.redisEnv" -}}
+{{- $secret := include "toolhub.redisPasswordSecret" . }}
+{{- $scheme := ternary "rediss" "redis" (eq (include "toolhub.redisTLS" .) "true") }}
+{{- $userinfo := "" }}
+{{- if $secret }}
+{{- $user := ternary "" .Values.externalRedis.username .Values.redis.enabled }}
+{{- $userinfo = printf "%s:$(REDIS_PASSWORD)@" $user }}
+{{- if $user }}
+- name: REDIS_USERNAME
+  value: {{ $user | quote }}
+{{- end }}
+- name: REDIS_PASSWORD
+  valueFrom:
+    secretKeyRef:
+      name: {{ $secret }}
+      key: {{ include "toolhub.redisPasswordKey" . }}
+{{- end }}
+- name: TOOLHUB_REDIS_URL
+  value: {{ printf "%s://%s%s:%s/%s" $scheme $userinfo (include "toolhub.redisHost" .) (include "toolhub.redisPort" .) (include "toolhub.redisDatabase" .) | quote }}
+{{- end }}
+
+{{/* Env shared by the gateway and the workers. */}}
+{{- define "toolhub.commonEnv" -}}
+{{ include "toolhub.redisEnv" . | trim }}
+- name: TOOLHUB_CONFIG
+  value: /etc/toolhub/toolset.yaml
+- name: TOOLHUB_WORKSPACE
+  value: {{ .Values.workspace.mountPath | quote }}
+- name: TOOLHUB_LOG_FORMAT
+  value: {{ .Values.config.logFormat | quote }}
+- name: TOOLHUB_MAX_FOREGROUND_SECONDS
+  value: {{ .Values.config.maxForegroundSeconds | quote }}
+- name: HOME
+  value: /tmp
+{{- end }}
+
+{{/* Volumes shared by the gateway and the workers. */}}
+{{- define "toolhub.commonVolumes" -}}
+- name: tmp
+  emptyDir:
+    sizeLimit: {{ .tmpSizeLimit | default "256Mi" }}
+- name: config
+  configMap:
+    name: {{ .root.Values.config.existingConfigMap | default (printf "%s-toolset" (include "toolhub.fullname" .root)) }}
+    items:
+      - key: {{ ternary .root.Values.config.existingConfigMapKey "toolset.yaml" (not (empty .root.Values.config.existingConfigMap)) }}
+        path: toolset.yaml
+- name: workspace
+{{- if .root.Values.workspace.persistence.enabled }}
+  persistentVolumeClaim:
+    claimName: {{ .root.Values.workspace.persistence.existingClaim | default (printf "%s-workspace" (include "toolhub.fullname" .root)) }}
+{{- else }}
+  emptyDir: {}
+{{- end }}
+{{- end }}
+
+{{- define "toolhub.commonVolumeMounts" -}}
+- name: tmp
+  mountPath: /tmp
+- name: config
+  mountPath: /etc/toolhub
+  readOnly: true
+- name: workspace
+  mountPath: {{ .Values.workspace.mountPath }}
+{{- end }}
+
+{{/* Pod-level settings shared by every toolhub pod. */}}
+{{- define "toolhub.podSpecCommon" -}}
+serviceAccountName: {{ include "toolhub.serviceAccountName" . }}
+automountServiceAccountToken: false
+enableServiceLinks: false
+securityContext:
+  {{- include "toolhub.podSecurityContext" . | nindent 2 }}
+{{- with .Values.imagePullSecrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.affinity }}
+affinity:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
+
+{{- define "toolhub.podAnnotations" -}}
+checksum/config: {{ toYaml .Values.config.toolset | sha256sum }}
+{{- with .Values.podAnnotations }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
