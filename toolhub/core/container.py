@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import Any, ClassVar, Generic, Protocol, TypeVar, cast, overload
+from typing import Any, ClassVar, Generic, Protocol, TypeVar, overload
 
 from pydantic import TypeAdapter
 
@@ -128,7 +128,7 @@ class Container:
     def get(self, key: Key[T]) -> T | None: ...
     def get(self, key: Any) -> Any:
         with self._lock:
-            return cast("T | None", self._values.get(key))
+            return self._values.get(key)
 
     @overload
     def require(self, key: TypedKey[T]) -> T: ...
@@ -137,7 +137,7 @@ class Container:
     def require(self, key: Any) -> Any:
         with self._lock:
             if key in self._values:
-                return cast(T, self._values[key])
+                return self._values[key]
         raise ToolError.missing_resource(key_name(key))
 
     @overload
@@ -150,7 +150,7 @@ class Container:
             if key not in self._values:
                 self._values[key] = value_type(key)()
                 self._version += 1
-            return cast(T, self._values[key])
+            return self._values[key]
 
     def remove(self, key: Key[Any]) -> None:
         with self._lock:
@@ -185,7 +185,7 @@ class Container:
 
             new = self._sync.update(entry.resource_id, apply, entry.adapter)
             self.insert(new, key)
-            return cast(T, new)
+            return new
         with self._lock:
             current = self._values.get(key)
             new = fn(value_type(key)() if current is None else current)

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ValidationError
 from .errors import ErrorKind, ToolError
 from .result import ToolOutput, default_model_text
 from .schema import clean_schema
-from .stream import Progress
+from .stream import ContentBlock, Progress
 from .tool import Tool, ToolContext
 
 logger = logging.getLogger("toolhub.tool")
@@ -26,16 +26,22 @@ ECHO_LIMIT = 2000
 
 
 class Outcome:
-    """The terminal of an erased stream: the tagged output and its model text, or an error."""
+    """The terminal of an erased stream: the tagged output, its model text and any content
+    blocks (images) it carries, or an error."""
 
-    __slots__ = ("error", "output", "text")
+    __slots__ = ("blocks", "error", "output", "text")
 
     def __init__(
-        self, output: ToolOutput | None = None, text: str = "", error: ToolError | None = None
+        self,
+        output: ToolOutput | None = None,
+        text: str = "",
+        error: ToolError | None = None,
+        blocks: tuple[ContentBlock, ...] = (),
     ) -> None:
         self.output = output
         self.text = text
         self.error = error
+        self.blocks = blocks
 
 
 class ErasedTool:
@@ -112,7 +118,9 @@ class ErasedTool:
                 json.dumps(value, allow_nan=False)
                 model_text = getattr(out, "model_text", None)
                 text = model_text() if callable(model_text) else default_model_text(value)
-                return Outcome(ToolOutput.typed(self.fq_id, out, value), text)
+                content_blocks = getattr(out, "content_blocks", None)
+                blocks = tuple(content_blocks()) if callable(content_blocks) else ()
+                return Outcome(ToolOutput.typed(self.fq_id, out, value), text, blocks=blocks)
             if isinstance(out, str):
                 return Outcome(ToolOutput.plain_text(out, self.fq_id), out)
             json.dumps(out, allow_nan=False)

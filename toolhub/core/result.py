@@ -13,6 +13,7 @@ from typing import Any, Literal, TypeVar
 from pydantic import BaseModel
 
 from .errors import ToolError
+from .stream import ContentBlock
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -77,11 +78,13 @@ class CallResult:
     """The terminal item of a call: structured output, the text the model reads, and the error.
 
     ``prompt_text`` always holds what to send back to the model: the output's model text plus
-    reminders on success, ``"Tool `name` failed: detail"`` on failure.
+    reminders on success, ``"Tool `name` failed: detail"`` on failure. ``content`` holds any
+    content blocks (images) that belong next to the text in the model's view.
     """
 
     __slots__ = (
         "call_id",
+        "content",
         "effective_tool_name",
         "error",
         "name",
@@ -100,8 +103,10 @@ class CallResult:
         tool_id: str | None = None,
         call_id: str | None = None,
         effective_tool_name: str | None = None,
+        content: tuple[ContentBlock, ...] = (),
     ) -> None:
         self.name = name
+        self.content = content
         self.output = output
         self.prompt_text = prompt_text
         self.error = error
@@ -146,6 +151,7 @@ class CallResult:
             "prompt_text": self.prompt_text,
             "error": None if self.error is None else self.error.to_dict(),
             "effective_tool_name": self.effective_tool_name,
+            "content": [block.to_dict() for block in self.content],
         }
 
     @classmethod
@@ -160,6 +166,7 @@ class CallResult:
             tool_id=data.get("tool_id"),
             call_id=data.get("call_id"),
             effective_tool_name=data.get("effective_tool_name"),
+            content=tuple(ContentBlock.from_dict(b) for b in data.get("content") or ()),
         )
 
     def __repr__(self) -> str:

@@ -200,6 +200,7 @@ class ToolSet:
             tool_id=entry.fq_id,
             call_id=ctx.call_id,
             effective_tool_name=ctx.effective_tool_name,
+            content=outcome.blocks,
         )
 
     def _collect(self, entry: Entry, outcome: Outcome) -> list[str]:
