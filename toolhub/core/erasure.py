@@ -49,6 +49,9 @@ class ErasedTool:
 
     __slots__ = (
         "_allowed",
+        "_blocks",
+        "_output_type",
+        "_text",
         "_validate",
         "fq_id",
         "input_schema",
@@ -65,6 +68,9 @@ class ErasedTool:
         self.properties = frozenset(self.input_schema.get("properties", {}))
         self._allowed = frozenset(_accepted_keys(args_model))
         self._validate = args_model.model_validate
+        self._output_type = type(tool).Output
+        self._text = getattr(self._output_type, "model_text", None)
+        self._blocks = getattr(self._output_type, "content_blocks", None)
         self.is_sync = not type(tool).is_streaming() and not inspect.iscoroutinefunction(
             type(tool).run
         )
@@ -116,10 +122,13 @@ class ErasedTool:
             if isinstance(out, BaseModel):
                 value = out.model_dump(mode="json")
                 json.dumps(value, allow_nan=False)
-                model_text = getattr(out, "model_text", None)
-                text = model_text() if callable(model_text) else default_model_text(value)
-                content_blocks = getattr(out, "content_blocks", None)
-                blocks = tuple(content_blocks()) if callable(content_blocks) else ()
+                if type(out) is self._output_type:
+                    text_fn, blocks_fn = self._text, self._blocks
+                else:
+                    text_fn = getattr(type(out), "model_text", None)
+                    blocks_fn = getattr(type(out), "content_blocks", None)
+                text = text_fn(out) if text_fn is not None else default_model_text(value)
+                blocks = tuple(blocks_fn(out)) if blocks_fn is not None else ()
                 return Outcome(ToolOutput.typed(self.fq_id, out, value), text, blocks=blocks)
             if isinstance(out, str):
                 return Outcome(ToolOutput.plain_text(out, self.fq_id), out)

@@ -41,26 +41,28 @@ OutputT = TypeVar("OutputT", bound=BaseModel)
 
 class CancelToken:
     """Cancellation that never waits on the tool: ``cancel()`` sets the flag and runs the
-    registered callbacks (kill a process group, close a socket) at once, from any thread."""
+    registered callbacks (kill a process group, close a socket) at once, from any thread.
 
-    __slots__ = ("_callbacks", "_event", "_lock", "reason")
+    One is made per call, so it is deliberately cheap: a flag, a lock and a callback list."""
+
+    __slots__ = ("_callbacks", "_cancelled", "_lock", "reason")
 
     def __init__(self) -> None:
-        self._event = threading.Event()
+        self._cancelled = False
         self._callbacks: list[Callable[[], None]] = []
         self._lock = threading.Lock()
         self.reason = "cancelled"
 
     @property
     def cancelled(self) -> bool:
-        return self._event.is_set()
+        return self._cancelled
 
     def cancel(self, reason: str = "cancelled") -> None:
         with self._lock:
-            if self._event.is_set():
+            if self._cancelled:
                 return
             self.reason = reason
-            self._event.set()
+            self._cancelled = True
             callbacks, self._callbacks = self._callbacks, []
         for callback in callbacks:
             callback()
@@ -68,7 +70,7 @@ class CancelToken:
     def on_cancel(self, callback: Callable[[], None]) -> Callable[[], None]:
         """Run ``callback`` on cancel (now, if already cancelled); returns an unregister."""
         with self._lock:
-            if not self._event.is_set():
+            if not self._cancelled:
                 self._callbacks.append(callback)
                 return lambda: self._discard(callback)
         callback()
@@ -79,8 +81,17 @@ class CancelToken:
             self._callbacks.remove(callback)
 
     def raise_if_cancelled(self) -> None:
-        if self._event.is_set():
+        if self._cancelled:
             raise ToolError.cancelled()
+
+    def wait_sync(self, timeout: float | None = None) -> bool:
+        """Block (a thread) until cancelled or ``timeout``; True when cancelled."""
+        event = threading.Event()
+        remove = self.on_cancel(event.set)
+        try:
+            return event.wait(timeout)
+        finally:
+            remove()
 
     async def wait(self, timeout: float | None = None) -> bool:
         """Wait (asynchronously) until cancelled or ``timeout``; True when cancelled."""

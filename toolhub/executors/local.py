@@ -25,7 +25,7 @@ class LocalExecutor:
     def __init__(self, toolset: ToolSet) -> None:
         self.toolset = toolset
         self._running: dict[str, CancelToken] = {}
-        self.records: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        self.records: OrderedDict[str, tuple[Any, ...]] = OrderedDict()
 
     def call_sync(self, prepared: Prepared) -> CallResult | None:
         if not prepared.entry.handle.is_sync:
@@ -107,23 +107,31 @@ class LocalExecutor:
             token.cancel("session closed")
 
     def _record(self, prepared: Prepared, result: CallResult | None, started: float) -> None:
+        """Keep what ``record`` reports; cheap, because it runs on every call."""
         call_id = prepared.ctx.call_id
-        status = "running" if result is None else _status(result)
-        record = {
+        records = self.records
+        records[call_id] = (prepared.entry, started, time.time() if result else None, result)
+        records.move_to_end(call_id)
+        if len(records) > MAX_RECORDS:
+            records.popitem(last=False)
+
+    def record(self, call_id: str) -> dict[str, Any] | None:
+        """The call record (same shape as the distributed one), or None when unknown."""
+        found = self.records.get(call_id)
+        if found is None:
+            return None
+        entry, started, finished, result = found
+        return {
             "call_id": call_id,
             "session_id": self.toolset.session_id,
-            "tool": prepared.entry.fq_id,
-            "name": prepared.entry.client_name,
-            "status": status,
+            "tool": entry.fq_id,
+            "name": entry.client_name,
+            "status": "running" if result is None else _status(result),
             "attempt": 1,
             "started_at": started,
-            "finished_at": None if result is None else time.time(),
+            "finished_at": finished,
             "result": None if result is None else result.to_dict(),
         }
-        self.records[call_id] = record
-        self.records.move_to_end(call_id)
-        while len(self.records) > MAX_RECORDS:
-            self.records.popitem(last=False)
 
 
 def _status(result: CallResult) -> str:
