@@ -7,6 +7,7 @@ or a symlink pointing out — is refused with ``permission_denied`` before any I
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 from pathlib import Path
@@ -29,12 +30,7 @@ class Workspace:
         first. Symlinks are followed (also for the parent of a path that does not exist yet), so
         a link inside the workspace that points outside is refused as well.
         """
-        text = "" if path is None else os.fspath(path).strip().strip("\"'").strip()
-        if text.startswith("~"):
-            text = os.path.expanduser(text)
-        candidate = Path(text) if text else self.root
-        if not candidate.is_absolute():
-            candidate = self.root / candidate
+        text, candidate = self._candidate(path)
         real = Path(os.path.realpath(candidate))
         if not self.contains(real):
             raise ToolError.permission_denied(
@@ -42,6 +38,33 @@ class Workspace:
                 path=text,
             )
         return real
+
+    def resolve_entry(self, path: str | os.PathLike[str] | None, *, what: str = "path") -> Path:
+        """The directory entry ``path`` names, without following a final symlink.
+
+        Deleting or moving a symlink must act on the link, not on what it points to. The parent
+        is resolved and confined like ``resolve``; the link's target must be inside the workspace
+        too (``resolve`` checks it), so an escaping link is refused rather than touched.
+        """
+        real = self.resolve(path, what=what)
+        _, candidate = self._candidate(path)
+        if candidate.name in ("", ".", ".."):
+            return real
+        entry = Path(os.path.realpath(candidate.parent)) / candidate.name
+        if not self.contains(entry):
+            raise ToolError.permission_denied(
+                f"{what} `{path}` is outside the workspace {self.root}", path=str(path)
+            )
+        return entry
+
+    def _candidate(self, path: str | os.PathLike[str] | None) -> tuple[str, Path]:
+        text = "" if path is None else os.fspath(path).strip().strip("\"'").strip()
+        if text.startswith("~"):
+            text = os.path.expanduser(text)
+        candidate = Path(text) if text else self.root
+        if not candidate.is_absolute():
+            candidate = self.root / candidate
+        return text, candidate
 
     def contains(self, path: Path) -> bool:
         return path == self.root or self.root in path.parents
@@ -72,8 +95,6 @@ def atomic_write(path: Path, data: bytes) -> None:
             os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
-        except FileNotFoundError:
-            pass
         raise

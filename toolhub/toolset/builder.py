@@ -110,6 +110,7 @@ class ToolSetBuilder:
             raise ConfigError(report.violations)
         container = container if container is not None else Container()
         renderer = _renderer(report.resolved)
+        container.insert(renderer)
         _install(container, report.resolved, cfg)
         entries: list[Entry] = []
         problems: list[ConfigViolation] = []
@@ -129,6 +130,9 @@ class ToolSetBuilder:
             raise ConfigError(problems)
         tools = proposed_tools(report.resolved)
         reminders = [r for r in self.registry.reminders if r.requires.evaluate(EvalContext(tools))]
+        for reminder in reminders:
+            for model in getattr(reminder, "state_models", ()):
+                container.register_persisted(ResourceKey("state", model), _resource_id(model))
         for warning in report.warnings:
             logger.warning(warning.message)
         return ToolSet(

@@ -1,0 +1,171 @@
+"""Resource limits for commands: what one shell command may consume before the kernel stops it.
+
+Limits are applied by a short shell prelude (``ulimit``) that runs in the child *before* the
+user's command, rather than by a Python ``preexec_fn``: ``preexec_fn`` runs interpreter code
+between ``fork`` and ``exec``, which can deadlock in a process with threads (a worker always has
+them). The prelude is plain shell, so nothing of ours runs in the child.
+
+``RLIMIT_NPROC`` does not bind root, and a fork bomb run by root would exhaust the machine's pid
+table. Where a pids cgroup can be created (cgroup v1 ``pids`` or v2 with the ``pids`` controller
+delegated), each command also gets its own cgroup with ``pids.max``: that holds for every user,
+and it lets a kill reach processes that left the command's process group.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+import resource
+import shlex
+import signal
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+_GIB = 1 << 30
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceLimits:
+    """Per-command limits; ``None`` leaves a limit as the worker has it.
+
+    ``max_processes`` counts processes (threads, under a cgroup) of the command itself when a
+    pids cgroup is available, and of the whole user otherwise (``RLIMIT_NPROC`` semantics).
+    """
+
+    cpu_seconds: int | None = None
+    address_space_bytes: int | None = 8 * _GIB
+    max_processes: int | None = 4096
+    file_size_bytes: int | None = None
+
+    def ulimit_prelude(self) -> str:
+        """Shell commands that set these limits (hard and soft), clamped to what the worker's
+        own hard limits allow, so ``ulimit`` never fails and never prints an error."""
+        parts: list[str] = []
+        for flag, rlimit, value, unit in (
+            ("t", resource.RLIMIT_CPU, self.cpu_seconds, 1),
+            ("v", resource.RLIMIT_AS, self.address_space_bytes, 1024),
+            ("u", resource.RLIMIT_NPROC, self.max_processes, 1),
+            ("f", resource.RLIMIT_FSIZE, self.file_size_bytes, 1024),
+        ):
+            if value is None:
+                continue
+            _, hard = resource.getrlimit(rlimit)
+            ceiling = None if hard == resource.RLIM_INFINITY else max(1, hard // unit)
+            soft = max(1, value // unit)
+            # CPU: soft below hard, so SIGXCPU (nameable, catchable) comes before SIGKILL.
+            new_hard = soft + 1 if flag == "t" else soft
+            if ceiling is not None:
+                new_hard, soft = min(new_hard, ceiling), min(soft, ceiling)
+            # Soft first: lowering the hard limit below the current soft one is refused.
+            parts.append(f"ulimit -S{flag} {soft}; ulimit -H{flag} {new_hard}")
+        return "; ".join(parts)
+
+
+class PidsCgroups:
+    """Creates one pids-limited cgroup per command, when the host lets us."""
+
+    _counter = itertools.count()
+
+    def __init__(self, base: Path | None) -> None:
+        self.base = base
+
+    @classmethod
+    def detect(cls) -> PidsCgroups:
+        """The cgroup directory under which this process may create pids-limited children, or
+        an instance that does nothing (``available`` False)."""
+        return cls(_find_pids_base())
+
+    @property
+    def available(self) -> bool:
+        return self.base is not None
+
+    def create(self, max_pids: int) -> Path | None:
+        """A fresh cgroup capped at ``max_pids`` tasks, or None when that fails."""
+        if self.base is None:
+            return None
+        path = self.base / f"toolhub-{os.getpid()}-{next(self._counter)}"
+        try:
+            path.mkdir()
+            (path / "pids.max").write_text(str(max_pids))
+        except OSError:
+            with contextlib.suppress(OSError):
+                path.rmdir()
+            return None
+        return path
+
+    @staticmethod
+    def join_prelude(path: Path) -> str:
+        """Shell that moves the shell itself (and so everything it starts) into ``path``."""
+        return f"echo $$ > {shlex.quote(str(path / 'cgroup.procs'))} 2>/dev/null"
+
+    @staticmethod
+    def signal_all(path: Path, sig: signal.Signals) -> int:
+        """Send ``sig`` to every process in the cgroup; returns how many were signalled."""
+        count = 0
+        for pid in _members(path):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, sig)
+                count += 1
+        return count
+
+    @staticmethod
+    def remove(path: Path, timeout_s: float = 5.0) -> bool:
+        """Kill what is left in the cgroup and remove it; False if it is still busy after
+        ``timeout_s`` (killed processes take a moment to leave)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if not _members(path):
+                try:
+                    path.rmdir()
+                    return True
+                except FileNotFoundError:
+                    return True
+                except OSError:
+                    pass
+            if time.monotonic() > deadline:
+                return False
+            PidsCgroups.signal_all(path, signal.SIGKILL)
+            time.sleep(0.01)
+
+    def remove_later(self, path: Path) -> None:
+        """``remove`` on a daemon thread, so nobody waits for stragglers to be reaped."""
+        threading.Thread(target=self.remove, args=(path,), name="cgroup-rm", daemon=True).start()
+
+
+def _members(path: Path) -> list[int]:
+    try:
+        text = (path / "cgroup.procs").read_text()
+    except OSError:
+        return []
+    return [int(line) for line in text.split() if line.isdigit()]
+
+
+def _find_pids_base() -> Path | None:
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        _, controllers, rel = line.split(":", 2)
+        if "pids" in controllers.split(","):
+            base = Path("/sys/fs/cgroup/pids") / rel.lstrip("/")
+            if _writable(base):
+                return base
+    for line in lines:
+        _, controllers, rel = line.split(":", 2)
+        if controllers == "":
+            base = Path("/sys/fs/cgroup") / rel.lstrip("/")
+            try:
+                delegated = "pids" in (base / "cgroup.subtree_control").read_text().split()
+            except OSError:
+                delegated = False
+            if delegated and _writable(base):
+                return base
+    return None
+
+
+def _writable(path: Path) -> bool:
+    return path.is_dir() and os.access(path, os.W_OK) and (path / "cgroup.procs").exists()

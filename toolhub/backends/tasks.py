@@ -1,0 +1,97 @@
+"""Background tasks: the protocol that ``bash`` (background), ``task_output``, ``wait_tasks`` and
+``kill_task`` rely on, whoever runs the commands.
+
+The local implementation (``tasks_local.LocalBackgroundTasks``) runs them as child processes of
+this process; a distributed one keeps the same records in Redis. The protocol is synchronous so
+tools may call it from worker threads, plus ``wait_async`` so that waiting never ties up a thread.
+
+Completion is reported to the model exactly once. Whoever shows the model a finished task —
+the output tools, or the task-completion reminder — first calls ``claim_completion``; only the
+first claimer gets True, so the reminder never repeats what an output tool already reported, and
+a completion nobody asked about is still announced once by the reminder.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Literal, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict
+
+TaskStatus = Literal["running", "exited", "killed", "timeout"]
+WaitMode = Literal["wait_any", "wait_all"]
+KillOutcome = Literal["killed", "already_exited", "not_found"]
+
+
+class TaskSnapshot(BaseModel):
+    """One task at one moment; plain data, so it crosses process boundaries unchanged."""
+
+    model_config = ConfigDict(frozen=True)
+
+    task_id: str
+    command: str
+    status: TaskStatus
+    exit_code: int | None = None
+    output: str = ""
+    """The last bytes of the output (all of it when ``output_bytes`` is small)."""
+    output_bytes: int = 0
+    log_path: str | None = None
+    owner_session: str = ""
+    call_id: str = ""
+    started_at: datetime
+    finished_at: datetime | None = None
+
+    @property
+    def finished(self) -> bool:
+        return self.status != "running"
+
+    @property
+    def duration_s(self) -> float | None:
+        if self.finished_at is None:
+            return None
+        return (self.finished_at - self.started_at).total_seconds()
+
+
+@runtime_checkable
+class BackgroundTasks(Protocol):
+    """Start, observe, wait for and kill long-running commands."""
+
+    def start(
+        self,
+        command: str,
+        *,
+        cwd: str | None,
+        timeout_ms: int | None,
+        owner_session: str,
+        call_id: str,
+    ) -> str:
+        """Start ``command`` now; returns its task id. ``timeout_ms`` None means the backend's
+        maximum runtime."""
+        ...
+
+    def snapshot(self, task_id: str) -> TaskSnapshot | None:
+        """The task as it is now, or None when no such task is known."""
+        ...
+
+    def wait(self, task_ids: Sequence[str], mode: WaitMode, timeout_s: float) -> list[TaskSnapshot]:
+        """Block until any / all of ``task_ids`` finished or ``timeout_s`` passed; returns the
+        snapshots of the known ones, in the order asked. Unknown ids count as finished."""
+        ...
+
+    async def wait_async(
+        self, task_ids: Sequence[str], mode: WaitMode, timeout_s: float
+    ) -> list[TaskSnapshot]:
+        """``wait`` without holding a thread."""
+        ...
+
+    def kill(self, task_id: str) -> KillOutcome: ...
+
+    def list(self, owner_session: str | None = None) -> list[TaskSnapshot]:
+        """Every known task (of one session when given), oldest first."""
+        ...
+
+    def claim_completion(self, task_id: str) -> bool:
+        """True exactly once per finished task: to whoever reports its completion first.
+        False while the task is still running."""
+        ...

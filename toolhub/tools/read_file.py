@@ -1,0 +1,272 @@
+"""``read_file``: a window of a text file with line numbers, or an image as a content block.
+
+The file is streamed: lines before the window are skipped as they are read, lines after it are
+only counted, and each line is capped, so reading a 10 MB file costs the window, not the file.
+The window is capped in lines and in bytes; when it is cut, the hint names the client's own
+``offset``/``limit`` parameters so that the model can ask for the next window.
+
+Versions: ``current`` numbers the first line shown and every 10th line (every line keeps the same
+gutter width, so text columns line up); ``legacy-1`` numbers every line.
+"""
+
+from __future__ import annotations
+
+import base64
+import difflib
+import os
+from pathlib import Path
+from typing import Any, BinaryIO, Literal
+
+from pydantic import BaseModel, Field
+
+from toolhub.backends.workspace import Workspace
+from toolhub.core import BehaviorVersion, ContentBlock, Params, Tool, ToolContext, ToolKind
+
+from .text import (
+    SNIFF_BYTES,
+    clip,
+    count_lines,
+    decode_line,
+    gutter,
+    image_mime,
+    iter_lines,
+    kind_name,
+    looks_binary,
+)
+
+LEGACY = "legacy-1"
+NUMBER_EVERY = 10
+
+ReadStatus = Literal[
+    "ok", "empty", "past_end", "not_found", "is_directory", "binary", "image", "image_too_large"
+]
+
+
+class ReadFileArgs(BaseModel):
+    path: str = Field(description="The file to read: relative to the workspace, or absolute.")
+    offset: int | None = Field(
+        None,
+        description="1-based line to start at. Negative counts from the end: -20 starts 20 "
+        "lines before the end.",
+    )
+    limit: int | None = Field(None, ge=1, description="How many lines to read at most.")
+
+
+class ReadFileParams(BaseModel):
+    max_lines: int = Field(2000, ge=1)
+    max_bytes: int = Field(100_000, ge=1000, description="Cap on the text returned.")
+    max_line_chars: int = Field(2000, ge=80)
+    max_image_bytes: int = Field(5 << 20, ge=1)
+
+
+class ImageData(BaseModel):
+    mime_type: str
+    data: str
+    """Base64 of the file's bytes."""
+
+
+class ReadFileOutput(BaseModel):
+    path: str
+    status: ReadStatus
+    content: str = ""
+    start_line: int = 0
+    end_line: int = 0
+    total_lines: int | None = None
+    size_bytes: int = 0
+    truncated: bool = False
+    hint: str = ""
+    image: ImageData | None = None
+
+    def model_text(self) -> str:
+        if self.status == "ok":
+            return f"{self.content}\n\n{self.hint}" if self.hint else self.content
+        if self.status == "image" and self.image is not None:
+            return f"[image {self.path}: {self.image.mime_type}, {self.size_bytes} bytes]"
+        return self.hint
+
+    def content_blocks(self) -> list[ContentBlock]:
+        """The image as a content block (for formats that carry images next to text)."""
+        if self.image is None:
+            return []
+        return [
+            ContentBlock(
+                "image", data=self.image.data, mime_type=self.image.mime_type, path=self.path
+            )
+        ]
+
+
+class ReadFile(Tool[ReadFileArgs, ReadFileOutput]):
+    id = "read_file"
+    kind = ToolKind.READ
+    description_template = (
+        "Read a file from the workspace. Text comes back with a line-number gutter "
+        "(`     10→text`; at least the first line and every 10th line are numbered). By default "
+        "up to ${{ max_lines }} lines from the start; use `${{ params.read.offset }}` (1-based, "
+        "negative counts from the end) and `${{ params.read.limit }}` for other parts of long "
+        "files. Images (PNG, JPEG, GIF, WebP) are returned as images; other binary files are "
+        "refused."
+    )
+    versions = (
+        BehaviorVersion("current", summary="line numbers on the first line and every 10th"),
+        BehaviorVersion(LEGACY, summary="line numbers on every line"),
+    )
+    params_model = ReadFileParams
+    variant_family = "file_tools"
+
+    def template_extra(self, params: BaseModel | None) -> dict[str, object]:
+        p = params if isinstance(params, ReadFileParams) else ReadFileParams()
+        return {"max_lines": p.max_lines}
+
+    def run(self, ctx: ToolContext, args: ReadFileArgs) -> ReadFileOutput:
+        ws = ctx.container.require(Workspace)
+        params = ctx.container.get_or_default(Params[ReadFileParams])
+        path = ws.resolve(args.path)
+        shown = ws.display(path)
+        if not path.exists():
+            return ReadFileOutput(path=shown, status="not_found", hint=_not_found(ws, path))
+        if path.is_dir():
+            lister = kind_name(ctx, ToolKind.LIST_DIR, "list_dir")
+            return ReadFileOutput(
+                path=shown,
+                status="is_directory",
+                hint=f"{shown} is a directory, not a file. Use `{lister}` to see what it holds.",
+            )
+        if not path.is_file():
+            return ReadFileOutput(
+                path=shown,
+                status="binary",
+                hint=f"{shown} is not a regular file (a pipe, socket or device); not read.",
+            )
+        with open(path, "rb") as handle:
+            sample = handle.read(SNIFF_BYTES)
+            size = os.fstat(handle.fileno()).st_size
+            mime = image_mime(sample)
+            if mime is not None:
+                return _image(shown, path, mime, size, params)
+            if looks_binary(sample):
+                return ReadFileOutput(
+                    path=shown,
+                    status="binary",
+                    size_bytes=size,
+                    hint=f"{shown} is a binary file ({size} bytes); its contents are not shown.",
+                )
+            handle.seek(0)
+            return _window(ctx, args, params, shown, size, handle)
+
+
+def _window(
+    ctx: ToolContext,
+    args: ReadFileArgs,
+    params: ReadFileParams,
+    shown: str,
+    size: int,
+    fh: BinaryIO,
+) -> ReadFileOutput:
+    if size == 0:
+        return ReadFileOutput(path=shown, status="empty", hint=f"{shown} is empty (0 bytes).")
+    offset = args.offset or 1
+    total: int | None = None
+    if offset < 0:
+        total = count_lines(fh)
+        fh.seek(0)
+        offset = max(1, total + offset + 1)
+    limit = min(args.limit or params.max_lines, params.max_lines)
+    legacy = ctx.behavior_version == LEGACY
+    reader = iter_lines(fh, params.max_line_chars * 4)
+    skipped = sum(1 for _ in zip(range(offset - 1), reader, strict=False))
+    lines: list[str] = []
+    used = 0
+    read_ahead = 0
+    exhausted = skipped < offset - 1
+    while not exhausted and len(lines) < limit:
+        item = next(reader, None)
+        if item is None:
+            exhausted = True
+            break
+        raw, length = item
+        number = offset + len(lines)
+        text = clip(decode_line(raw), params.max_line_chars, length)
+        numbered = legacy or not lines or number % NUMBER_EVERY == 0
+        line = gutter(number if numbered else None, text)
+        if lines and used + len(line) + 1 > params.max_bytes:
+            read_ahead = 1
+            break
+        lines.append(line)
+        used += len(line) + 1
+    end = offset + len(lines) - 1
+    if total is None:
+        total = skipped + len(lines) + (0 if exhausted else read_ahead + count_lines(fh))
+    if not lines:
+        return ReadFileOutput(
+            path=shown,
+            status="past_end",
+            total_lines=total,
+            size_bytes=size,
+            hint=f"{shown} has {total} lines; `{ctx.param_name('offset')}` {args.offset} is past "
+            f"the end.",
+        )
+    truncated = end < total
+    hint = ""
+    if truncated:
+        why = f"the {params.max_bytes}-byte cap" if read_ahead else None
+        hint = _more_hint(ctx, offset, end, total, params.max_lines, why)
+    elif offset > 1 or args.limit is not None:
+        hint = f"(lines {offset}-{end} of {total})"
+    return ReadFileOutput(
+        path=shown,
+        status="ok",
+        content="\n".join(lines),
+        start_line=offset,
+        end_line=end,
+        total_lines=total,
+        size_bytes=size,
+        truncated=truncated,
+        hint=hint,
+    )
+
+
+def _more_hint(
+    ctx: ToolContext, start: int, end: int, total: int, max_lines: int, why: str | None
+) -> str:
+    off, lim = ctx.param_name("offset"), ctx.param_name("limit")
+    reason = f" (cut at {why})" if why else ""
+    return (
+        f"[Showing lines {start}-{end} of {total}{reason}. To read more, call "
+        f"`{ctx.client_name or 'read_file'}` with `{off}`={end + 1}, and `{lim}` up to "
+        f"{max_lines} lines.]"
+    )
+
+
+def _image(shown: str, path: Path, mime: str, size: int, params: ReadFileParams) -> ReadFileOutput:
+    if size > params.max_image_bytes:
+        return ReadFileOutput(
+            path=shown,
+            status="image_too_large",
+            size_bytes=size,
+            hint=f"{shown} is an image of {size} bytes, above the {params.max_image_bytes}-byte "
+            "limit; it is not shown.",
+        )
+    data = base64.b64encode(path.read_bytes()).decode("ascii")
+    return ReadFileOutput(
+        path=shown, status="image", size_bytes=size, image=ImageData(mime_type=mime, data=data)
+    )
+
+
+def _not_found(ws: Workspace, path: Path) -> str:
+    shown = ws.display(path)
+    text = f"File not found: {shown}"
+    parent = path.parent
+    if parent.is_dir():
+        try:
+            names = [entry.name for _, entry in zip(range(2000), os.scandir(parent), strict=False)]
+        except OSError:
+            names = []
+        close = difflib.get_close_matches(path.name, names, n=3, cutoff=0.6)
+        if close:
+            rel = ws.display(parent)
+            guesses = ", ".join(f"`{name if rel == '.' else f'{rel}/{name}'}`" for name in close)
+            text += f". Did you mean {guesses}?"
+    return text
+
+
+TOOLS: list[type[Tool[Any, Any]]] = [ReadFile]

@@ -1,0 +1,320 @@
+"""``bash``: run a shell command in the workspace, streaming its output while it runs.
+
+Foreground commands stream ``output_delta`` progress the moment the process writes (the runner's
+reader thread hands each chunk straight to the event loop), are bounded by a timeout clamped to
+``max_timeout_ms``, and are killed — whole process group, TERM then KILL — on timeout or
+cancellation. A timeout is an output (``exit: killed (timeout)``); a cancelled call ends with a
+``cancelled`` error that still carries the output so far. The result keeps the first and last
+part of a long output and names the log file that has all of it. ``is_background`` hands the
+command to the background-task backend instead and returns its task id at once.
+
+Versions: ``current`` keeps the head and the tail of a long output and says so
+(``[truncated: ...]``); ``legacy-1`` keeps only the head and adds no note.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import re
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from toolhub.backends.limits import ResourceLimits
+from toolhub.backends.process import CommandResult, ProcessRunner
+from toolhub.backends.tasks import BackgroundTasks
+from toolhub.backends.workspace import Workspace
+from toolhub.core import (
+    BehaviorVersion,
+    ErrorKind,
+    OutputDeltas,
+    Params,
+    Progress,
+    Tool,
+    ToolContext,
+    ToolError,
+    ToolKind,
+)
+from toolhub.core.requirements import IfParams, Kind, ParamIs
+
+from .plan import ensure_not_planning
+from .text import kind_name
+
+LEGACY = "legacy-1"
+BACKGROUND_MAX_MS = 10 * 3600 * 1000
+_UNWAITED_AMPERSAND = re.compile(r"(?<![&|>])&\s*$")
+_MB = 1 << 20
+
+
+class BashArgs(BaseModel):
+    command: str = Field(description="The shell command to run (bash).")
+    timeout: int | None = Field(
+        None,
+        ge=0,
+        description="Timeout in milliseconds (default ${{ default_timeout_ms }}, at most "
+        "${{ max_timeout_ms }}).",
+    )
+    description: str = Field(description="What the command does, in 5-10 words.")
+    is_background: bool = Field(
+        False,
+        description="Run in the background and return a task id at once (servers, watchers, "
+        "long builds).",
+    )
+
+
+class BashParams(BaseModel):
+    enabled_background: bool = True
+    default_timeout_ms: int = Field(120_000, ge=1)
+    max_timeout_ms: int = Field(600_000, ge=1)
+    output_limit_bytes: int = Field(30_000, ge=1000, description="Output kept for the model.")
+    stream_limit_bytes: int = Field(4 * _MB, ge=0, description="Output streamed as progress.")
+    cpu_seconds: int | None = Field(None, ge=1)
+    address_space_mb: int | None = Field(8192, ge=64)
+    max_processes: int | None = Field(4096, ge=8)
+
+    def limits(self) -> ResourceLimits:
+        return ResourceLimits(
+            cpu_seconds=self.cpu_seconds,
+            address_space_bytes=None
+            if self.address_space_mb is None
+            else self.address_space_mb * _MB,
+            max_processes=self.max_processes,
+        )
+
+
+class BashOutput(BaseModel):
+    mode: Literal["foreground", "background"]
+    exit_code: int | None = None
+    output: str = ""
+    killed: Literal["timeout", "cancelled", "killed"] | None = None
+    signal: str | None = None
+    total_bytes: int = 0
+    omitted_bytes: int = 0
+    truncation_note: str = ""
+    log_path: str | None = None
+    duration_ms: int = 0
+    task_id: str | None = None
+    note: str = ""
+
+    def model_text(self) -> str:
+        if self.mode == "background":
+            return self.note
+        status = f"killed ({self.killed})" if self.killed else str(self.exit_code)
+        head = f"exit: {status}"
+        if self.truncation_note:
+            head += f" {self.truncation_note}"
+        return f"{head}\n{self.output}" if self.output else head
+
+
+class Bash(Tool[BashArgs, BashOutput]):
+    id = "bash"
+    kind = ToolKind.EXECUTE
+    description_template = (
+        "Run a shell command (bash) in the workspace; returns its exit code and output (stdout "
+        "and stderr together). Output streams while the command runs; a long output keeps its "
+        "beginning and end and names the log file holding all of it. Default timeout "
+        "${{ default_timeout_ms }} ms, at most ${{ max_timeout_ms }} ms via "
+        "`${{ params.execute.timeout }}`."
+        "${% if background %} For servers, watchers and long jobs set "
+        "`${{ params.execute.is_background }}`: you get a task id back at once; read its output "
+        "with `${{ tools.by_kind.background_task_action }}` and stop it with "
+        "`${{ tools.by_kind.kill_task_action }}`.${% endif %} Prefer "
+        "`${{ tools.by_kind.read }}`, `${{ tools.by_kind.search }}` and "
+        "`${{ tools.by_kind.edit }}` over cat, grep and sed."
+    )
+    requires = IfParams(
+        ParamIs("enabled_background", True), Kind(ToolKind.BACKGROUND_TASK_ACTION)
+    ) & IfParams(ParamIs("enabled_background", True), Kind(ToolKind.KILL_TASK_ACTION))
+    versions = (
+        BehaviorVersion("current", summary="long output: head and tail, with a truncation note"),
+        BehaviorVersion(LEGACY, summary="long output: head only, no note"),
+    )
+    params_model = BashParams
+    workload = "command"
+    emitted_notifications = (
+        "execution_complete",
+        "execution_failed",
+        "execution_timeout",
+        "execution_backgrounded",
+    )
+
+    def template_extra(self, params: BaseModel | None) -> dict[str, Any]:
+        p = params if isinstance(params, BashParams) else BashParams()
+        return {
+            "max_timeout_ms": p.max_timeout_ms,
+            "default_timeout_ms": min(p.default_timeout_ms, p.max_timeout_ms),
+            "background": p.enabled_background,
+        }
+
+    def adjust_schema(self, schema: dict[str, Any], params: BaseModel | None) -> dict[str, Any]:
+        p = params if isinstance(params, BashParams) else BashParams()
+        out = copy.deepcopy(schema)
+        props = out.setdefault("properties", {})
+        if "timeout" in props:
+            props["timeout"]["maximum"] = p.max_timeout_ms
+        if not p.enabled_background:
+            props.pop("is_background", None)
+            out["required"] = [r for r in out.get("required", []) if r != "is_background"]
+        return out
+
+    async def execute(
+        self, ctx: ToolContext, args: BashArgs
+    ) -> AsyncIterator[Progress | BashOutput]:
+        ensure_not_planning(ctx, "running commands")
+        params = ctx.container.get_or_default(Params[BashParams])
+        if args.is_background:
+            yield self._background(ctx, args, params)
+            return
+        if _UNWAITED_AMPERSAND.search(args.command.strip()):
+            hint = (
+                f"set `{ctx.param_name('is_background')}` instead"
+                if params.enabled_background
+                else "processes cannot outlive the call here"
+            )
+            raise ToolError.invalid_arguments(
+                f"the command ends with `&`: its process would be killed when the call ends; {hint}"
+            )
+        async for item in self._foreground(ctx, args, params):
+            yield item
+
+    def _background(self, ctx: ToolContext, args: BashArgs, params: BashParams) -> BashOutput:
+        if not params.enabled_background:
+            raise ToolError.invalid_arguments("background commands are disabled for this tool")
+        tasks = ctx.container.require(BackgroundTasks)
+        ws = ctx.container.require(Workspace)
+        timeout = min(args.timeout, BACKGROUND_MAX_MS) if args.timeout else None
+        task_id = tasks.start(
+            args.command,
+            cwd=str(ws.root),
+            timeout_ms=timeout,
+            owner_session=ctx.session_id,
+            call_id=ctx.call_id,
+        )
+        snap = tasks.snapshot(task_id)
+        others = [
+            t.task_id
+            for t in tasks.list(ctx.session_id)
+            if t.status == "running" and t.task_id != task_id
+        ]
+        reader = kind_name(ctx, ToolKind.BACKGROUND_TASK_ACTION, "task_output")
+        killer = kind_name(ctx, ToolKind.KILL_TASK_ACTION, "kill_task")
+        note = (
+            f"Started background task {task_id}. Read its output with `{reader}` and stop it with "
+            f"`{killer}`; you will also be told when it finishes."
+        )
+        if snap is not None and snap.log_path:
+            note += f" Full log: {snap.log_path}"
+        if others:
+            note += (
+                f"\nNote: {len(others)} other background task(s) still running: "
+                f"{', '.join(others[:10])}. Kill the ones you no longer need with `{killer}`."
+            )
+        return BashOutput(
+            mode="background",
+            task_id=task_id,
+            log_path=None if snap is None else snap.log_path,
+            note=note,
+        )
+
+    async def _foreground(
+        self, ctx: ToolContext, args: BashArgs, params: BashParams
+    ) -> AsyncIterator[Progress | BashOutput]:
+        runner = ctx.container.require(ProcessRunner)
+        timeout_ms = min(args.timeout or params.default_timeout_ms, params.max_timeout_ms)
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[bytes | None] = asyncio.Queue()
+        budget = [params.stream_limit_bytes]
+
+        def on_output(chunk: bytes) -> None:
+            if budget[0] <= 0:
+                return
+            chunk = chunk[: budget[0]]
+            budget[0] -= len(chunk)
+            _post(loop, queue, chunk)
+
+        running = runner.start(
+            args.command,
+            log_name=ctx.call_id or uuid.uuid4().hex,
+            timeout_s=timeout_ms / 1000,
+            keep_bytes=params.output_limit_bytes,
+            on_output=on_output,
+            limits=params.limits(),
+        )
+        running.add_done_callback(lambda _: _post(loop, queue, None))
+
+        def stop() -> None:
+            running.kill("cancelled")
+
+        unregister = ctx.cancel.on_cancel(stop)
+        deltas = OutputDeltas()
+        try:
+            finished = False
+            while not finished:
+                batch = [await queue.get()]
+                while not queue.empty():
+                    batch.append(queue.get_nowait())
+                data = b"".join(chunk for chunk in batch if chunk is not None)
+                finished = None in batch
+                for item in deltas.feed(data) if data else ():
+                    yield item
+            for item in deltas.flush():
+                yield item
+        finally:
+            unregister()
+            if not running.done:
+                running.kill("cancelled")
+        result = running.result
+        assert result is not None
+        output = _foreground_output(ctx, result, params)
+        if ctx.cancel.cancelled:
+            raise ToolError(
+                ErrorKind.CANCELLED,
+                f"The call was cancelled; the command was killed after "
+                f"{result.duration_s:.1f} s.\n{output.model_text()}",
+                {"log_path": output.log_path},
+            )
+        yield output
+
+
+def _foreground_output(ctx: ToolContext, result: CommandResult, params: BashParams) -> BashOutput:
+    captured = result.output
+    limit = params.output_limit_bytes
+    note = ""
+    if ctx.behavior_version == LEGACY:
+        text, omitted = captured.first(limit)
+    else:
+        text, omitted = captured.head_and_tail(limit)
+        if omitted:
+            shown = captured.total_bytes - omitted
+            note = (
+                f"[truncated: showing the first and last {shown // 2} of {captured.total_bytes} "
+                f"bytes - full output at: {captured.log_path}]"
+            )
+    return BashOutput(
+        mode="foreground",
+        exit_code=result.exit_code,
+        output=text,
+        killed=result.killed,
+        signal=result.signal,
+        total_bytes=captured.total_bytes,
+        omitted_bytes=omitted,
+        truncation_note=note,
+        log_path=None if captured.log_path is None else str(captured.log_path),
+        duration_ms=int(result.duration_s * 1000),
+    )
+
+
+def _post(
+    loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[bytes | None], item: bytes | None
+) -> None:
+    """Hand an item to the event loop from the reader thread; a closed loop means the caller
+    went away, and the command is being killed anyway."""
+    with contextlib.suppress(RuntimeError):
+        loop.call_soon_threadsafe(queue.put_nowait, item)
+
+
+TOOLS: list[type[Tool[Any, Any]]] = [Bash]
