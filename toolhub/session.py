@@ -95,6 +95,7 @@ class Session:
         self._writer = writer
         self._loop: _LoopThread | None = None
         self._closed = False
+        self._sources: Any = None
 
     @classmethod
     def embedded(
@@ -123,7 +124,7 @@ class Session:
         writer = DebouncedWriter(container, state)
         toolset.on_finalize = writer.notify
         warnings = [*builder.plugin_errors, *(w.message for w in toolset.warnings), *state.problems]
-        return cls(
+        session = cls(
             toolset,
             LocalExecutor(toolset),
             session_id=sid,
@@ -131,6 +132,8 @@ class Session:
             writer=writer,
             warnings=warnings,
         )
+        session.attach_sources()
+        return session
 
     @classmethod
     def connect(
@@ -147,7 +150,7 @@ class Session:
         Validation and remapping still happen here, so a bad call never enters a queue."""
         from toolhub.executors.celery import connect_session
 
-        return connect_session(
+        session = connect_session(
             cls,
             redis_url,
             config,
@@ -155,6 +158,8 @@ class Session:
             session_id=session_id,
             builder=builder or default_builder(),
         )
+        session.attach_sources()
+        return session
 
     # -- the model-facing surface ---------------------------------------------------------------
 
@@ -261,11 +266,21 @@ class Session:
     def render_prompt(self, text: str) -> str:
         return self.toolset.render_prompt(text)
 
+    def attach_sources(self) -> None:
+        """Connect the config's MCP servers and hubs; their tools join as external tools."""
+        from toolhub.hub.attach import attach_configured
+
+        self._sources = attach_configured(self)
+        if self._sources is not None:
+            self.warnings += self._sources.warnings
+
     def close(self) -> None:
         if self._closed:
             return
         self._closed = True
         self.executor.close()
+        if self._sources is not None:
+            self._sources.close()
         if self._writer is not None:
             self._writer.close()
         for value in self.toolset.container.values():

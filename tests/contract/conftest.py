@@ -26,8 +26,20 @@ def _embedded(tmp_path: Path) -> SessionFactory:
     return make
 
 
+def _distributed(tmp_path: Path, request: pytest.FixtureRequest) -> SessionFactory:
+    from tests.fixtures_stack import shared_stack
+
+    url = shared_stack(request).url
+
+    def make(config: Any = None, *, workspace: Path | None = None, session_id: str | None = None):
+        return Session.connect(url, config, workspace or tmp_path / "ws", session_id=session_id)
+
+    return make
+
+
 EXECUTORS: dict[str, Callable[[Path, pytest.FixtureRequest], SessionFactory]] = {
     "embedded": lambda tmp_path, request: _embedded(tmp_path),
+    "distributed": _distributed,
 }
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from . import embedded
+from . import demo, embedded, mcp_cmd, serve, tasks, up, worker
 
 app = typer.Typer(
     name="toolhub",
@@ -15,6 +15,12 @@ app = typer.Typer(
 )
 
 embedded.register(app)
+worker.register(app)
+serve.register(app)
+mcp_cmd.register(app)
+up.register(app)
+tasks.register(app)
+demo.register(app)
 
 
 def main() -> None:

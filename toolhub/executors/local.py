@@ -77,8 +77,11 @@ class LocalExecutor:
                 step = asyncio.ensure_future(anext(source))
                 waiting: set[asyncio.Future[Any]] = {step, cancelled}
                 await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
-                if not step.done():
-                    step.cancel()
+                if cancelled.done():
+                    # A cancel wins even when the tool's step completed in the same instant
+                    # (its kill callback often ends the step at once): the terminal says so.
+                    if not step.cancel() and not step.cancelled():
+                        step.exception()  # consumed: the cancelled terminal replaces it
                     yield _cancelled(prepared)
                     return
                 try:

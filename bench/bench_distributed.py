@@ -1,0 +1,268 @@
+"""Distributed execution against raw Celery on the same machine and the same Redis.
+
+    .venv/bin/python bench/bench_distributed.py [--calls 500] [--concurrent 1000]
+
+Starts a redis-server, two ``toolhub worker`` processes and two raw Celery workers (threads
+pool, concurrency 4 each, loopback), then measures:
+
+* no-op round trip (sequential calls): ``session.call("noop")`` vs ``noop.delay().get()``;
+* throughput of concurrent no-op calls (all in flight at once);
+* progress latency, worker emit → caller receipt, vs a raw Redis pub/sub round trip;
+* cancel latency, ``session.cancel`` → the call's child process is gone.
+
+Prints a markdown table (docs/distributed.md records the numbers).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import psutil
+from redis import Redis
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from tests.distributed.plugin_tools import CONFIG, make_builder  # noqa: E402
+from tests.fixtures_stack import STACK_ENV, Stack  # noqa: E402
+from toolhub import Progress, Session  # noqa: E402
+
+CELERY = str(Path(sys.executable).with_name("celery"))
+
+
+def pct(samples: list[float], q: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def ms(value: float) -> str:
+    return f"{value * 1000:.2f} ms"
+
+
+class Baseline:
+    """Two raw Celery workers with the no-op task."""
+
+    def __init__(self, url: str, home: Path, *, events: bool) -> None:
+        self.url = url
+        self.home = home
+        self.events = events
+        self.procs: list[subprocess.Popen[bytes]] = []
+
+    def start(self) -> None:
+        os.environ["BENCH_EVENTS"] = "1" if self.events else "0"
+        env = {**os.environ, "BENCH_REDIS_URL": self.url, "PYTHONPATH": str(REPO)}
+        for i in range(2):
+            log = (self.home / f"baseline{i}.log").open("ab")
+            self.procs.append(
+                subprocess.Popen(
+                    [
+                        CELERY,
+                        "-A",
+                        "bench.celery_baseline:app",
+                        "worker",
+                        "--pool=threads",
+                        "--concurrency=4",
+                        "--queues=baseline",
+                        f"--hostname=baseline{i}@%h",
+                        "--without-gossip",
+                        "--without-mingle",
+                        "--loglevel=WARNING",
+                    ],
+                    cwd=REPO,
+                    env=env,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                )
+            )
+        from bench.celery_baseline import app
+
+        app.conf.task_send_sent_event = self.events
+        deadline = time.monotonic() + 30
+        while len(app.control.ping(timeout=0.5) or []) < 2:
+            if time.monotonic() > deadline:
+                raise TimeoutError("baseline workers did not start")
+
+    def stop(self) -> None:
+        for proc in self.procs:
+            proc.terminate()
+        for proc in self.procs:
+            proc.wait(15)
+
+
+def celery_round_trips(n: int) -> list[float]:
+    from bench.celery_baseline import noop
+
+    samples = []
+    for _ in range(n):
+        started = time.perf_counter()
+        noop.delay().get(timeout=10)
+        samples.append(time.perf_counter() - started)
+    return samples
+
+
+def celery_throughput(n: int) -> float:
+    from bench.celery_baseline import noop
+
+    started = time.perf_counter()
+    results = [noop.delay() for _ in range(n)]
+    for result in results:
+        result.get(timeout=60)
+    return n / (time.perf_counter() - started)
+
+
+async def toolhub_round_trips(session: Session, n: int) -> list[float]:
+    samples = []
+    for i in range(n):
+        started = time.perf_counter()
+        result = await session.call("noop", {}, call_id=f"rt-{i}")
+        samples.append(time.perf_counter() - started)
+        assert not result.is_error, result.prompt_text
+    return samples
+
+
+async def toolhub_throughput(session: Session, n: int) -> float:
+    started = time.perf_counter()
+    results = await asyncio.gather(*(session.call("noop", {}, call_id=f"tp-{i}") for i in range(n)))
+    elapsed = time.perf_counter() - started
+    assert all(not r.is_error for r in results)
+    return n / elapsed
+
+
+async def progress_latencies(session: Session, n: int) -> list[float]:
+    samples = []
+    async for item in session.stream("ticks", {"n": n, "delay_ms": 1}, call_id="latency"):
+        if isinstance(item, Progress):
+            samples.append(time.time() - item.payload["t"])
+    return samples
+
+
+def pubsub_latencies(url: str, n: int) -> list[float]:
+    """Raw Redis pub/sub round trip: publish a timestamp, receive it in another thread."""
+    sub = Redis.from_url(url).pubsub()
+    sub.subscribe("bench:latency")
+    sub.get_message(timeout=1)
+    samples: list[float] = []
+    done = threading.Event()
+
+    def receive() -> None:
+        while len(samples) < n:
+            message = sub.get_message(timeout=1)
+            if message and message["type"] == "message":
+                samples.append(time.time() - float(message["data"]))
+        done.set()
+
+    threading.Thread(target=receive, daemon=True).start()
+    pub = Redis.from_url(url)
+    for _ in range(n):
+        pub.publish("bench:latency", repr(time.time()))
+        time.sleep(0.001)
+    done.wait(30)
+    sub.close()
+    return samples
+
+
+async def cancel_latencies(session: Session, n: int) -> list[float]:
+    samples = []
+    for i in range(n):
+        stream = session.stream("sleeper", {"seconds": 60}, call_id=f"cancel-{i}")
+        first = await anext(stream)
+        pid = first.payload["pid"]
+        started = time.perf_counter()
+        await session.cancel(f"cancel-{i}")
+        while True:
+            try:
+                if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                    break
+            except psutil.NoSuchProcess:
+                break
+            await asyncio.sleep(0.0005)
+        samples.append(time.perf_counter() - started)
+        async for _ in stream:
+            pass
+    return samples
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--calls", type=int, default=500)
+    parser.add_argument("--concurrent", type=int, default=1000)
+    parser.add_argument("--ticks", type=int, default=2000)
+    parser.add_argument("--cancels", type=int, default=30)
+    args = parser.parse_args()
+
+    os.environ.update({**STACK_ENV, "TOOLHUB_LEASE_SECONDS": "15"})
+    stack = Stack(workers=2).start()
+    os.environ["BENCH_REDIS_URL"] = stack.url
+    workspace = Path(tempfile.mkdtemp(prefix="bench-ws-"))
+    session = Session.connect(stack.url, CONFIG, workspace, builder=make_builder())
+    baselines: dict[str, tuple[list[float], float]] = {}
+    try:
+        asyncio.run(toolhub_round_trips(session, 50))  # warm up
+        ours = asyncio.run(toolhub_round_trips(session, args.calls))
+        our_tp = asyncio.run(toolhub_throughput(session, args.concurrent))
+        progress = asyncio.run(progress_latencies(session, args.ticks))
+        raw = pubsub_latencies(stack.url, args.ticks)
+        cancels = asyncio.run(cancel_latencies(session, args.cancels))
+        for label, events in (("raw Celery", False), ("raw Celery + task events", True)):
+            baseline = Baseline(stack.url, stack.home, events=events)
+            baseline.start()
+            try:
+                celery_round_trips(50)
+                baselines[label] = (
+                    celery_round_trips(args.calls),
+                    celery_throughput(args.concurrent),
+                )
+            finally:
+                baseline.stop()
+    finally:
+        session.close()
+        stack.stop()
+
+    print("| measure | toolhub | raw Celery | ratio | raw Celery + task events | ratio | target |")
+    print("|---|---|---|---|---|---|---|")
+    rows = [
+        ("no-op round trip p50", pct(ours, 0.5), lambda b: pct(b[0], 0.5), "<= 1.0x"),
+        ("no-op round trip p99", pct(ours, 0.99), lambda b: pct(b[0], 0.99), "<= 1.0x"),
+    ]
+    for label, value, of, target in rows:
+        cells = []
+        for samples in baselines.values():
+            base = of(samples)
+            cells += [ms(base), f"{value / base:.2f}x"]
+        print(f"| {label} | {ms(value)} | {' | '.join(cells)} | {target} |")
+    cells = []
+    for _, tp in baselines.values():
+        cells += [f"{tp:.0f}/s", f"{our_tp / tp:.2f}x"]
+    print(
+        f"| throughput, {args.concurrent} concurrent no-op calls | {our_tp:.0f}/s "
+        f"| {' | '.join(cells)} | >= 1.0x |"
+    )
+    print(
+        f"| progress latency p50 (worker emit → caller) | {ms(pct(progress, 0.5))} "
+        f"| raw Redis pub/sub: {ms(pct(raw, 0.5))} | | | | <= 1 ms |"
+    )
+    print(
+        f"| progress latency p99 | {ms(pct(progress, 0.99))} "
+        f"| raw Redis pub/sub: {ms(pct(raw, 0.99))} | | | | <= 5 ms |"
+    )
+    print(f"| cancel → process gone p50 | {ms(pct(cancels, 0.5))} | | | | | |")
+    print(f"| cancel → process gone p99 | {ms(pct(cancels, 0.99))} | | | | | <= 200 ms |")
+    print(
+        f"\n{args.calls} sequential calls, {args.concurrent} concurrent, {args.ticks} progress "
+        f"items, {args.cancels} cancels; 2 workers x 4 threads on each side, loopback Redis, "
+        f"{os.cpu_count()} CPUs; toolhub mean round trip {statistics.mean(ours) * 1000:.2f} ms."
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

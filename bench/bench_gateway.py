@@ -1,0 +1,196 @@
+"""Gateway overhead: a call through ``toolhub serve`` (HTTP JSON, and SSE progress) against the
+same call made directly with ``Session.call``/``Session.stream`` on the same stack.
+
+    .venv/bin/python bench/bench_gateway.py [--calls 300] [--lines 60]
+
+Distributed: a local stack (redis-server, one worker, the gateway as a subprocess) from
+``toolhub.stack.local``; the direct session connects to the same Redis. Embedded: a session in
+this process against an in-process gateway serving an equivalent embedded session. The tool is
+``read_file`` on a small file (fast queue); progress latency is measured on ``bash`` printing
+timestamps (arrival time minus the time the command printed the line). Prints a markdown table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from toolhub import Progress, Session
+from toolhub.gateway import GatewaySettings, ThreadedServer, create_app
+from toolhub.gateway.client import parse_sse
+from toolhub.gateway.server import free_port
+from toolhub.stack.local import LocalStack
+
+READ = ("read_file", {"path": "bench.txt"})
+STAMP = "for i in $(seq {n}); do date +%s.%N; sleep 0.02; done"
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def timed(
+    direct: Callable[[], Any], gateway: Callable[[], Any], calls: int, warmup: int = 20
+) -> tuple[list[float], list[float]]:
+    """Both paths, interleaved call by call, so that noise from other processes on the
+    machine lands on both alike."""
+    for _ in range(warmup):
+        direct()
+        gateway()
+    times: tuple[list[float], list[float]] = ([], [])
+    for _ in range(calls):
+        for fn, out in zip((direct, gateway), times, strict=True):
+            start = time.perf_counter()
+            fn()
+            out.append(time.perf_counter() - start)
+    return times
+
+
+def direct_call(session: Session) -> Callable[[], Any]:
+    loop = asyncio.new_event_loop()
+
+    def call() -> None:
+        result = loop.run_until_complete(session.call(*READ))
+        assert not result.is_error, result.prompt_text
+
+    return call
+
+
+def gateway_call(client: httpx.Client, sid: str) -> Callable[[], Any]:
+    body = {"name": READ[0], "arguments": READ[1]}
+
+    def call() -> None:
+        result = client.post(f"/v1/sessions/{sid}/calls", json=body).json()
+        assert not result["is_error"], result
+
+    return call
+
+
+def _lags(deltas: list[tuple[float, str]]) -> list[float]:
+    """Arrival wall time minus the timestamp each printed line carries."""
+    lags = []
+    for arrived, text in deltas:
+        for line in text.split():
+            try:
+                lags.append(arrived - float(line))
+            except ValueError:
+                continue
+    return lags
+
+
+def direct_progress(session: Session, lines: int) -> list[float]:
+    args = {"command": STAMP.format(n=lines), "description": "timestamps"}
+
+    async def run() -> list[tuple[float, str]]:
+        got = []
+        async for item in session.stream("bash", args):
+            if isinstance(item, Progress) and isinstance(item.payload, dict):
+                got.append((time.time(), str(item.payload.get("delta", ""))))
+        return got
+
+    return _lags(asyncio.run(run()))
+
+
+def gateway_progress(client: httpx.Client, sid: str, lines: int) -> list[float]:
+    body = {
+        "name": "bash",
+        "arguments": {"command": STAMP.format(n=lines), "description": "timestamps"},
+    }
+    got = []
+    with client.stream(
+        "POST", f"/v1/sessions/{sid}/calls", json=body, headers={"Accept": "text/event-stream"}
+    ) as response:
+        for event in parse_sse(response.iter_lines()):
+            if event.event == "progress":
+                got.append((time.time(), str((event.data.get("payload") or {}).get("delta", ""))))
+    return _lags(got)
+
+
+def row(label: str, direct: list[float], gateway: list[float], unit: float = 1000.0) -> str:
+    d50, g50 = statistics.median(direct) * unit, statistics.median(gateway) * unit
+    d95, g95 = percentile(direct, 0.95) * unit, percentile(gateway, 0.95) * unit
+    return f"| {label} | {d50:.2f} | {g50:.2f} | {g50 / d50:.2f}x | {d95:.2f} | {g95:.2f} |"
+
+
+def bench_distributed(workspace: Path, calls: int, lines: int) -> list[str]:
+    stack = LocalStack(workers=1, port=free_port(), flower_port=None, workspace=workspace)
+    info = stack.start()
+    try:
+        with (
+            Session.connect(info.redis_url, None, workspace) as session,
+            httpx.Client(base_url=info.gateway_url, timeout=60) as client,
+        ):
+            sid = client.post("/v1/sessions", json={}).json()["session_id"]
+            rows = [
+                row(
+                    "distributed: read_file call latency (ms)",
+                    *timed(direct_call(session), gateway_call(client, sid), calls),
+                ),
+                row(
+                    "distributed: progress latency, bash line → client (ms)",
+                    direct_progress(session, lines),
+                    gateway_progress(client, sid, lines),
+                ),
+            ]
+    finally:
+        stack.stop()
+    return rows
+
+
+def bench_embedded(workspace: Path, calls: int, lines: int) -> list[str]:
+    state = Path(tempfile.mkdtemp(prefix="toolhub-bench-state-"))
+    app = create_app(GatewaySettings(workspace=workspace))
+    with (
+        Session.embedded(None, workspace, state_dir=state) as session,
+        ThreadedServer(app) as server,
+        httpx.Client(base_url=server.url, timeout=60) as client,
+    ):
+        sid = client.post("/v1/sessions", json={}).json()["session_id"]
+        return [
+            row(
+                "embedded: read_file call latency (ms)",
+                *timed(direct_call(session), gateway_call(client, sid), calls),
+            ),
+            row(
+                "embedded: progress latency, bash line → client (ms)",
+                direct_progress(session, lines),
+                gateway_progress(client, sid, lines),
+            ),
+        ]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=300)
+    parser.add_argument("--lines", type=int, default=60)
+    parser.add_argument("--skip-distributed", action="store_true")
+    args = parser.parse_args()
+    # This process's Redis follower reconnects (and says so) once the stack is stopped.
+    logging.getLogger("toolhub.hub").setLevel(logging.ERROR)
+    workspace = Path(tempfile.mkdtemp(prefix="toolhub-bench-"))
+    (workspace / "bench.txt").write_text("".join(f"line {i}\n" for i in range(20)))
+    rows = []
+    if not args.skip_distributed:
+        rows += bench_distributed(workspace, args.calls, args.lines)
+    rows += bench_embedded(workspace, args.calls, args.lines)
+    print(f"calls per row: {args.calls} (after 20 warm-up); progress lines: {args.lines}\n")
+    print(
+        "| measurement | direct p50 | gateway p50 | gateway/direct p50 | direct p95 | gateway p95 |"
+    )
+    print("|---|---|---|---|---|---|")
+    for line in rows:
+        print(line)
+
+
+if __name__ == "__main__":
+    main()

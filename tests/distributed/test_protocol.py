@@ -1,0 +1,147 @@
+"""The Redis protocol as consumers see it: replay from any sequence number, no subscription
+left behind, records that expire, msgpack only, and what Flower is shown."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import pytest
+from kombu import Connection, Exchange, Producer
+
+from tests.distributed.helpers import assert_contiguous, follow_all, wait_until
+from toolhub import CallResult
+from toolhub.store.redis import CallNotFound
+
+
+def test_late_and_resuming_followers_see_no_gap_and_no_duplicate(live, connect, store):
+    session = connect()
+    cid = "replay"
+
+    async def go():
+        early = asyncio.ensure_future(follow_all(store, cid))
+        result = await session.call("ticks", {"n": 30, "delay_ms": 5}, call_id=cid)
+        late = await follow_all(store, cid)
+        resumed = await follow_all(store, cid, after_seq=17)
+        return result, await early, late, resumed
+
+    result, early, late, resumed = asyncio.run(asyncio.wait_for(go(), 30))
+    assert not result.is_error
+    assert_contiguous(early)
+    assert [e.seq for e in late] == [e.seq for e in early] == list(range(1, 32))
+    assert_contiguous(resumed, first=18)
+    assert [e.item.to_dict() for e in resumed] == [e.item.to_dict() for e in early[17:]]
+    assert isinstance(resumed[-1].item, CallResult)
+
+
+def test_follow_unknown_call_raises(live, store):
+    async def go():
+        return [e async for e in store.follow("no-such-call")]
+
+    with pytest.raises(CallNotFound):
+        asyncio.run(go())
+
+
+def test_no_subscription_is_left_behind_and_records_expire(live, connect, store):
+    session = connect()
+    ids = [f"subs-{i}" for i in range(20)]
+
+    async def go():
+        return await asyncio.gather(*(session.call("noop", {}, call_id=c) for c in ids))
+
+    results = asyncio.run(asyncio.wait_for(go(), 30))
+    assert all(not r.is_error for r in results)
+    hub = session.executor.store.hub
+    wait_until(lambda: hub.channels() == [], 5)
+    channels = [store.keys.channel(c) for c in ids]
+    wait_until(lambda: all(n == 0 for _, n in store.client.pubsub_numsub(*channels)), 5)
+    for cid in ids:
+        assert 0 < store.client.ttl(store.keys.call(cid)) <= store.settings.record_ttl_seconds
+        assert store.client.ttl(store.keys.events(cid)) > 0
+
+
+def test_a_reused_call_id_starts_a_fresh_record(live, connect, store):
+    session = connect()
+    first = session.call_sync("ticks", {"n": 3}, call_id="reused")
+    second = session.call_sync("ticks", {"n": 1}, call_id="reused")
+    assert not first.is_error and not second.is_error
+    assert [e.seq for e in store.read_events("reused")] == [1, 2]
+    assert store.get_record("reused")["attempts"][0]["attempt"] == 1
+
+
+def test_pickle_messages_are_never_accepted(live, store, tmp_path: Path):
+    """A pickled message on a toolhub queue is rejected unread: nothing runs, no record."""
+    marker = tmp_path / "pickled.txt"
+    message = {
+        "call_id": "pickled",
+        "run_id": "x",
+        "session_id": "s",
+        "config_hash": "h",
+        "name": "ticks",
+        "tool": "Test:ticks",
+        "arguments": {"marker": str(marker)},
+    }
+    with Connection(live.url) as conn:
+        producer = Producer(
+            conn,
+            exchange=Exchange("toolhub.command", type="direct"),
+            routing_key="toolhub.command",
+            serializer="pickle",
+        )
+        producer.publish(
+            [(), message, {}],
+            headers={"task": "toolhub.execute", "id": "pickled-task", "lang": "py"},
+        )
+    wait_until(lambda: store.client.llen("toolhub.command") == 0, 5)
+    time.sleep(0.5)
+    assert not marker.exists()
+    assert store.get_record("pickled") is None
+
+
+def test_flower_sees_tool_and_call_but_not_arguments(live, connect, store):
+    """Task events carry the call in ``kwargsrepr``; arguments stay redacted by default."""
+    session = connect()
+    captured: list[dict] = []
+    app = session.executor.app
+
+    def listen() -> None:
+        deadline = time.monotonic() + 10
+        with app.connection_for_read() as conn:
+
+            def on_event(event: dict) -> None:
+                if event.get("type") == "task-sent":
+                    captured.append(event)
+                if "'flower'" in str(event.get("kwargs")) or time.monotonic() > deadline:
+                    receiver.should_stop = True
+
+            receiver = app.events.Receiver(conn, handlers={"*": on_event})
+            receiver.capture(limit=None, timeout=None, wakeup=True)
+
+    async def go():
+        listener = asyncio.ensure_future(asyncio.to_thread(listen))
+        await asyncio.sleep(0.5)
+        result = await session.call("ticks", {"n": 1, "marker": "/secret/path"}, call_id="flower")
+        await asyncio.wait_for(listener, 10)
+        return result
+
+    asyncio.run(asyncio.wait_for(go(), 20))
+    sent = [e for e in captured if "'flower'" in str(e.get("kwargs"))]
+    assert sent, captured
+    shown = str(sent[0]["kwargs"])
+    assert "Test:ticks" in shown and "<redacted>" in shown and "/secret/path" not in shown
+    assert sent[0]["name"] == "toolhub.execute" and sent[0]["queue"] == "toolhub.command"
+
+
+def test_an_undispatched_call_ends_for_every_follower(live, store):
+    """A call whose message could not be enqueued is failed with a terminal event, so a
+    follower in another process (the gateway) is not left waiting."""
+    from toolhub import ToolError
+
+    assert store.records.create("undispatched", "run", {"session_id": "s", "name": "noop"})
+    failure = CallResult.failure("noop", ToolError.custom("broker_unavailable", "down"))
+    store.records.mark_failed_dispatch("undispatched", "s", failure)
+    events = asyncio.run(asyncio.wait_for(follow_all(store, "undispatched"), 5))
+    assert [e.seq for e in events] == [1]
+    assert events[0].item.error.code == "broker_unavailable"
+    assert store.get_record("undispatched")["status"] == "failed"

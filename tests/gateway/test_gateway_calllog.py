@@ -1,0 +1,48 @@
+"""The in-process call logs: numbering, replay from any point, and bounded memory."""
+
+from __future__ import annotations
+
+import asyncio
+
+from toolhub.gateway.calllog import CallLogs
+
+
+def test_follow_replays_then_waits_for_live_events() -> None:
+    async def body() -> None:
+        logs = CallLogs()
+        log = logs.open("c1", "s1")
+        log.append("progress", {"n": 1})
+        seen: list[int] = []
+
+        async def follow() -> None:
+            async for event in log.follow(0):
+                seen.append(event.seq)
+
+        task = asyncio.ensure_future(follow())
+        await asyncio.sleep(0.01)
+        assert seen == [1]
+        log.append("progress", {"n": 2})
+        log.append("result", {"done": True})
+        await asyncio.wait_for(task, 1)
+        assert seen == [1, 2, 3]
+        assert [e.seq async for e in log.follow(2)] == [3]
+        assert [e.seq async for e in log.follow(3)] == []
+
+    asyncio.run(body())
+
+
+def test_finished_logs_are_evicted_oldest_first_running_ones_kept() -> None:
+    logs = CallLogs(keep=3, ttl=3600)
+    running = logs.open("running", "s")
+    for index in range(10):
+        logs.open(f"c{index}", "s").append("result", {})
+    assert logs.get("running") is running, "a running call's log is never dropped"
+    assert logs.get("c9") is not None and logs.get("c0") is None
+    assert sum(logs.get(f"c{i}") is not None for i in range(10)) <= 3
+
+
+def test_expired_logs_go_after_the_ttl() -> None:
+    logs = CallLogs(keep=100, ttl=0.0)
+    logs.open("old", "s").append("result", {})
+    logs.open("new", "s")
+    assert logs.get("old") is None and logs.get("new") is not None

@@ -1,0 +1,93 @@
+"""``toolhub up`` as a user runs it: the stack starts, a call goes through the gateway to a
+worker, and SIGINT leaves no process behind."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from toolhub.gateway.server import free_port
+from toolhub.stack.supervisor import descendants
+
+pytestmark = pytest.mark.timeout(120)
+
+TOOLHUB = str(Path(sys.executable).with_name("toolhub"))
+
+
+def clean_env(home: Path) -> dict[str, str]:
+    """This environment without any TOOLHUB_* setting (other suites export some)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLHUB_")}
+    return {**env, "TOOLHUB_HOME": str(home)}
+
+
+def gone(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0]
+    except (FileNotFoundError, IndexError):
+        return True
+    return state == "Z"
+
+
+def ok(url: str) -> bool:
+    try:
+        return httpx.get(url, timeout=1).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def test_up_serves_a_call_and_stops_everything_on_sigint(tmp_path: Path) -> None:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "hello.txt").write_text("hello from the stack\n")
+    port, flower_port = free_port(), free_port()
+    env = clean_env(tmp_path / "home")
+    proc = subprocess.Popen(
+        [TOOLHUB, "up", "--workers", "1", "--port", str(port), "--flower-port", str(flower_port)],
+        cwd=workspace,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+            if ok(f"{url}/readyz") and ok(f"http://127.0.0.1:{flower_port}/healthcheck"):
+                break
+            assert time.monotonic() < deadline, "stack not ready in 60s"
+            time.sleep(0.2)
+        family = descendants(proc.pid)
+        assert len(family) >= 4, "redis, a worker, the gateway and Flower"
+        with httpx.Client(base_url=url, timeout=30) as client:
+            sid = client.post("/v1/sessions", json={}).json()["session_id"]
+            result = client.post(
+                f"/v1/sessions/{sid}/calls",
+                json={"name": "read_file", "arguments": {"path": "hello.txt"}},
+            ).json()
+            assert "hello from the stack" in result["prompt_text"], result
+            record = client.get(f"/v1/calls/{result['call_id']}").json()
+            assert record["status"] == "succeeded" and record.get("worker"), record
+        family |= descendants(proc.pid)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            out, err = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
+    assert proc.returncode == 0, err
+    assert f"http://127.0.0.1:{port}" in out and f"http://127.0.0.1:{flower_port}" in out
+    assert "password" in out and "stopped" in err
+    deadline = time.monotonic() + 10
+    while not all(gone(pid) for pid in family) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert [pid for pid in family if not gone(pid)] == [], "every process of the stack exited"

@@ -1,0 +1,53 @@
+"""``toolhub mcp``: the session's tool set as an MCP server, on stdio (for an MCP client that
+spawns it) or on streamable HTTP at ``http://HOST:PORT/mcp``.
+
+Over stdio nothing but protocol frames reaches stdout; messages go to stderr.
+"""
+
+from __future__ import annotations
+
+import os
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from .embedded import ConfigOpt, RedisOpt, open_session
+from .output import fail, stderr
+
+
+class Transport(StrEnum):
+    stdio = "stdio"
+    http = "http"
+
+
+def register(app: typer.Typer) -> None:
+    app.command("mcp")(mcp)
+
+
+def mcp(
+    transport: Annotated[
+        Transport, typer.Option(help="stdio or streamable HTTP.")
+    ] = Transport.stdio,
+    host: Annotated[str, typer.Option(help="HTTP: interface to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="HTTP: port to listen on.")] = 8001,
+    config: ConfigOpt = None,
+    workspace: Annotated[Path | None, typer.Option(help="Workspace directory.")] = None,
+    session: Annotated[str | None, typer.Option("--session", help="Session id.")] = None,
+    redis: RedisOpt = None,
+) -> None:
+    """Serve the tool set over the Model Context Protocol."""
+    from toolhub.mcp.transports import run_http, run_stdio
+
+    if not 0 < port < 65536:
+        fail(f"--port must be 1-65535, got {port}")
+    with open_session(config, workspace, redis=redis, session_id=session) as sess:
+        for warning in sess.warnings:
+            stderr.print(f"[yellow]warning:[/] {warning}", highlight=False)
+        if transport is Transport.stdio:
+            run_stdio(sess)
+            return
+        token = os.environ.get("TOOLHUB_API_TOKEN") or None
+        stderr.print(f"toolhub MCP server on http://{host}:{port}/mcp", highlight=False)
+        run_http(sess, host=host, port=port, token=token)

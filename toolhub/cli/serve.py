@@ -1,0 +1,58 @@
+"""``toolhub serve``: the HTTP gateway in the foreground (uvicorn).
+
+Embedded unless ``--redis``/``TOOLHUB_REDIS_URL`` is set; sessions default to ``--config``
+(or ``TOOLHUB_CONFIG``) and live under ``--workspace`` (or ``TOOLHUB_WORKSPACE``, else the
+current directory). ``TOOLHUB_API_TOKEN`` turns on bearer-token auth.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from .output import fail, stderr
+
+
+def register(app: typer.Typer) -> None:
+    app.command("serve")(serve)
+
+
+def serve(
+    host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
+    config: Annotated[
+        Path | None,
+        typer.Option("--config", "-c", envvar="TOOLHUB_CONFIG", help="Default tool-set config."),
+    ] = None,
+    workspace: Annotated[
+        Path | None,
+        typer.Option(envvar="TOOLHUB_WORKSPACE", help="Root of every session's workspace."),
+    ] = None,
+    redis: Annotated[
+        str | None,
+        typer.Option("--redis", envvar="TOOLHUB_REDIS_URL", help="Redis URL: run on workers."),
+    ] = None,
+) -> None:
+    """Serve tool definitions and calls over HTTP (JSON and SSE)."""
+    from toolhub.gateway import GatewaySettings
+    from toolhub.gateway.server import serve as run
+
+    if not 0 < port < 65536:
+        fail(f"--port must be 1-65535, got {port}")
+    if config is not None and not config.is_file():
+        fail(f"config file {config} does not exist")
+    root = workspace or Path.cwd()
+    if not root.is_dir():
+        fail(f"workspace {root} is not a directory")
+    try:
+        settings = GatewaySettings.from_env(
+            workspace=root, config=str(config) if config else None, redis_url=redis
+        )
+    except ValueError as err:
+        fail(str(err))
+    mode = "distributed" if settings.distributed else "embedded"
+    auth = "bearer token" if settings.api_token else "no auth"
+    stderr.print(f"toolhub gateway on http://{host}:{port} ({mode}, {auth})", highlight=False)
+    run(settings, host=host, port=port)

@@ -1,0 +1,85 @@
+"""``toolhub up``: the local stack in the foreground (Redis, workers, gateway, Flower), until
+Ctrl-C or SIGTERM stops every process it started."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from pathlib import Path
+from types import FrameType
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from .output import fail, stderr, stdout
+
+
+def register(app: typer.Typer) -> None:
+    app.command("up")(up)
+
+
+def up(
+    workers: Annotated[int, typer.Option(help="Worker processes (spread over the queues).")] = 2,
+    port: Annotated[int, typer.Option(help="Gateway port.")] = 8000,
+    flower_port: Annotated[int, typer.Option(help="Flower port.")] = 5555,
+    config: Annotated[
+        Path | None,
+        typer.Option("--config", "-c", envvar="TOOLHUB_CONFIG", help="Default tool-set config."),
+    ] = None,
+    workspace: Annotated[
+        Path | None, typer.Option(envvar="TOOLHUB_WORKSPACE", help="Workspace root.")
+    ] = None,
+) -> None:
+    """Run the whole distributed stack on this machine, without Docker."""
+    from toolhub.stack.local import LocalStack, StackError
+    from toolhub.stack.redis_server import RedisServerNotFound
+
+    for name, value in (("--port", port), ("--flower-port", flower_port)):
+        if not 0 < value < 65536:
+            fail(f"{name} must be 1-65535, got {value}")
+    if config is not None and not config.is_file():
+        fail(f"config file {config} does not exist")
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+
+    def report(message: str) -> None:
+        stderr.print(f"[yellow]{message}[/]", highlight=False)
+
+    try:
+        stack = LocalStack(
+            workers=workers,
+            port=port,
+            flower_port=flower_port,
+            workspace=workspace,
+            config=config,
+            report=report,
+        )
+        stderr.print("starting Redis, workers, gateway and Flower…", highlight=False)
+        info = stack.start()
+    except (StackError, RedisServerNotFound) as err:
+        fail(str(err))
+    try:
+        table = Table(title="toolhub stack", show_header=False)
+        table.add_row("gateway", info.gateway_url)
+        if info.flower_url:
+            flower = (
+                f"{info.flower_url}  (user {info.flower_user}, password {info.flower_password})"
+            )
+            table.add_row("Flower", flower)
+        table.add_row("Redis", info.redis_url)
+        table.add_row("workers", str(workers))
+        table.add_row("logs", str(info.logs))
+        stdout.print(table)
+        stderr.print("Ctrl-C stops everything.", highlight=False)
+        stop.wait()
+    finally:
+        stderr.print("stopping…", highlight=False)
+        stack.stop()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    stderr.print("stopped", highlight=False)

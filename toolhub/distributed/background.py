@@ -1,0 +1,208 @@
+"""``BackgroundTasks`` in Redis: durable background commands for every dispatcher and worker.
+
+A background command is a call record of its own (id = task id) run by the ``toolhub.background``
+Celery task on the ``toolhub.background`` queue. It therefore gets everything a call has: a
+lease renewed while it runs, a re-run as the next attempt on another worker when its worker
+dies (the record lists every attempt), cancellation through the control channel (``kill``), and
+its output as ``output_delta`` events in the call's stream, appended as they are produced. A
+client that disconnects loses nothing: ``snapshot`` and ``task_output`` read the stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from celery import Celery
+from redis import Redis
+
+from toolhub.backends.tasks import KillOutcome, TaskSnapshot, TaskStatus, WaitMode
+from toolhub.core import CallResult
+
+from . import replies
+from .celery_app import BACKGROUND_TASK
+from .codec import decode_item, pack, unpack
+from .keys import Keys
+from .records import TERMINAL_STATUSES, CallRecords, new_run_id
+from .settings import QUEUES, Settings
+
+TAIL_BYTES = 16_000
+_POLL_S = 0.05
+BACKGROUND_TOOL = "toolhub:background"
+
+
+class RedisBackgroundTasks:
+    def __init__(self, client: Redis, app: Celery, settings: Settings, session_id: str) -> None:
+        self.client = client
+        self.app = app
+        self.settings = settings
+        self.session_id = session_id
+        self.keys = Keys(settings.prefix)
+        self.records = CallRecords(client, settings)
+
+    def start(
+        self,
+        command: str,
+        *,
+        cwd: str | None,
+        timeout_ms: int | None,
+        owner_session: str,
+        call_id: str,
+    ) -> str:
+        task_id = f"task-{os.urandom(5).hex()}"
+        run_id = new_run_id()
+        limit = self.settings.max_background_seconds
+        timeout_s = min(timeout_ms / 1000, limit) if timeout_ms and timeout_ms > 0 else limit
+        queue = QUEUES["background"]
+        message = {
+            "task": BACKGROUND_TASK,
+            "queue": queue,
+            "call_id": task_id,
+            "run_id": run_id,
+            "session_id": owner_session,
+            "name": "background",
+            "tool": BACKGROUND_TOOL,
+            "command": command,
+            "cwd": cwd,
+            "timeout_s": timeout_s,
+            "max_attempts": self.settings.max_attempts,
+        }
+        self.records.create(
+            task_id,
+            run_id,
+            {
+                "session_id": owner_session,
+                "tool": BACKGROUND_TOOL,
+                "name": "background",
+                "queue": queue,
+                "command": command,
+                "parent_call": call_id,
+                "max_attempts": self.settings.max_attempts,
+                "message": pack(message),
+            },
+        )
+        self.client.zadd(self.keys.session_tasks(owner_session), {task_id: time.time()})
+        self.app.send_task(
+            BACKGROUND_TASK,
+            kwargs=message,
+            queue=queue,
+            ignore_result=True,
+            kwargsrepr=repr({"task_id": task_id, "session_id": owner_session}),
+        )
+        return task_id
+
+    def snapshot(self, task_id: str) -> TaskSnapshot | None:
+        raw = replies.hgetall(self.client, self.keys.call(task_id))
+        if not raw or raw.get(b"tool") != BACKGROUND_TOOL.encode():
+            return None
+        record = {k.decode(): v for k, v in raw.items()}
+        output, total = self._tail(task_id)
+        status, exit_code = _status(record)
+        finished = record.get("finished_at")
+        return TaskSnapshot(
+            task_id=task_id,
+            command=record.get("command", b"").decode(),
+            status=status,
+            exit_code=exit_code,
+            output=output,
+            output_bytes=total,
+            owner_session=record.get("session_id", b"").decode(),
+            call_id=record.get("parent_call", b"").decode(),
+            started_at=_time(record.get("started_at") or record.get("created_at")),
+            finished_at=_time(finished) if finished else None,
+        )
+
+    def _tail(self, task_id: str) -> tuple[str, int]:
+        """The last output of the current attempt, newest events first, and its byte count."""
+        chunks: list[str] = []
+        size = 0
+        total = 0
+        for _, fields in replies.xrevrange(self.client, self.keys.events(task_id), 256):
+            item = decode_item(fields[b"d"])
+            if isinstance(item, CallResult):
+                continue
+            if item.subkind == "retry":
+                break
+            if item.subkind != "output_delta" or not isinstance(item.payload, dict):
+                continue
+            total = total or int(item.payload.get("total_bytes", 0))
+            delta = str(item.payload.get("delta", ""))
+            chunks.append(delta)
+            size += len(delta.encode())
+            if size >= TAIL_BYTES:
+                break
+        text = "".join(reversed(chunks))
+        data = text.encode()
+        if len(data) > TAIL_BYTES:
+            text = data[-TAIL_BYTES:].decode("utf-8", "ignore")
+        return text, total
+
+    def _done(self, task_ids: Sequence[str], mode: WaitMode) -> bool:
+        pipe = self.client.pipeline(transaction=False)
+        for task_id in task_ids:
+            pipe.hget(self.keys.call(task_id), "status")
+        statuses: list[bytes | None] = pipe.execute()
+        done = [s is None or s.decode() in TERMINAL_STATUSES for s in statuses]
+        return any(done) if mode == "wait_any" else all(done)
+
+    def wait(self, task_ids: Sequence[str], mode: WaitMode, timeout_s: float) -> list[TaskSnapshot]:
+        deadline = time.monotonic() + max(timeout_s, 0)
+        while task_ids and not self._done(task_ids, mode) and time.monotonic() < deadline:
+            time.sleep(min(_POLL_S, max(deadline - time.monotonic(), 0)))
+        return self._collect(task_ids)
+
+    async def wait_async(
+        self, task_ids: Sequence[str], mode: WaitMode, timeout_s: float
+    ) -> list[TaskSnapshot]:
+        deadline = time.monotonic() + max(timeout_s, 0)
+        while task_ids and not self._done(task_ids, mode) and time.monotonic() < deadline:
+            await asyncio.sleep(min(_POLL_S, max(deadline - time.monotonic(), 0)))
+        return self._collect(task_ids)
+
+    def _collect(self, task_ids: Sequence[str]) -> list[TaskSnapshot]:
+        return [s for s in (self.snapshot(t) for t in task_ids) if s is not None]
+
+    def kill(self, task_id: str) -> KillOutcome:
+        if replies.hget(self.client, self.keys.call(task_id), "tool") != BACKGROUND_TOOL.encode():
+            return "not_found"
+        outcome = self.records.cancel(task_id, reason="killed")
+        if outcome in {"cancelled", "signalled"}:
+            return "killed"
+        return "not_found" if outcome == "unknown" else "already_exited"
+
+    def list(self, owner_session: str | None = None) -> list[TaskSnapshot]:
+        sid = owner_session or self.session_id
+        ids = [i.decode() for i in replies.zrange(self.client, self.keys.session_tasks(sid))]
+        return self._collect(ids)
+
+    def claim_completion(self, task_id: str) -> bool:
+        key = self.keys.call(task_id)
+        status = replies.hget(self.client, key, "status")
+        if status is None or status.decode() not in TERMINAL_STATUSES:
+            return False
+        return bool(self.client.hsetnx(key, "completion_claimed", "1"))
+
+
+def _status(record: dict[str, bytes]) -> tuple[TaskStatus, int | None]:
+    status = record.get("status", b"queued").decode()
+    if status not in TERMINAL_STATUSES:
+        return "running", None
+    result: dict[str, Any] = unpack(record["result"]) if "result" in record else {}
+    error = result.get("error")
+    if error is None:
+        value = (result.get("output") or {}).get("value") or {}
+        return "exited", value.get("exit_code")
+    exit_code = (error.get("details") or {}).get("exit_code")
+    if error.get("kind") == "timeout":
+        return "timeout", exit_code
+    if status == "cancelled" or (error.get("details") or {}).get("code") == "worker_lost":
+        return "killed", exit_code
+    return "exited", exit_code
+
+
+def _time(raw: bytes | None) -> datetime:
+    return datetime.fromtimestamp(float(raw) if raw else time.time(), UTC)

@@ -1,0 +1,69 @@
+"""The Celery configuration of toolhub, shared by the worker app (``workers.app``) and by
+dispatchers, which only send messages with it.
+
+Each setting answers a Celery-on-Redis pitfall (docs/distributed.md has the full list):
+msgpack only (a broker message can never unpickle code), late acks plus reject on worker lost
+(a killed worker's message is not acked away), prefetch 1 on long queues, a visibility timeout
+above the longest run (a healthy long call is never redelivered), a soft-shutdown window, and
+task events on so Flower sees every call. Results never go through a Celery result backend:
+toolhub streams them through its own Redis channel.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from celery import Celery
+
+from .settings import ALL_QUEUES, QUEUES, Settings
+
+EXECUTE_TASK = "toolhub.execute"
+BACKGROUND_TASK = "toolhub.background"
+
+
+def celery_config(settings: Settings) -> dict[str, Any]:
+    return {
+        "broker_url": settings.redis_url,
+        "result_backend": None,
+        "task_ignore_result": True,
+        "task_serializer": "msgpack",
+        "result_serializer": "msgpack",
+        "event_serializer": "msgpack",
+        "accept_content": ["msgpack"],
+        "result_accept_content": ["msgpack"],
+        "task_acks_late": True,
+        "task_reject_on_worker_lost": True,
+        "task_acks_on_failure_or_timeout": True,
+        "worker_prefetch_multiplier": int(os.environ.get("TOOLHUB_PREFETCH_MULTIPLIER", "1")),
+        "broker_transport_options": {
+            "visibility_timeout": settings.visibility_timeout,
+            "socket_connect_timeout": 5,
+        },
+        "broker_connection_retry_on_startup": True,
+        "broker_connection_timeout": 5,
+        "task_publish_retry_policy": {
+            "max_retries": 2,
+            "interval_start": 0,
+            "interval_step": 0.1,
+            "interval_max": 0.2,
+        },
+        "worker_soft_shutdown_timeout": settings.soft_shutdown_seconds,
+        "worker_enable_soft_shutdown_on_idle": True,
+        "worker_send_task_events": settings.task_events,
+        "task_send_sent_event": settings.task_events,
+        "task_default_queue": QUEUES["fast"],
+        "task_create_missing_queues": True,
+        "worker_disable_rate_limits": True,
+        "worker_hijack_root_logger": False,
+        "worker_pool": "threads",
+    }
+
+
+def make_celery(settings: Settings, *, main: str = "toolhub") -> Celery:
+    app = Celery(main, set_as_current=False)
+    app.conf.update(celery_config(settings))
+    return app
+
+
+__all__ = ["ALL_QUEUES", "BACKGROUND_TASK", "EXECUTE_TASK", "celery_config", "make_celery"]

@@ -1,0 +1,196 @@
+"""One pub/sub connection per process, shared by every call this process follows.
+
+Why not a subscription per call (what Celery's Redis result backend does): each one costs a
+connection or leaks a channel when a consumer goes away (celery#3812, #5320). Here a single
+reader thread owns one connection; followers in any event loop register a channel, get frames
+delivered into their loop, and the channel is unsubscribed the moment the last follower leaves.
+
+Delivery is best effort by design: a follower catches up from the call's Redis stream whenever
+it is told to resync (subscription confirmed, connection re-established) or sees a gap, so a
+frame missed here is never an event lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from typing import Any, Final
+
+from .resp import PubSubConnection
+
+logger = logging.getLogger("toolhub.hub")
+
+
+class _Resync:
+    """Tells a follower to re-read the stream: its subscription just became effective."""
+
+    def __repr__(self) -> str:
+        return "RESYNC"
+
+
+RESYNC: Final = _Resync()
+Frame = bytes | _Resync
+
+
+class Subscription:
+    """One follower's channel: frames arrive in the follower's own event loop."""
+
+    __slots__ = ("_closed", "_hub", "_loop", "_queue", "channel", "confirmed")
+
+    def __init__(self, hub: PubSubHub, channel: bytes, loop: asyncio.AbstractEventLoop) -> None:
+        self._hub = hub
+        self.channel = channel
+        self._loop = loop
+        self._queue: asyncio.Queue[Frame] = asyncio.Queue()
+        self._closed = False
+        #: Set once Redis confirmed the subscription: from then on every publish reaches us.
+        self.confirmed = threading.Event()
+
+    def deliver(self, frame: Frame) -> bool:
+        """Called from the hub thread; False when the follower's loop is gone."""
+        try:
+            self._loop.call_soon_threadsafe(self._queue.put_nowait, frame)
+        except RuntimeError:
+            return False
+        return True
+
+    async def get(self, timeout: float) -> Frame | None:
+        """The next frame, or None after ``timeout`` seconds of silence."""
+        try:
+            return self._queue.get_nowait()
+        except asyncio.QueueEmpty:
+            pass
+        try:
+            return await asyncio.wait_for(self._queue.get(), timeout)
+        except TimeoutError:
+            return None
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._hub.release(self)
+
+
+class PubSubHub:
+    """The process-wide pub/sub reader. Thread-safe; start it once, share it everywhere."""
+
+    def __init__(self, url: str) -> None:
+        self._url = url
+        self._subs: dict[bytes, set[Subscription]] = {}
+        self._confirmed: set[bytes] = set()
+        self._lock = threading.Lock()
+        self._closed = False
+        self._conn: PubSubConnection | None = None
+        try:
+            self._conn = PubSubConnection(url)
+        except OSError as exc:
+            logger.warning("pub/sub connection not available yet: %s", exc)
+        self._thread = threading.Thread(target=self._run, name="toolhub-pubsub", daemon=True)
+        self._thread.start()
+
+    def subscribe(
+        self, channel: str, loop: asyncio.AbstractEventLoop | None = None
+    ) -> Subscription:
+        sub = Subscription(self, channel.encode(), loop or asyncio.get_running_loop())
+        with self._lock:
+            members = self._subs.setdefault(sub.channel, set())
+            first = not members
+            members.add(sub)
+            confirmed = sub.channel in self._confirmed
+            conn = self._conn
+        if first:
+            self._send(conn, b"SUBSCRIBE", sub.channel)
+        elif confirmed:
+            sub.confirmed.set()
+            sub.deliver(RESYNC)
+        return sub
+
+    def release(self, sub: Subscription) -> None:
+        with self._lock:
+            members = self._subs.get(sub.channel)
+            if members is None:
+                return
+            members.discard(sub)
+            if members:
+                return
+            del self._subs[sub.channel]
+            self._confirmed.discard(sub.channel)
+            conn = self._conn
+        self._send(conn, b"UNSUBSCRIBE", sub.channel)
+
+    def channels(self) -> list[bytes]:
+        """Channels currently subscribed for followers (tests check nothing leaks)."""
+        with self._lock:
+            return list(self._subs)
+
+    @staticmethod
+    def _send(conn: PubSubConnection | None, command: bytes, channel: bytes) -> None:
+        if conn is None:
+            return
+        try:
+            conn.send(command, channel)
+        except OSError as exc:
+            # The reader reconnects and resubscribes every live channel; followers poll the
+            # stream meanwhile, so nothing is lost by failing here.
+            logger.debug("pub/sub %s %r failed: %s", command, channel, exc)
+
+    def _run(self) -> None:
+        backoff = 0.05
+        while not self._closed:
+            conn = self._conn
+            try:
+                if conn is None:
+                    conn = self._reconnect()
+                    backoff = 0.05
+                for reply in conn.read(1.0):
+                    self._dispatch(reply)
+            except (OSError, ValueError) as exc:
+                if self._closed:
+                    return
+                if conn is not None:
+                    logger.warning("pub/sub connection lost (%s); reconnecting", exc)
+                    conn.close()
+                with self._lock:
+                    self._conn = None
+                    self._confirmed.clear()
+                time.sleep(backoff)
+                backoff = min(backoff * 2, 1.0)
+
+    def _reconnect(self) -> PubSubConnection:
+        conn = PubSubConnection(self._url)
+        with self._lock:
+            self._conn = conn
+            channels = list(self._subs)
+        if channels:
+            conn.send(b"SUBSCRIBE", *channels)
+        return conn
+
+    def _dispatch(self, reply: Any) -> None:
+        if not isinstance(reply, list) or len(reply) < 3:
+            return
+        kind, channel, data = reply[0], reply[1], reply[2]
+        if kind == b"message":
+            with self._lock:
+                members = list(self._subs.get(channel, ()))
+            for sub in members:
+                if not sub.deliver(data):
+                    sub.close()
+        elif kind == b"subscribe":
+            with self._lock:
+                if channel not in self._subs:
+                    return
+                self._confirmed.add(channel)
+                members = list(self._subs[channel])
+            for sub in members:
+                sub.confirmed.set()
+                sub.deliver(RESYNC)
+
+    def close(self) -> None:
+        self._closed = True
+        with self._lock:
+            conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
+        self._thread.join(timeout=2)

@@ -1,0 +1,51 @@
+"""Redis key names of the distributed protocol (ARCHITECTURE.md §3), under one prefix."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Keys:
+    prefix: str = "toolhub:"
+
+    def session(self, sid: str) -> str:
+        return f"{self.prefix}session:{sid}"
+
+    def state(self, sid: str) -> str:
+        return f"{self.prefix}session:{sid}:state"
+
+    def config(self, config_hash: str) -> str:
+        """A config by its hash, so a worker always builds exactly the config a call was
+        dispatched with, even after the session's config changed."""
+        return f"{self.prefix}config:{config_hash}"
+
+    def call(self, cid: str) -> str:
+        return f"{self.prefix}call:{cid}"
+
+    def events(self, cid: str) -> str:
+        return f"{self.prefix}call:{cid}:events"
+
+    def channel(self, cid: str) -> str:
+        return f"{self.prefix}call:{cid}"
+
+    @property
+    def control(self) -> str:
+        return f"{self.prefix}control"
+
+    @property
+    def leases(self) -> str:
+        """Sorted set call id → lease expiry: what the sweeper scans for dead workers."""
+        return f"{self.prefix}leases"
+
+    def questions(self, sid: str) -> str:
+        """Hash call id → open ``ask_user`` questions of one session."""
+        return f"{self.prefix}session:{sid}:questions"
+
+    def answer(self, cid: str) -> str:
+        """List the waiting ``ask_user`` call pops its answer (or a withdrawal) from."""
+        return f"{self.prefix}answer:{cid}"
+
+    def session_tasks(self, sid: str) -> str:
+        """Sorted set of one session's background task ids, by start time."""
+        return f"{self.prefix}session:{sid}:tasks"

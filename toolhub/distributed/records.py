@@ -1,0 +1,242 @@
+"""State transitions of a call record (queued → running → finished), one Lua script each.
+
+Dispatchers create and cancel; workers claim, emit, renew, finish and hand back; the sweeper
+re-enqueues calls whose lease expired. ``scripts.py`` says why each step is a script.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from redis import Redis
+
+from toolhub.core import CallResult, ToolError
+
+from . import replies
+from .codec import encode_item, pack, unpack
+from .keys import Keys
+from .scripts import Scripts
+from .settings import Settings
+
+TERMINAL_STATUSES = frozenset({"succeeded", "failed", "cancelled"})
+
+
+def new_run_id() -> str:
+    return os.urandom(8).hex()
+
+
+def status_of(result: CallResult) -> str:
+    if result.error is None:
+        return "succeeded"
+    return "cancelled" if result.error.kind == "cancelled" else "failed"
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """What a worker may do with a delivered message: ``run`` it as ``attempt``, or drop it
+    (``duplicate``: another worker holds a live lease; ``finished``/``gone``/``stale``: nothing
+    left to do; ``cancelled``/``exhausted``: the script already wrote the terminal)."""
+
+    action: str
+    attempt: int
+    state: dict[bytes, bytes] | None = None
+
+
+class CallRecords:
+    def __init__(self, client: Redis, settings: Settings) -> None:
+        self.client = client
+        self.settings = settings
+        self.keys = Keys(settings.prefix)
+        self.scripts = Scripts(client)
+
+    def _call_keys(self, cid: str, sid: str = "") -> list[str]:
+        k = self.keys
+        return [k.call(cid), k.events(cid), k.channel(cid), k.leases, k.state(sid)]
+
+    # -- dispatcher side ---------------------------------------------------------------------------
+
+    def create(self, cid: str, run_id: str, fields: dict[str, Any]) -> bool:
+        """Write a fresh ``queued`` record. False when the id is in use by a live call; a
+        finished record under the same id is replaced (clients reuse ids like ``c1``)."""
+        flat: list[Any] = []
+        for name, value in fields.items():
+            flat += [name, value]
+        created = self.scripts.create(
+            keys=[self.keys.call(cid), self.keys.events(cid)],
+            args=[run_id, self.settings.active_ttl_seconds, *flat],
+        )
+        return bool(created)
+
+    def mark_failed_dispatch(self, cid: str, sid: str, result: CallResult) -> None:
+        """A call whose message never reached the broker: failed, with its terminal event, so
+        nobody following it waits forever."""
+        self.scripts.undispatched(
+            keys=self._call_keys(cid, sid),
+            args=[
+                cid,
+                encode_item(result, 0),
+                pack(result.to_dict()),
+                self.settings.record_ttl_seconds,
+            ],
+        )
+
+    def cancel(self, cid: str, reason: str = "cancelled") -> str:
+        """``cancelled`` (it was queued, or its worker is gone: terminal written now),
+        ``signalled`` (running: the worker got a control message), ``finished`` or ``unknown``."""
+        name, tool, sid = replies.hmget(
+            self.client, self.keys.call(cid), "name", "tool", "session_id"
+        )
+        if name is None:
+            return "unknown"
+        result = cancelled_result(name.decode(), cid, tool.decode() if tool else None, reason)
+        message = pack({"op": "cancel", "call_id": cid, "reason": reason})
+        outcome = self.scripts.cancel(
+            keys=[*self._call_keys(cid, (sid or b"").decode()), self.keys.control],
+            args=[
+                cid,
+                encode_item(result, 0),
+                pack(result.to_dict()),
+                self.settings.record_ttl_seconds,
+                message,
+            ],
+        )
+        return outcome.decode() if isinstance(outcome, bytes) else str(outcome)
+
+    # -- worker side -------------------------------------------------------------------------------
+
+    def claim(self, message: dict[str, Any], worker: str) -> Claim:
+        cid = message["call_id"]
+        name, tool = message["name"], message.get("tool")
+        lost = lost_result(name, cid, tool, int(message.get("max_attempts", 0)))
+        cancelled = cancelled_result(name, cid, tool, "cancelled")
+        reply = self.scripts.claim(
+            keys=self._call_keys(cid, message["session_id"]),
+            args=[
+                cid,
+                message["run_id"],
+                worker,
+                self.settings.lease_seconds,
+                self.settings.record_ttl_seconds,
+                encode_item(lost, 0),
+                pack(lost.to_dict()),
+                encode_item(cancelled, 0),
+                pack(cancelled.to_dict()),
+            ],
+        )
+        state = None
+        if len(reply) > 2:
+            flat = reply[2]
+            state = dict(zip(flat[::2], flat[1::2], strict=True))
+        return Claim(reply[0].decode(), int(reply[1]), state)
+
+    def emit(self, cid: str, attempt: int, payloads: list[bytes]) -> int:
+        """Append and publish; -1 when this attempt no longer owns the call (fenced off)."""
+        k = self.keys
+        return int(
+            self.scripts.emit(
+                keys=[k.call(cid), k.events(cid), k.channel(cid)], args=[attempt, *payloads]
+            )
+        )
+
+    def finish(self, cid: str, sid: str, attempt: int, result: CallResult) -> int:
+        status = status_of(result)
+        return int(
+            self.scripts.finish(
+                keys=self._call_keys(cid, sid),
+                args=[
+                    cid,
+                    attempt,
+                    status,
+                    encode_item(result, attempt),
+                    pack(result.to_dict()),
+                    self.settings.record_ttl_seconds,
+                    status,
+                ],
+            )
+        )
+
+    def renew(self, leases: list[tuple[str, int]]) -> list[int]:
+        """Renew several leases in one round trip: per call 0 (this attempt lost the call),
+        1 (renewed) or 2 (renewed, but a cancel was requested)."""
+        if not leases:
+            return []
+        pipe = self.client.pipeline(transaction=False)
+        for cid, attempt in leases:
+            self.scripts.renew(
+                keys=[self.keys.call(cid), self.keys.leases],
+                args=[cid, attempt, self.settings.lease_seconds],
+                client=pipe,
+            )
+        return [int(code) for code in pipe.execute()]
+
+    def handoff(self, cid: str, attempt: int) -> dict[str, Any] | None:
+        """Give a running call back (graceful shutdown); returns its message to re-enqueue."""
+        raw = self.scripts.handoff(
+            keys=[self.keys.call(cid), self.keys.leases], args=[cid, attempt]
+        )
+        return unpack(raw) if raw else None
+
+    def expired(self, limit: int = 100) -> list[str]:
+        now = replies.time(self.client)
+        return [
+            i.decode() for i in replies.zrangebyscore(self.client, self.keys.leases, now, limit)
+        ]
+
+    def requeue(self, cid: str) -> dict[str, Any] | None:
+        """The message to re-enqueue for a call whose lease expired, or None (not expired, or
+        finished). The lease index entry is pushed forward so one sweep enqueues it once."""
+        raw = self.scripts.requeue(
+            keys=[self.keys.call(cid), self.keys.leases], args=[cid, self.settings.lease_seconds]
+        )
+        return unpack(raw) if raw else None
+
+
+def cancelled_result(name: str, cid: str, tool: str | None, reason: str) -> CallResult:
+    return CallResult.failure(
+        name, ToolError.cancelled(f"The call was cancelled ({reason})."), tool_id=tool, call_id=cid
+    )
+
+
+def lost_result(name: str, cid: str, tool: str | None, attempts: int) -> CallResult:
+    return CallResult.failure(
+        name,
+        ToolError.custom(
+            "worker_lost",
+            f"The worker running this call was lost {attempts} time(s); it was not retried "
+            "again. The command may have crashed its worker: check it before calling again.",
+            attempts=attempts,
+        ),
+        tool_id=tool,
+        call_id=cid,
+    )
+
+
+def decode_record(raw: dict[bytes, bytes]) -> dict[str, Any]:
+    """A call record as JSON-able data: numbers as numbers, the result as a dict, every
+    attempt listed. The queued message (which holds the arguments) is left out."""
+    out: dict[str, Any] = {}
+    for key, value in raw.items():
+        name = key.decode()
+        if name == "message":
+            continue
+        if name == "result":
+            out[name] = unpack(value)
+        elif name == "attempts":
+            out[name] = [_attempt(a) for a in json.loads(value)]
+        elif name in {"seq", "attempt", "lost", "max_attempts"}:
+            out[name] = int(value)
+        elif name.endswith("_at") or name == "lease_until":
+            out[name] = float(value)
+        elif name in {"cancel_requested", "handoff"}:
+            out[name] = value == b"1"
+        else:
+            out[name] = value.decode()
+    out.setdefault("attempts", [])
+    return out
+
+
+def _attempt(entry: dict[str, Any]) -> dict[str, Any]:
+    return {key: float(value) if key.endswith("_at") else value for key, value in entry.items()}

@@ -1,0 +1,212 @@
+"""The Lua scripts of the call protocol. Each state transition of a call record is one script,
+so it is atomic against every other dispatcher and worker: no read-modify-write races, and the
+event that announces a transition is appended in the same step as the transition itself.
+
+Fencing: every write by a worker names the attempt it runs; a write from an attempt that is no
+longer current (its lease expired and another worker took over) is refused, so a zombie worker
+can never publish into a call it lost.
+"""
+
+from __future__ import annotations
+
+from redis import Redis
+from redis.commands.core import Script
+
+_PRELUDE = r"""
+local function now()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) + tonumber(t[2]) / 1000000
+end
+local function fmt(x) return string.format('%.6f', x) end
+local function emit(call, events, channel, payload, version)
+  local seq = redis.call('HINCRBY', call, 'seq', 1)
+  if version then
+    redis.call('XADD', events, '0-' .. seq, 'd', payload, 'v', version)
+  else
+    redis.call('XADD', events, '0-' .. seq, 'd', payload)
+    version = ''
+  end
+  redis.call('PUBLISH', channel, seq .. '|' .. version .. '|' .. payload)
+  return seq
+end
+local function close_attempt(call, outcome, t)
+  local raw = redis.call('HGET', call, 'attempts')
+  if not raw then return end
+  local list = cjson.decode(raw)
+  local last = list[#list]
+  if last and not last['outcome'] then
+    last['outcome'] = outcome
+    last['finished_at'] = fmt(t)
+    redis.call('HSET', call, 'attempts', cjson.encode(list))
+  end
+end
+local function finalize(call, events, channel, leases, state, cid, status, payload, result, ttl, t)
+  local version = redis.call('HGET', state, '__v') or '0'
+  local seq = emit(call, events, channel, payload, version)
+  redis.call('HSET', call, 'status', status, 'finished_at', fmt(t), 'result', result,
+             'lease_until', '0')
+  redis.call('ZREM', leases, cid)
+  redis.call('EXPIRE', call, ttl)
+  redis.call('EXPIRE', events, ttl)
+  return seq
+end
+"""
+
+# KEYS: call, events   ARGV: run_id, active_ttl, field, value, ...
+CREATE = r"""
+local st = redis.call('HGET', KEYS[1], 'status')
+if st == 'queued' or st == 'running' then return 0 end
+redis.call('DEL', KEYS[1], KEYS[2])
+redis.call('HSET', KEYS[1], 'status', 'queued', 'run_id', ARGV[1], 'seq', 0, 'attempt', 0,
+           'lost', 0, 'created_at', fmt(now()), unpack(ARGV, 3))
+redis.call('EXPIRE', KEYS[1], ARGV[2])
+return 1
+"""
+
+# KEYS: call, events, channel, leases, state
+# ARGV: cid, run_id, worker, lease_seconds, ttl, lost_payload, lost_result,
+#       cancelled_payload, cancelled_result
+# Returns {action, attempt} and, for 'run', the session state (saves the worker a round trip).
+CLAIM = r"""
+local call, events, channel, leases, state = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local cid = ARGV[1]
+local r = redis.call('HMGET', call, 'status', 'run_id', 'attempt', 'lease_until',
+                     'cancel_requested', 'handoff', 'max_attempts')
+if not r[1] then return {'gone', 0} end
+if r[2] ~= ARGV[2] then return {'stale', 0} end
+local status = r[1]
+local attempt = tonumber(r[3]) or 0
+if status ~= 'queued' and status ~= 'running' then return {'finished', attempt} end
+local t = now()
+if status == 'running' and tonumber(r[4]) > t then return {'duplicate', attempt} end
+if status == 'running' then
+  if r[6] == '1' then
+    close_attempt(call, 'handed_back', t)
+  else
+    close_attempt(call, 'worker_lost', t)
+    local lost = redis.call('HINCRBY', call, 'lost', 1)
+    if r[5] ~= '1' and lost >= (tonumber(r[7]) or 3) then
+      finalize(call, events, channel, leases, state, cid, 'failed', ARGV[6], ARGV[7], ARGV[5], t)
+      return {'exhausted', attempt}
+    end
+  end
+end
+if r[5] == '1' then
+  finalize(call, events, channel, leases, state, cid, 'cancelled', ARGV[8], ARGV[9], ARGV[5], t)
+  return {'cancelled', attempt}
+end
+attempt = attempt + 1
+local lease_until = t + tonumber(ARGV[4])
+redis.call('HSET', call, 'status', 'running', 'attempt', attempt, 'worker', ARGV[3],
+           'lease_until', fmt(lease_until), 'handoff', '0')
+redis.call('HSETNX', call, 'started_at', fmt(t))
+local raw = redis.call('HGET', call, 'attempts')
+local list = raw and cjson.decode(raw) or {}
+list[#list + 1] = {attempt = attempt, worker = ARGV[3], started_at = fmt(t)}
+redis.call('HSET', call, 'attempts', cjson.encode(list))
+redis.call('ZADD', leases, lease_until, cid)
+return {'run', attempt, redis.call('HGETALL', state)}
+"""
+
+# KEYS: call, events, channel   ARGV: attempt, payload, ...
+EMIT = r"""
+local r = redis.call('HMGET', KEYS[1], 'status', 'attempt')
+if r[1] ~= 'running' or r[2] ~= ARGV[1] then return -1 end
+local seq = 0
+for i = 2, #ARGV do seq = emit(KEYS[1], KEYS[2], KEYS[3], ARGV[i], nil) end
+return seq
+"""
+
+# KEYS: call, events, channel, leases, state
+# ARGV: cid, attempt, status, payload, result, ttl, outcome
+FINISH = r"""
+local r = redis.call('HMGET', KEYS[1], 'status', 'attempt')
+if r[1] ~= 'running' or r[2] ~= ARGV[2] then return -1 end
+local t = now()
+close_attempt(KEYS[1], ARGV[7], t)
+return finalize(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], ARGV[1], ARGV[3], ARGV[4],
+                ARGV[5], ARGV[6], t)
+"""
+
+# KEYS: call, leases   ARGV: cid, attempt, lease_seconds
+# Returns 0 (lease lost), 1 (renewed) or 2 (renewed, and a cancel was requested: the backstop
+# for a control message the worker missed while its pub/sub connection was down).
+RENEW = r"""
+local r = redis.call('HMGET', KEYS[1], 'status', 'attempt', 'cancel_requested')
+if r[1] ~= 'running' or r[2] ~= ARGV[2] then return 0 end
+local lease_until = now() + tonumber(ARGV[3])
+redis.call('HSET', KEYS[1], 'lease_until', fmt(lease_until))
+redis.call('ZADD', KEYS[2], lease_until, ARGV[1])
+if r[3] == '1' then return 2 end
+return 1
+"""
+
+# KEYS: call, events, channel, leases, state, control
+# ARGV: cid, cancelled_payload, cancelled_result, ttl, control_message
+CANCEL = r"""
+local r = redis.call('HMGET', KEYS[1], 'status', 'lease_until')
+if not r[1] then return 'unknown' end
+local t = now()
+local expired = r[1] == 'running' and tonumber(r[2]) <= t
+if r[1] == 'queued' or expired then
+  if expired then close_attempt(KEYS[1], 'worker_lost', t) end
+  finalize(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], ARGV[1], 'cancelled', ARGV[2], ARGV[3],
+           ARGV[4], t)
+  return 'cancelled'
+end
+if r[1] == 'running' then
+  redis.call('HSET', KEYS[1], 'cancel_requested', '1')
+  redis.call('PUBLISH', KEYS[6], ARGV[5])
+  return 'signalled'
+end
+return 'finished'
+"""
+
+# KEYS: call, events, channel, leases, state   ARGV: cid, payload, result, ttl
+# A queued call whose message never reached the broker: failed, with its terminal event, so
+# every follower (not only the dispatcher that tried) gets an answer.
+UNDISPATCHED = r"""
+if redis.call('HGET', KEYS[1], 'status') ~= 'queued' then return 0 end
+return finalize(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], ARGV[1], 'failed', ARGV[2],
+                ARGV[3], ARGV[4], now())
+"""
+
+# KEYS: call, leases   ARGV: cid, attempt
+HANDOFF = r"""
+local r = redis.call('HMGET', KEYS[1], 'status', 'attempt', 'message')
+if r[1] ~= 'running' or r[2] ~= ARGV[2] then return false end
+redis.call('HSET', KEYS[1], 'lease_until', '0', 'handoff', '1')
+redis.call('ZADD', KEYS[2], 0, ARGV[1])
+return r[3]
+"""
+
+# KEYS: call, leases   ARGV: cid, grace_seconds
+REQUEUE = r"""
+local r = redis.call('HMGET', KEYS[1], 'status', 'lease_until', 'message')
+if r[1] ~= 'running' then
+  redis.call('ZREM', KEYS[2], ARGV[1])
+  return false
+end
+local t = now()
+if tonumber(r[2]) > t then
+  redis.call('ZADD', KEYS[2], r[2], ARGV[1])
+  return false
+end
+redis.call('ZADD', KEYS[2], t + tonumber(ARGV[2]), ARGV[1])
+return r[3]
+"""
+
+
+class Scripts:
+    """The scripts, registered once per client (EVALSHA after the first call)."""
+
+    def __init__(self, client: Redis) -> None:
+        self.create: Script = client.register_script(_PRELUDE + CREATE)
+        self.claim: Script = client.register_script(_PRELUDE + CLAIM)
+        self.emit: Script = client.register_script(_PRELUDE + EMIT)
+        self.finish: Script = client.register_script(_PRELUDE + FINISH)
+        self.renew: Script = client.register_script(_PRELUDE + RENEW)
+        self.cancel: Script = client.register_script(_PRELUDE + CANCEL)
+        self.handoff: Script = client.register_script(_PRELUDE + HANDOFF)
+        self.undispatched: Script = client.register_script(_PRELUDE + UNDISPATCHED)
+        self.requeue: Script = client.register_script(_PRELUDE + REQUEUE)

@@ -1,0 +1,108 @@
+"""Settings of the distributed stack, shared by dispatchers and workers.
+
+Every value comes from a ``TOOLHUB_*`` environment variable so that a compose file, a Helm chart
+or a test can tune a fleet without code. The defaults are production values; tests shorten the
+lease and the shutdown window to keep failure drills fast.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+DEFAULT_REDIS_URL = "redis://localhost:6379/0"
+
+#: Workload (``Tool.workload``) → Celery queue. Separate queues mean a thousand background
+#: commands never starve a ``read_file``.
+QUEUES = {
+    "fast": "toolhub.fast",
+    "command": "toolhub.command",
+    "background": "toolhub.background",
+}
+ALL_QUEUES = tuple(QUEUES.values())
+
+
+def queue_for(workload: str) -> str:
+    """The queue for a tool's workload; unknown workloads go to the fast queue."""
+    return QUEUES.get(workload, QUEUES["fast"])
+
+
+def _float(name: str, default: float) -> float:
+    raw = os.environ.get(name)
+    return float(raw) if raw not in (None, "") else default
+
+
+def _int(name: str, default: int) -> int:
+    raw = os.environ.get(name)
+    return int(raw) if raw not in (None, "") else default
+
+
+def _bool(name: str, default: bool) -> bool:
+    raw = os.environ.get(name)
+    if raw in (None, ""):
+        return default
+    return raw.strip().lower() in {"1", "true", "yes", "on"}
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """One fleet's tuning, read from the environment by ``from_env``."""
+
+    redis_url: str = DEFAULT_REDIS_URL
+    prefix: str = "toolhub:"
+    #: A running call's lease; renewed every third of it. A dead worker's calls are re-run
+    #: once it has expired, so this bounds recovery time.
+    lease_seconds: float = 15.0
+    #: How many times a call may lose its worker before it fails with ``worker_lost``.
+    max_attempts: int = 3
+    max_foreground_seconds: float = 600.0
+    max_background_seconds: float = 4 * 3600.0
+    #: Warm-shutdown window: calls still running after it are handed back to the queue.
+    soft_shutdown_seconds: float = 60.0
+    #: How long finished records and event streams stay in Redis.
+    record_ttl_seconds: int = 24 * 3600
+    #: How long a dispatcher keeps following a call while Redis is unreachable.
+    follow_outage_seconds: float = 30.0
+    #: Show call arguments in Celery events (Flower). Off: arguments may hold secrets.
+    show_arguments: bool = False
+    #: Plugin modules (``module:function`` or ``module`` with ``register``) loaded by workers.
+    plugins: tuple[str, ...] = ()
+    #: Whether workers register the built-in tools.
+    builtins: bool = True
+    #: Celery task events (``task-sent`` … ``task-succeeded``): what Flower shows. Costs a
+    #: few publishes per call; turn off only for fleets nobody watches.
+    task_events: bool = True
+
+    @classmethod
+    def from_env(cls, redis_url: str | None = None) -> Settings:
+        plugins = tuple(p.strip() for p in os.environ.get("TOOLHUB_PLUGINS", "").split(",") if p)
+        return cls(
+            redis_url=redis_url or os.environ.get("TOOLHUB_REDIS_URL") or DEFAULT_REDIS_URL,
+            prefix=os.environ.get("TOOLHUB_PREFIX", "toolhub:"),
+            lease_seconds=_float("TOOLHUB_LEASE_SECONDS", 15.0),
+            max_attempts=_int("TOOLHUB_MAX_ATTEMPTS", 3),
+            max_foreground_seconds=_float("TOOLHUB_MAX_FOREGROUND_SECONDS", 600.0),
+            max_background_seconds=_float("TOOLHUB_MAX_BACKGROUND_SECONDS", 4 * 3600.0),
+            soft_shutdown_seconds=_float("TOOLHUB_SOFT_SHUTDOWN_SECONDS", 60.0),
+            record_ttl_seconds=_int("TOOLHUB_RECORD_TTL_SECONDS", 24 * 3600),
+            follow_outage_seconds=_float("TOOLHUB_FOLLOW_OUTAGE_SECONDS", 30.0),
+            show_arguments=_bool("TOOLHUB_SHOW_ARGUMENTS", False),
+            plugins=plugins,
+            builtins=_bool("TOOLHUB_BUILTINS", True),
+            task_events=_bool("TOOLHUB_TASK_EVENTS", True),
+        )
+
+    @property
+    def visibility_timeout(self) -> int:
+        """Celery's redelivery backstop: above the longest allowed run, so a healthy long call
+        is never redelivered (leases, not this timeout, recover calls of dead workers)."""
+        override = os.environ.get("TOOLHUB_VISIBILITY_TIMEOUT")
+        if override:
+            return int(override)
+        return int(max(self.max_foreground_seconds, self.max_background_seconds) + 300)
+
+    @property
+    def active_ttl_seconds(self) -> int:
+        """TTL of a queued or running record: long enough to outlive any run, finite so an
+        abandoned dispatch never lives forever."""
+        return self.visibility_timeout + self.record_ttl_seconds

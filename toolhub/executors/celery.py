@@ -1,0 +1,268 @@
+"""The distributed executor: calls run on Celery workers, results come back through Redis.
+
+The dispatcher stays thin. The session has already looked the tool up, remapped and validated
+the arguments, so a bad call never enters a queue. Here the call record is written, the message
+goes to the queue of the tool's workload, and the caller follows the call's own event stream
+(pub/sub for live items, the stream for replay): no Celery result backend, no subscription per
+call left behind. External tools are the exception: their handlers live in this process, so
+they run here, through the embedded executor.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from celery import Celery
+from kombu.exceptions import KombuError, OperationalError
+from redis.exceptions import RedisError
+
+from toolhub.core import CallResult, Container, Progress, ToolError
+from toolhub.distributed.celery_app import EXECUTE_TASK, make_celery
+from toolhub.distributed.codec import pack
+from toolhub.distributed.hub import Subscription
+from toolhub.distributed.records import new_run_id
+from toolhub.distributed.resources import install_distributed_resources
+from toolhub.distributed.settings import Settings, queue_for
+from toolhub.distributed.state_sync import RedisStateSync
+from toolhub.store.redis import FollowLost, RedisStore
+from toolhub.toolset import ConfigSource, Prepared, ToolSet, ToolSetBuilder, ToolSetConfig
+
+from .local import LocalExecutor
+
+if TYPE_CHECKING:
+    from toolhub.session import Session
+
+logger = logging.getLogger("toolhub.executor.celery")
+
+#: How long dispatch waits for the call's subscription to be confirmed before enqueueing.
+CONFIRM_WAIT_SECONDS = 0.005
+
+_shared: dict[tuple[str, str], tuple[RedisStore, Celery]] = {}
+_shared_lock = threading.Lock()
+
+
+def shared_backend(settings: Settings) -> tuple[RedisStore, Celery]:
+    """One store (so one pub/sub connection) and one Celery producer pool per Redis URL and
+    prefix, shared by every session of this process."""
+    key = (settings.redis_url, settings.prefix)
+    with _shared_lock:
+        if key not in _shared:
+            _shared[key] = (RedisStore.from_settings(settings), make_celery(settings))
+        return _shared[key]
+
+
+def close_shared_backends() -> None:
+    """Close every shared store and Celery producer pool (tests and scripts that start and
+    stop Redis servers call this so no reader thread outlives its server)."""
+    with _shared_lock:
+        backends = list(_shared.values())
+        _shared.clear()
+    for store, app in backends:
+        store.close()
+        app.close()
+
+
+def client_arguments(prepared: Prepared) -> dict[str, Any]:
+    """The validated arguments under the client's own names: the worker runs the same
+    ``ToolSet.prepare`` on them, so remapping and validation happen identically there."""
+    to_client = prepared.entry.to_client
+    return {to_client.get(key, key): value for key, value in prepared.arguments.items()}
+
+
+class CeleryExecutor:
+    def __init__(
+        self,
+        toolset: ToolSet,
+        store: RedisStore,
+        app: Celery,
+        *,
+        settings: Settings,
+        session_id: str,
+        config_hash: str,
+        state: RedisStateSync,
+        state_version: int,
+    ) -> None:
+        self.toolset = toolset
+        self.store = store
+        self.app = app
+        self.settings = settings
+        self.session_id = session_id
+        self.config_hash = config_hash
+        self.state = state
+        self._state_version = state_version
+        self._local = LocalExecutor(toolset)
+
+    def call_sync(self, prepared: Prepared) -> CallResult | None:
+        if prepared.entry.external:
+            return self._local.call_sync(prepared)
+        return None
+
+    async def stream(self, prepared: Prepared) -> AsyncIterator[Progress | CallResult]:
+        if prepared.entry.external:
+            async for item in self._local.stream(prepared):
+                yield item
+            return
+        cid = prepared.ctx.call_id
+        subscription = self.store.subscribe(cid)
+        try:
+            dispatched = self._dispatch(prepared, subscription)
+            if isinstance(dispatched, CallResult):
+                yield dispatched
+                return
+            try:
+                async for event in self.store.follow(
+                    cid, subscription=subscription, must_exist=False, fresh=dispatched
+                ):
+                    if isinstance(event.item, CallResult):
+                        self._refresh_state(event.state_version)
+                    yield event.item
+            except FollowLost as lost:
+                yield _failure(prepared, "redis_unavailable", str(lost))
+        finally:
+            subscription.close()
+
+    def _dispatch(self, prepared: Prepared, subscription: Subscription) -> CallResult | bool:
+        """Write the record and enqueue. Returns whether the subscription was confirmed before
+        the message went out (then no event can predate it), or a terminal result when the call
+        could not be dispatched."""
+        entry, cid = prepared.entry, prepared.ctx.call_id
+        queue = queue_for(entry.workload)
+        run_id = new_run_id()
+        message = {
+            "call_id": cid,
+            "run_id": run_id,
+            "session_id": self.session_id,
+            "config_hash": self.config_hash,
+            "name": entry.client_name,
+            "tool": entry.fq_id,
+            "arguments": client_arguments(prepared),
+            "max_attempts": self.settings.max_attempts,
+        }
+        try:
+            created = self.store.records.create(
+                cid,
+                run_id,
+                {
+                    "session_id": self.session_id,
+                    "tool": entry.fq_id,
+                    "name": entry.client_name,
+                    "queue": queue,
+                    "max_attempts": self.settings.max_attempts,
+                    "message": pack(message),
+                },
+            )
+        except RedisError as exc:
+            return _failure(prepared, "redis_unavailable", f"cannot reach Redis: {exc}")
+        if not created:
+            return _failure(
+                prepared, "call_id_in_use", f"call id {cid!r} belongs to a call still running"
+            )
+        # The subscription is usually confirmed by now (it went out before the record was
+        # written); waiting a moment for it lets the follower skip its initial stream read.
+        fresh = subscription.confirmed.wait(CONFIRM_WAIT_SECONDS)
+        try:
+            self.app.send_task(
+                EXECUTE_TASK,
+                kwargs=message,
+                queue=queue,
+                ignore_result=True,
+                kwargsrepr=self._kwargsrepr(message),
+            )
+        except (OperationalError, KombuError, RedisError, OSError) as exc:
+            result = _failure(prepared, "broker_unavailable", f"cannot enqueue the call: {exc}")
+            try:
+                self.store.records.mark_failed_dispatch(cid, self.session_id, result)
+            except RedisError:
+                logger.warning("call %s: could not mark the undispatched record failed", cid)
+            return result
+        return fresh
+
+    def _kwargsrepr(self, message: dict[str, Any]) -> str:
+        """What Flower shows: tool, call and session always; arguments only when allowed."""
+        shown = {k: message[k] for k in ("tool", "name", "call_id", "session_id")}
+        shown["arguments"] = message["arguments"] if self.settings.show_arguments else "<redacted>"
+        return repr(shown)[:1024]
+
+    def _refresh_state(self, version: int | None) -> None:
+        """Reload the session state here when a call changed it, so ``session.resources``
+        reads what the workers wrote."""
+        if version is None or version == self._state_version:
+            return
+        try:
+            self._state_version = self.state.load_into(self.toolset.container)
+        except RedisError as exc:
+            logger.warning("could not refresh session state: %s", exc)
+
+    async def cancel(self, call_id: str) -> bool:
+        local = await self._local.cancel(call_id)
+        if local:
+            return True
+        try:
+            outcome = self.store.records.cancel(call_id)
+        except RedisError as exc:
+            logger.warning("cancel %s: Redis unreachable: %s", call_id, exc)
+            return False
+        return outcome in {"cancelled", "signalled"}
+
+    def close(self) -> None:
+        self._local.close()
+
+
+def _failure(prepared: Prepared, code: str, detail: str) -> CallResult:
+    return CallResult.failure(
+        prepared.name,
+        ToolError.custom(code, detail),
+        tool_id=prepared.entry.fq_id,
+        call_id=prepared.ctx.call_id,
+    )
+
+
+def connect_session(
+    cls: type[Session],
+    redis_url: str,
+    config: ConfigSource,
+    workspace_path: Path,
+    *,
+    session_id: str | None,
+    builder: ToolSetBuilder,
+) -> Session:
+    """A session whose calls run on the workers behind ``redis_url``.
+
+    The config is stored under ``session:{sid}`` (and by hash) for the workers; the session's
+    state is read from Redis and every ``Container.update`` goes through compare-and-set."""
+    from toolhub.backends import install_local_resources
+    from toolhub.session import toolhub_home, workspace_session_id
+
+    settings = Settings.from_env(redis_url)
+    store, app = shared_backend(settings)
+    cfg = ToolSetConfig.load(config)
+    sid = session_id or workspace_session_id(workspace_path)
+    container = Container()
+    install_local_resources(
+        container,
+        workspace=workspace_path,
+        session_dir=toolhub_home() / "sessions" / sid,
+        session_id=sid,
+    )
+    install_distributed_resources(container, store.client, app, settings, session_id=sid)
+    toolset = builder.build(cfg, container=container, session_id=sid)
+    state = RedisStateSync(store.client, store.keys.state(sid))
+    container.attach_state_sync(state)
+    version = state.load_into(container)
+    config_hash = store.put_session(sid, cfg, str(workspace_path))
+    executor = CeleryExecutor(
+        toolset,
+        store,
+        app,
+        settings=settings,
+        session_id=sid,
+        config_hash=config_hash,
+        state=state,
+        state_version=version,
+    )
+    warnings = [*builder.plugin_errors, *(w.message for w in toolset.warnings)]
+    return cls(toolset, executor, session_id=sid, workspace=workspace_path, warnings=warnings)

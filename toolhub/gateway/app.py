@@ -1,0 +1,133 @@
+"""The gateway application: the dispatcher as a service (JSON + SSE over FastAPI).
+
+``create_app`` wires settings, sessions, calls and metrics into one FastAPI app. Distributed
+deployments pass what only the shared store knows (``remote`` calls, readiness checks, queue
+depths); ``toolhub.gateway.server.build_app`` does that from ``TOOLHUB_REDIS_URL``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Literal
+
+from fastapi import FastAPI
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+import toolhub
+
+from .calls import Calls, RemoteCalls
+from .guard import Guard
+from .metrics import Metrics, QueueDepths
+from .routes import router
+from .sessions import Recover, SessionFactory, Sessions
+from .settings import GatewaySettings
+
+ReadinessCheck = Callable[[], Awaitable[dict[str, str]]]
+"""Returns check name → "ok" or the reason it failed."""
+
+
+class Gateway:
+    """Everything a request handler reaches through ``request.app.state.gateway``."""
+
+    def __init__(
+        self,
+        settings: GatewaySettings,
+        *,
+        factory: SessionFactory | None = None,
+        remote: RemoteCalls | None = None,
+        readiness: ReadinessCheck | None = None,
+        queue_depths: QueueDepths | None = None,
+        recover: Callable[[Path, SessionFactory], Recover] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.metrics = Metrics(queue_depths)
+        self.sessions = Sessions(settings, factory, recover)
+        self.calls = Calls(self.metrics, remote=remote)
+        self._readiness = readiness
+
+    @property
+    def mode(self) -> Literal["embedded", "distributed"]:
+        return "distributed" if self.settings.distributed else "embedded"
+
+    async def readiness(self) -> tuple[bool, dict[str, str]]:
+        if self._readiness is None:
+            return True, {}
+        try:
+            checks = await self._readiness()
+        except Exception as exc:
+            return False, {"readiness": f"check failed: {exc}"}
+        return all(v == "ok" for v in checks.values()), checks
+
+    async def close(self) -> None:
+        await self.calls.shutdown()
+        await self.sessions.close_all()
+
+
+def create_app(
+    settings: GatewaySettings,
+    *,
+    factory: SessionFactory | None = None,
+    remote: RemoteCalls | None = None,
+    readiness: ReadinessCheck | None = None,
+    queue_depths: QueueDepths | None = None,
+    recover: Callable[[Path, SessionFactory], Recover] | None = None,
+) -> FastAPI:
+    gw = Gateway(
+        settings,
+        factory=factory,
+        remote=remote,
+        readiness=readiness,
+        queue_depths=queue_depths,
+        recover=recover,
+    )
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        yield
+        await gw.close()
+
+    app = FastAPI(
+        title="toolhub gateway",
+        version=toolhub.__version__,
+        description="Tool definitions and tool calls over HTTP: JSON results or SSE progress.",
+        lifespan=lifespan,
+        redoc_url=None,
+    )
+    app.state.gateway = gw
+    app.include_router(router)
+
+    app.add_middleware(Guard, token=settings.api_token, max_body_bytes=settings.max_body_bytes)
+    app.add_middleware(RequestMetrics, metrics=gw.metrics)
+    return app
+
+
+class RequestMetrics:
+    """Request latency by route template (not raw path: ids would explode the label set)."""
+
+    def __init__(self, app: ASGIApp, *, metrics: Metrics) -> None:
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = 500
+
+        async def sending(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, sending)
+        finally:
+            route = getattr(scope.get("route"), "path", "(unmatched)")
+            self.metrics.requests.labels(scope["method"], route, str(status)).observe(
+                time.perf_counter() - started
+            )

@@ -1,0 +1,103 @@
+"""The in-process event log of a call: every item it streamed, numbered from 1, kept after the
+call ends so a client can replay it and resume with ``Last-Event-ID``.
+
+This is what the Redis stream ``call:{cid}:events`` is for a distributed call; an embedded
+gateway keeps the same shape in memory so resumption works without Redis too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import OrderedDict
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+EventKind = Literal["progress", "result"]
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    seq: int
+    kind: EventKind
+    data: dict[str, Any]
+
+
+@dataclass
+class CallLog:
+    call_id: str
+    session_id: str
+    events: list[Event] = field(default_factory=list)
+    finished_at: float | None = None
+    _changed: asyncio.Event = field(default_factory=asyncio.Event)
+
+    @property
+    def done(self) -> bool:
+        return self.finished_at is not None
+
+    def append(self, kind: EventKind, data: dict[str, Any]) -> Event:
+        if self.done:
+            raise RuntimeError(f"call {self.call_id} already has its result")
+        event = Event(len(self.events) + 1, kind, data)
+        self.events.append(event)
+        if kind == "result":
+            self.finished_at = time.monotonic()
+        self._changed.set()
+        self._changed = asyncio.Event()
+        return event
+
+    async def follow(self, after: int = 0) -> AsyncIterator[Event]:
+        """Every event with ``seq > after``, waiting for new ones until the result."""
+        while True:
+            waiter = self._changed
+            while after < len(self.events):
+                event = self.events[after]
+                after = event.seq
+                yield event
+                if event.kind == "result":
+                    return
+            if self.done:
+                return
+            await waiter.wait()
+
+
+class CallLogs:
+    """Logs of the calls this gateway started, bounded: finished logs are dropped oldest first
+    beyond ``keep`` or after ``ttl`` seconds; running ones are never dropped."""
+
+    def __init__(self, keep: int = 2000, ttl: float = 3600.0) -> None:
+        self.keep = keep
+        self.ttl = ttl
+        self._logs: OrderedDict[str, CallLog] = OrderedDict()
+
+    def open(self, call_id: str, session_id: str) -> CallLog:
+        self._evict()
+        log = CallLog(call_id, session_id)
+        self._logs[call_id] = log
+        return log
+
+    def get(self, call_id: str) -> CallLog | None:
+        return self._logs.get(call_id)
+
+    def running(self, call_id: str) -> bool:
+        log = self._logs.get(call_id)
+        return log is not None and not log.done
+
+    def _evict(self) -> None:
+        """Oldest first, a few logs per call (constant work): finished ones go once over the
+        limit or past the TTL; a running one at the front is moved back rather than dropped."""
+        now = time.monotonic()
+        for _ in range(8):
+            if not self._logs:
+                return
+            call_id, log = next(iter(self._logs.items()))
+            over = len(self._logs) >= self.keep
+            if log.finished_at is None:
+                if not over:
+                    return
+                self._logs.move_to_end(call_id)
+            elif over or now - log.finished_at > self.ttl:
+                del self._logs[call_id]
+            else:
+                return

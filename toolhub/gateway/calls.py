@@ -1,0 +1,136 @@
+"""Calls started through the gateway: each runs as its own task that drains the session's stream
+into the call's event log, so the call neither depends on nor dies with the HTTP request that
+started it. A client that disconnects can come back to ``/v1/calls/{cid}/events``; the call is
+cancelled only when a client asks (``DELETE``, or ``cancel_on_disconnect``).
+
+When the gateway is distributed, calls it did not start itself (another replica, the CLI) are
+read from the shared store through ``RemoteCalls``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator
+from typing import Any, Protocol
+
+from toolhub.core import CallResult, Progress, ToolError
+from toolhub.session import Session, new_call_id
+
+from .calllog import CallLog, CallLogs, Event
+from .metrics import UNKNOWN_TOOL, Metrics
+
+logger = logging.getLogger("toolhub.gateway.calls")
+
+
+class CallConflict(RuntimeError):
+    """A call with this id is still running."""
+
+
+class RemoteCalls(Protocol):
+    """The shared store of a distributed deployment, as the gateway reads it."""
+
+    async def follow(self, call_id: str, after: int) -> AsyncIterator[Event] | None: ...
+
+    async def record(self, call_id: str) -> dict[str, Any] | None: ...
+
+    async def cancel(self, call_id: str) -> bool | None: ...
+
+
+def result_dict(result: CallResult) -> dict[str, Any]:
+    return {**result.to_dict(), "is_error": result.is_error}
+
+
+def outcome_of(result: CallResult) -> str:
+    return "ok" if result.error is None else result.error.kind.value
+
+
+class Calls:
+    def __init__(
+        self, metrics: Metrics, logs: CallLogs | None = None, remote: RemoteCalls | None = None
+    ) -> None:
+        self.metrics = metrics
+        self.logs = logs or CallLogs()
+        self.remote = remote
+        self._owners: dict[str, Session] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def start(
+        self, session: Session, name: str, arguments: Any, call_id: str | None = None
+    ) -> CallLog:
+        call_id = call_id or new_call_id()
+        if self.logs.running(call_id):
+            raise CallConflict(f"call {call_id} is still running")
+        log = self.logs.open(call_id, session.session_id)
+        self._owners[call_id] = session
+        task = asyncio.create_task(self._drain(session, name, arguments, log), name=call_id)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return log
+
+    async def _drain(self, session: Session, name: str, arguments: Any, log: CallLog) -> None:
+        tool = name if name in session.toolset.entries else UNKNOWN_TOOL
+        started = time.perf_counter()
+        self.metrics.in_flight.inc()
+        result: CallResult | None = None
+        try:
+            async for item in session.stream(name, arguments, call_id=log.call_id):
+                if isinstance(item, Progress):
+                    log.append("progress", item.to_dict())
+                else:
+                    result = item
+        except asyncio.CancelledError:
+            result = CallResult.failure(
+                name, ToolError.cancelled("The gateway shut down."), call_id=log.call_id
+            )
+        except Exception as exc:
+            logger.exception("call %s (%s) crashed", log.call_id, name)
+            error = ToolError.execution(f"internal error: {type(exc).__name__}")
+            result = CallResult.failure(name, error, call_id=log.call_id)
+        finally:
+            if result is None:
+                result = CallResult.failure(
+                    name, ToolError.custom("stream_no_terminal", "no result"), call_id=log.call_id
+                )
+            log.append("result", result_dict(result))
+            self.metrics.in_flight.dec()
+            self.metrics.observe_call(tool, outcome_of(result), time.perf_counter() - started)
+            self._owners.pop(log.call_id, None)
+
+    async def follow(self, call_id: str, after: int = 0) -> AsyncIterator[Event] | None:
+        """The call's events after ``after``, replayed then live; None for an unknown call."""
+        log = self.logs.get(call_id)
+        if log is not None:
+            return log.follow(after)
+        if self.remote is not None:
+            return await self.remote.follow(call_id, after)
+        return None
+
+    async def record(self, call_id: str, sessions: list[Session]) -> dict[str, Any] | None:
+        if self.remote is not None:
+            found = await self.remote.record(call_id)
+            if found is not None:
+                return found
+        for session in sessions:
+            lookup = getattr(session.executor, "record", None)
+            local: dict[str, Any] | None = lookup(call_id) if lookup is not None else None
+            if local is not None:
+                return local
+        return None
+
+    async def cancel(self, call_id: str) -> bool | None:
+        """True when a cancel was sent, False when the call already finished, None if unknown."""
+        session = self._owners.get(call_id)
+        if session is not None:
+            return await session.cancel(call_id)
+        if self.logs.get(call_id) is not None:
+            return False
+        if self.remote is not None:
+            return await self.remote.cancel(call_id)
+        return None
+
+    async def shutdown(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)

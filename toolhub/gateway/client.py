@@ -1,0 +1,120 @@
+"""A small synchronous client of the gateway API, for scripts and agent loops in Python (the
+demo uses it). Other languages speak the same HTTP + SSE; see docs/interfaces.md."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+
+@dataclass(frozen=True)
+class SseEvent:
+    id: int
+    event: str
+    data: dict[str, Any]
+
+
+class GatewayError(RuntimeError):
+    def __init__(self, status: int, detail: Any) -> None:
+        super().__init__(f"gateway answered {status}: {detail}")
+        self.status = status
+        self.detail = detail
+
+
+class GatewayClient:
+    def __init__(self, url: str, token: str | None = None, timeout: float = 60.0) -> None:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self.http = httpx.Client(
+            base_url=url, headers=headers, timeout=httpx.Timeout(timeout, read=None)
+        )
+
+    def close(self) -> None:
+        self.http.close()
+
+    def __enter__(self) -> GatewayClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _json(self, response: httpx.Response) -> Any:
+        if response.status_code >= 400:
+            try:
+                detail = response.json().get("detail")
+            except ValueError:
+                detail = response.text
+            raise GatewayError(response.status_code, detail)
+        return response.json() if response.content else None
+
+    def create_session(
+        self, config: dict[str, Any] | None = None, workspace: str | None = None
+    ) -> dict[str, Any]:
+        body = {"config": config, "workspace": workspace}
+        return self._json(self.http.post("/v1/sessions", json=body))  # type: ignore[no-any-return]
+
+    def tools(self, session_id: str, format: str = "openai") -> list[dict[str, Any]]:
+        response = self.http.get(f"/v1/sessions/{session_id}/tools", params={"format": format})
+        return self._json(response)  # type: ignore[no-any-return]
+
+    def call(
+        self, session_id: str, name: str, arguments: Any = None, call_id: str | None = None
+    ) -> dict[str, Any]:
+        body = {"name": name, "arguments": arguments, "call_id": call_id}
+        return self._json(self.http.post(f"/v1/sessions/{session_id}/calls", json=body))  # type: ignore[no-any-return]
+
+    def stream(
+        self, session_id: str, name: str, arguments: Any = None, call_id: str | None = None
+    ) -> Iterator[SseEvent]:
+        """The call's events as they happen: progress events, then the result event."""
+        body = {"name": name, "arguments": arguments, "call_id": call_id}
+        with self.http.stream(
+            "POST",
+            f"/v1/sessions/{session_id}/calls",
+            json=body,
+            headers={"Accept": "text/event-stream"},
+        ) as response:
+            if response.status_code >= 400:
+                response.read()
+                self._json(response)
+            yield from parse_sse(response.iter_lines())
+
+    def events(self, call_id: str, after: int = 0) -> Iterator[SseEvent]:
+        headers = {"Last-Event-ID": str(after)} if after else {}
+        with self.http.stream("GET", f"/v1/calls/{call_id}/events", headers=headers) as response:
+            if response.status_code >= 400:
+                response.read()
+                self._json(response)
+            yield from parse_sse(response.iter_lines())
+
+    def record(self, call_id: str) -> dict[str, Any]:
+        return self._json(self.http.get(f"/v1/calls/{call_id}"))  # type: ignore[no-any-return]
+
+    def cancel(self, call_id: str) -> bool:
+        return bool(self._json(self.http.delete(f"/v1/calls/{call_id}"))["cancelled"])
+
+    def answer(self, session_id: str, call_id: str, answers: Any) -> bool:
+        response = self.http.post(
+            f"/v1/sessions/{session_id}/answers/{call_id}", json={"answers": answers}
+        )
+        return bool(self._json(response)["delivered"])
+
+
+def parse_sse(lines: Iterator[str]) -> Iterator[SseEvent]:
+    event: str | None = None
+    ident = 0
+    data: list[str] = []
+    for line in lines:
+        if line == "":
+            if event is not None and data:
+                yield SseEvent(ident, event, json.loads("\n".join(data)))
+            event, data = None, []
+        elif line.startswith("id:"):
+            ident = int(line[3:].strip())
+        elif line.startswith("event:"):
+            event = line[6:].strip()
+        elif line.startswith("data:"):
+            data.append(line[5:].lstrip())

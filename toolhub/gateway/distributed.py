@@ -1,0 +1,127 @@
+"""What a distributed gateway reads from the shared Redis: any call's events and record (so
+any replica can serve ``/v1/calls/{cid}/events`` with ``Last-Event-ID``), cancellation of calls
+another process started, sessions another replica created, readiness (Redis answers and at
+least one worker answers a ping) and queue depths.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+from redis.exceptions import RedisError
+
+from toolhub.distributed.settings import ALL_QUEUES, Settings
+from toolhub.executors.celery import shared_backend
+from toolhub.session import Session
+from toolhub.store.redis import CallNotFound, RedisStore
+from toolhub.toolset import ToolSetConfig
+
+from .calllog import Event
+from .sessions import SessionFactory, WorkspaceError, resolve_workspace
+
+#: kombu's Redis transport keeps one list per queue and priority step (``q``, ``q\x06\x163`` …).
+PRIORITY_SUFFIXES = ("", "\x06\x163", "\x06\x166", "\x06\x169")
+WORKERS_OK_TTL_S = 10.0
+PING_TIMEOUT_S = 1.0
+
+
+class StoreCalls:
+    """``RemoteCalls`` over the Redis store."""
+
+    def __init__(self, store: RedisStore) -> None:
+        self.store = store
+
+    async def follow(self, call_id: str, after: int) -> AsyncIterator[Event] | None:
+        keys = (self.store.keys.call(call_id), self.store.keys.events(call_id))
+        if not await asyncio.to_thread(self.store.client.exists, *keys):
+            return None
+        return self._events(call_id, after)
+
+    async def _events(self, call_id: str, after: int) -> AsyncIterator[Event]:
+        try:
+            async for event in self.store.follow(call_id, after, must_exist=False):
+                data = event.item.to_dict()
+                if event.terminal:
+                    data["is_error"] = data.get("error") is not None
+                yield Event(event.seq, "result" if event.terminal else "progress", data)
+        except CallNotFound:
+            return
+
+    async def record(self, call_id: str) -> dict[str, Any] | None:
+        return await asyncio.to_thread(self.store.get_record, call_id)
+
+    async def cancel(self, call_id: str) -> bool | None:
+        outcome = await asyncio.to_thread(self.store.records.cancel, call_id)
+        if outcome == "unknown":
+            return None
+        return outcome in {"cancelled", "signalled"}
+
+
+class Readiness:
+    """Redis answers a PING and some worker answers a Celery ping (cached while positive, so
+    frequent probes cost one Redis round trip)."""
+
+    def __init__(self, store: RedisStore, app: Any) -> None:
+        self.store = store
+        self.app = app
+        self._workers_ok_until = 0.0
+
+    async def __call__(self) -> dict[str, str]:
+        try:
+            await asyncio.to_thread(self.store.client.ping)
+        except RedisError as exc:
+            return {"redis": f"unreachable: {exc}", "workers": "unknown"}
+        if time.monotonic() < self._workers_ok_until:
+            return {"redis": "ok", "workers": "ok"}
+        try:
+            replies = await asyncio.to_thread(
+                self.app.control.ping, timeout=PING_TIMEOUT_S, limit=1
+            )
+        except Exception as exc:
+            return {"redis": "ok", "workers": f"ping failed: {exc}"}
+        if not replies:
+            return {"redis": "ok", "workers": f"no worker answered within {PING_TIMEOUT_S:g}s"}
+        self._workers_ok_until = time.monotonic() + WORKERS_OK_TTL_S
+        return {"redis": "ok", "workers": "ok"}
+
+
+def queue_depths(store: RedisStore) -> dict[str, int]:
+    pipe = store.client.pipeline()
+    for queue in ALL_QUEUES:
+        for suffix in PRIORITY_SUFFIXES:
+            pipe.llen(queue + suffix)
+    counts = pipe.execute()
+    step = len(PRIORITY_SUFFIXES)
+    return {q: sum(counts[i * step : (i + 1) * step]) for i, q in enumerate(ALL_QUEUES)}
+
+
+def session_recovery(store: RedisStore, root: Path, factory: SessionFactory) -> Any:
+    """Rebuild a session another replica created, from its stored config and workspace."""
+
+    def recover(session_id: str) -> Session | None:
+        stored = store.get_session(session_id)
+        if stored is None:
+            return None
+        try:
+            workspace = resolve_workspace(root, stored.get("workspace"))
+        except WorkspaceError:
+            return None
+        config = ToolSetConfig.model_validate_json(stored["config"])
+        return factory(config, workspace, session_id)
+
+    return recover
+
+
+def distributed_parts(redis_url: str) -> dict[str, Any]:
+    """``create_app`` keyword arguments for a gateway in front of the workers at ``redis_url``."""
+    store, app = shared_backend(Settings.from_env(redis_url))
+    return {
+        "remote": StoreCalls(store),
+        "readiness": Readiness(store, app),
+        "queue_depths": lambda: queue_depths(store),
+        "recover": lambda root, factory: session_recovery(store, root, factory),
+    }

@@ -1,0 +1,301 @@
+"""The HTTP API of CONTRACT.md: sessions, tool definitions, calls (JSON or SSE), call records and
+events, cancellation, answers to ``ask_user``, external tools, probes and metrics."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Annotated, Any
+
+from fastapi import APIRouter, Header, HTTPException, Query, Request, Response
+from fastapi import Path as PathParam
+from fastapi.responses import JSONResponse
+
+from toolhub.core import ConfigError, ToolError
+from toolhub.hub.sources import ExternalSources, SourceTool
+from toolhub.session import Session
+from toolhub.toolset import ExternalSpec
+
+from . import sse
+from .calls import CallConflict
+from .forward import forward_handler, forward_source
+from .metrics import CONTENT_TYPE
+from .models import (
+    TOOL_NAME,
+    Answers,
+    CallRequest,
+    CallResultBody,
+    Cancelled,
+    CreateSession,
+    Delivered,
+    ExternalToolBody,
+    ExternalToolRegistered,
+    Format,
+    Health,
+    Problem,
+    SessionCreated,
+)
+from .sessions import TooManySessions, WorkspaceError
+
+if TYPE_CHECKING:
+    from .app import Gateway
+
+HTTP_SOURCE = "http"
+
+router = APIRouter(
+    responses={
+        400: {
+            "model": Problem,
+            "description": "Malformed request (e.g. a body that is not UTF-8).",
+        },
+        401: {"model": Problem, "description": "Bearer token required (TOOLHUB_API_TOKEN)."},
+        413: {"model": Problem, "description": "Request body over the size limit."},
+    }
+)
+
+Responses = dict[int | str, dict[str, Any]]
+_404: Responses = {404: {"model": Problem, "description": "Unknown session or call."}}
+_SSE: dict[str, Any] = {"content": {"text/event-stream": {"schema": {"type": "string"}}}}
+
+
+def gateway(request: Request) -> Gateway:
+    return request.app.state.gateway  # type: ignore[no-any-return]
+
+
+async def _session(request: Request, session_id: str) -> Session:
+    session = await gateway(request).sessions.lookup(session_id)
+    if session is None:
+        raise HTTPException(404, f"unknown session {session_id!r}")
+    return session
+
+
+# -- sessions and definitions ----------------------------------------------------------------------
+
+
+@router.post(
+    "/v1/sessions",
+    status_code=201,
+    response_model=SessionCreated,
+    responses={
+        200: {"model": SessionCreated, "description": "The session already existed."},
+        400: {"model": Problem, "description": "Workspace outside the root."},
+        422: {"model": Problem, "description": "Invalid body or tool-set config."},
+        429: {"model": Problem, "description": "Too many sessions."},
+    },
+)
+async def create_session(body: CreateSession, request: Request) -> Any:
+    gw = gateway(request)
+    try:
+        session, created = await gw.sessions.create(body.config, body.workspace, body.session_id)
+    except WorkspaceError as err:
+        raise HTTPException(400, str(err)) from None
+    except TooManySessions as err:
+        raise HTTPException(429, str(err)) from None
+    except ConfigError as err:
+        raise HTTPException(422, [v.to_dict() for v in err.violations]) from None
+    body_out = SessionCreated(
+        session_id=session.session_id,
+        created=created,
+        tools=len(session.toolset.entries),
+        warnings=list(session.warnings),
+    )
+    return JSONResponse(body_out.model_dump(), status_code=201 if created else 200)
+
+
+@router.delete("/v1/sessions/{session_id}", status_code=204, responses=_404)
+async def delete_session(session_id: str, request: Request) -> Response:
+    if not await gateway(request).sessions.close(session_id):
+        raise HTTPException(404, f"unknown session {session_id!r}")
+    return Response(status_code=204)
+
+
+@router.get("/v1/sessions/{session_id}/tools", response_model=list[dict[str, Any]], responses=_404)
+async def tool_definitions(
+    session_id: str, request: Request, format: Format = "openai"
+) -> list[dict[str, Any]]:
+    return (await _session(request, session_id)).definitions(format)
+
+
+# -- calls -----------------------------------------------------------------------------------------
+
+
+@router.post(
+    "/v1/sessions/{session_id}/calls",
+    response_model=CallResultBody,
+    responses={
+        200: {**_SSE, "description": "The result, or with Accept: text/event-stream the events."},
+        409: {"model": Problem, "description": "A call with this call_id is still running."},
+        499: {"model": Problem, "description": "Client went away (cancel_on_disconnect)."},
+        **_404,
+    },
+)
+async def call_tool(
+    session_id: str,
+    body: CallRequest,
+    request: Request,
+    cancel_on_disconnect: Annotated[
+        bool, Query(description="Cancel the call when this client disconnects.")
+    ] = False,
+) -> Any:
+    gw = gateway(request)
+    session = await _session(request, session_id)
+    try:
+        log = gw.calls.start(session, body.name, body.arguments, body.call_id)
+    except CallConflict as err:
+        raise HTTPException(409, str(err)) from None
+
+    async def cancel() -> object:
+        return await session.cancel(log.call_id)
+
+    if "text/event-stream" in request.headers.get("accept", ""):
+        return sse.stream_events(
+            log.follow(0),
+            keepalive_s=gw.settings.keepalive_s,
+            on_abandon=cancel if cancel_on_disconnect else None,
+        )
+    result = _result_of(log.follow(0))
+    if not cancel_on_disconnect:
+        return JSONResponse(await result)
+    waiter = asyncio.ensure_future(result)
+    watcher = asyncio.ensure_future(_disconnected(request))
+    done, _ = await asyncio.wait({waiter, watcher}, return_when=asyncio.FIRST_COMPLETED)
+    watcher.cancel()
+    if waiter in done:
+        return JSONResponse(waiter.result())
+    waiter.cancel()
+    await cancel()
+    return JSONResponse({"detail": "client disconnected; call cancelled"}, status_code=499)
+
+
+async def _result_of(events: Any) -> dict[str, Any]:
+    async for event in events:
+        if event.kind == "result":
+            return event.data  # type: ignore[no-any-return]
+    raise RuntimeError("call log ended without a result")
+
+
+async def _disconnected(request: Request) -> None:
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
+@router.get("/v1/calls/{call_id}", responses=_404)
+async def call_record(call_id: str, request: Request) -> dict[str, Any]:
+    gw = gateway(request)
+    record = await gw.calls.record(call_id, gw.sessions.all())
+    if record is None:
+        raise HTTPException(404, f"unknown call {call_id!r}")
+    return record
+
+
+@router.get(
+    "/v1/calls/{call_id}/events",
+    response_class=Response,
+    responses={
+        200: {**_SSE, "description": "progress events, then one result event"},
+        400: {"model": Problem, "description": "Malformed Last-Event-ID."},
+        **_404,
+    },
+)
+async def call_events(
+    call_id: str,
+    request: Request,
+    last_event_id: Annotated[str | None, Header(description="Resume after this event.")] = None,
+) -> Response:
+    gw = gateway(request)
+    try:
+        after = sse.parse_last_event_id(last_event_id)
+    except ValueError:
+        raise HTTPException(400, "Last-Event-ID must be a non-negative integer") from None
+    events = await gw.calls.follow(call_id, after)
+    if events is None:
+        raise HTTPException(404, f"unknown call {call_id!r}")
+    return sse.stream_events(events, keepalive_s=gw.settings.keepalive_s)
+
+
+@router.delete("/v1/calls/{call_id}", status_code=202, response_model=Cancelled, responses=_404)
+async def cancel_call(call_id: str, request: Request) -> Any:
+    outcome = await gateway(request).calls.cancel(call_id)
+    if outcome is None:
+        raise HTTPException(404, f"unknown call {call_id!r}")
+    return JSONResponse(Cancelled(call_id=call_id, cancelled=outcome).model_dump(), status_code=202)
+
+
+@router.post(
+    "/v1/sessions/{session_id}/answers/{call_id}",
+    response_model=Delivered,
+    responses={409: {"model": Problem, "description": "No open question."}, **_404},
+)
+async def answer(session_id: str, call_id: str, body: Answers, request: Request) -> Delivered:
+    session = await _session(request, session_id)
+    if not await asyncio.to_thread(session.answer, call_id, body.answers):
+        raise HTTPException(409, f"call {call_id!r} has no open question")
+    return Delivered(call_id=call_id, delivered=True)
+
+
+# -- external tools ------------------------------------------------------------------------------
+
+
+@router.put(
+    "/v1/sessions/{session_id}/external-tools/{name}",
+    response_model=ExternalToolRegistered,
+    responses={
+        409: {"model": Problem, "description": "Name taken, or mode is not `all`."},
+        422: {"model": Problem, "description": "Invalid name or body."},
+        **_404,
+    },
+)
+async def put_external_tool(
+    session_id: str,
+    name: Annotated[str, PathParam(pattern=TOOL_NAME, description="`server__tool`")],
+    body: ExternalToolBody,
+    request: Request,
+) -> ExternalToolRegistered:
+    session = await _session(request, session_id)
+    spec = ExternalSpec(
+        name,
+        body.description,
+        body.input_schema,
+        forward_source(body.forward.url, body.forward.headers, body.forward.timeout_s),
+    )
+    sources = ExternalSources.of(session.toolset)
+    try:
+        visible = sources.put(HTTP_SOURCE, SourceTool(spec, forward_handler(spec)))
+    except ToolError as err:
+        sources.remove(HTTP_SOURCE, name)
+        raise HTTPException(422, err.detail) from None
+    if not visible:
+        sources.remove(HTTP_SOURCE, name)
+        raise HTTPException(
+            409, f"`{name}` is taken by another tool, or the session's mode is not `all`"
+        )
+    return ExternalToolRegistered(name=name, session_id=session_id)
+
+
+@router.delete("/v1/sessions/{session_id}/external-tools/{name}", status_code=204, responses=_404)
+async def delete_external_tool(session_id: str, name: str, request: Request) -> Response:
+    session = await _session(request, session_id)
+    if not ExternalSources.of(session.toolset).remove(HTTP_SOURCE, name):
+        raise HTTPException(404, f"no external tool {name!r} registered over HTTP")
+    return Response(status_code=204)
+
+
+# -- probes and metrics ---------------------------------------------------------------------------
+
+
+@router.get("/healthz", response_model=Health)
+async def healthz(request: Request) -> Health:
+    return Health(status="ok", mode=gateway(request).mode)
+
+
+@router.get("/readyz", response_model=Health, responses={503: {"model": Health}})
+async def readyz(request: Request) -> Any:
+    gw = gateway(request)
+    ready, checks = await gw.readiness()
+    body = Health(status="ready" if ready else "unready", mode=gw.mode, checks=checks)
+    return JSONResponse(body.model_dump(), status_code=200 if ready else 503)
+
+
+@router.get("/metrics", response_class=Response, responses={200: {"content": {CONTENT_TYPE: {}}}})
+async def metrics(request: Request) -> Response:
+    payload = await asyncio.to_thread(gateway(request).metrics.render)
+    return Response(payload, media_type=CONTENT_TYPE)

@@ -1,0 +1,81 @@
+"""Running the gateway: ``toolhub serve`` (uvicorn in the foreground) and ``ThreadedServer``
+(uvicorn on a background thread of this process, for embedding, tests and benchmarks)."""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+import time
+from typing import Any
+
+import uvicorn
+from fastapi import FastAPI
+
+from .app import create_app
+from .settings import GatewaySettings
+
+logger = logging.getLogger("toolhub.gateway")
+
+
+def build_app(settings: GatewaySettings, **overrides: Any) -> FastAPI:
+    """The app for ``settings``; a distributed gateway gets the shared store's views."""
+    if settings.redis_url and not overrides:
+        from .distributed import distributed_parts
+
+        overrides = distributed_parts(settings.redis_url)
+    return create_app(settings, **overrides)
+
+
+def serve(settings: GatewaySettings, host: str = "127.0.0.1", port: int = 8000) -> None:
+    app = build_app(settings)
+    uvicorn.run(
+        app,
+        host=host,
+        port=port,
+        log_level="info",
+        timeout_graceful_shutdown=10,
+        proxy_headers=False,
+    )
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+class ThreadedServer:
+    """A uvicorn server on a daemon thread; ``url`` once started, ``stop()`` to shut down."""
+
+    def __init__(self, app: Any, host: str = "127.0.0.1", port: int | None = None) -> None:
+        self.host = host
+        self.port = port or free_port(host)
+        config = uvicorn.Config(
+            app, host=host, port=self.port, log_level="warning", lifespan="on", ws="none"
+        )
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, name="toolhub-gateway", daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def start(self, timeout: float = 15.0) -> ThreadedServer:
+        self.thread.start()
+        deadline = time.monotonic() + timeout
+        while not self.server.started:
+            if not self.thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError(f"gateway did not start on {self.url}")
+            time.sleep(0.01)
+        return self
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=15)
+
+    def __enter__(self) -> ThreadedServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

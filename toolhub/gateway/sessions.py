@@ -1,0 +1,138 @@
+"""The gateway's sessions: created on ``POST /v1/sessions``, looked up by id, closed on delete
+or shutdown.
+
+A session is built off the event loop (building may start MCP servers), and its workspace must
+stay inside the gateway's workspace root: a client names a sub-directory, never a path of its
+own choosing on the server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from toolhub.session import Session
+from toolhub.toolset import ConfigSource
+
+from .settings import GatewaySettings
+
+SessionFactory = Callable[[ConfigSource, Path, str], Session]
+"""``(config, workspace, session_id) -> Session``; the default picks embedded or distributed."""
+
+Recover = Callable[[str], Session | None]
+"""Rebuilds a session this process does not hold (another replica created it), or None."""
+
+
+class WorkspaceError(ValueError):
+    """A requested workspace outside the gateway's root."""
+
+
+class TooManySessions(RuntimeError):
+    pass
+
+
+def default_factory(settings: GatewaySettings) -> SessionFactory:
+    def make(config: ConfigSource, workspace: Path, session_id: str) -> Session:
+        if settings.redis_url:
+            return Session.connect(settings.redis_url, config, workspace, session_id=session_id)
+        return Session.embedded(config, workspace, session_id=session_id)
+
+    return make
+
+
+def resolve_workspace(root: Path, requested: str | None) -> Path:
+    """``requested`` (relative to ``root``, or absolute inside it) as a directory in the root."""
+    if not requested:
+        return root
+    path = (root / requested).resolve()
+    if path != root and root not in path.parents:
+        raise WorkspaceError(f"workspace {requested!r} is outside the gateway's workspace root")
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def new_session_id() -> str:
+    return "s_" + os.urandom(8).hex()
+
+
+class Sessions:
+    def __init__(
+        self,
+        settings: GatewaySettings,
+        factory: SessionFactory | None = None,
+        recover: Callable[[Path, SessionFactory], Recover] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.factory = factory or default_factory(settings)
+        self._recover = recover(settings.workspace, self.factory) if recover else None
+        self._sessions: dict[str, Session] = {}
+        self._creating: dict[str, asyncio.Future[Session]] = {}
+
+    def __len__(self) -> int:
+        return len(self._sessions)
+
+    def get(self, session_id: str) -> Session | None:
+        return self._sessions.get(session_id)
+
+    async def lookup(self, session_id: str) -> Session | None:
+        """The session, rebuilt from the shared store when another replica created it."""
+        session = self._sessions.get(session_id)
+        if session is not None or self._recover is None:
+            return session
+        pending = self._creating.get(session_id)
+        if pending is not None:
+            return await asyncio.shield(pending)
+        recovered = await asyncio.to_thread(self._recover, session_id)
+        if recovered is None:
+            return None
+        existing = self._sessions.setdefault(session_id, recovered)
+        if existing is not recovered:
+            await asyncio.to_thread(recovered.close)
+        return existing
+
+    def all(self) -> list[Session]:
+        return list(self._sessions.values())
+
+    async def create(
+        self, config: Any, workspace: str | None, session_id: str | None = None
+    ) -> tuple[Session, bool]:
+        """The session (built now, or the existing one of that id) and whether it is new."""
+        sid = session_id or new_session_id()
+        existing = await self.lookup(sid) if session_id else None
+        if existing is not None:
+            return existing, False
+        pending = self._creating.get(sid)
+        if pending is not None:
+            return await asyncio.shield(pending), False
+        if len(self._sessions) + len(self._creating) >= self.settings.max_sessions:
+            raise TooManySessions(f"the gateway holds {self.settings.max_sessions} sessions")
+        path = resolve_workspace(self.settings.workspace, workspace)
+        source = config if config is not None else self.settings.config
+        future: asyncio.Future[Session] = asyncio.get_running_loop().create_future()
+        self._creating[sid] = future
+        try:
+            session = await asyncio.to_thread(self.factory, source, path, sid)
+        except BaseException as exc:
+            future.set_exception(exc)
+            future.exception()  # retrieved: waiters re-raise it, nobody else needs to
+            raise
+        finally:
+            self._creating.pop(sid, None)
+        self._sessions[sid] = session
+        future.set_result(session)
+        return session, True
+
+    async def close(self, session_id: str) -> bool:
+        session = self._sessions.pop(session_id, None)
+        if session is None:
+            return False
+        await asyncio.to_thread(session.close)
+        return True
+
+    async def close_all(self) -> None:
+        sessions, self._sessions = list(self._sessions.values()), {}
+        for session in sessions:
+            await asyncio.to_thread(session.close)

@@ -1,0 +1,56 @@
+"""Connect a config's MCP servers and hubs to a tool set, so their tools join it (and leave it
+on close). ``Session.embedded`` and ``Session.connect`` call ``attach_configured``; a worker
+building a session's tool set calls ``attach_toolset_sources`` with the same config."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from toolhub.session import Session
+    from toolhub.toolset import ToolSet
+
+
+class AttachedSources:
+    """The live external sources of one tool set; ``close()`` disconnects them all."""
+
+    def __init__(self) -> None:
+        self.connections: list[Any] = []
+        self.warnings: list[str] = []
+
+    def close(self) -> None:
+        for connection in reversed(self.connections):
+            connection.close()
+        self.connections.clear()
+
+
+def attach_toolset_sources(
+    toolset: ToolSet, *, session_id: str, workspace: Path | None = None
+) -> AttachedSources | None:
+    """None when the tool set's config names no MCP server and no hub (nothing is imported or
+    started then). MCP stdio servers run in ``workspace``."""
+    config = toolset.config
+    if not config.mcp_servers and not config.hubs:
+        return None
+    attached = AttachedSources()
+    if config.mcp_servers:
+        from toolhub.mcp.client import attach_mcp_servers_sync
+
+        cwd = str(workspace) if workspace is not None else None
+        mcp = attach_mcp_servers_sync(toolset, config.mcp_servers, cwd=cwd)
+        attached.connections.append(mcp)
+        attached.warnings += mcp.warnings
+    if config.hubs:
+        from .client import attach_hubs_sync
+
+        hubs = attach_hubs_sync(toolset, config.hubs, session_id=session_id)
+        attached.connections.append(hubs)
+        attached.warnings += hubs.warnings
+    return attached
+
+
+def attach_configured(session: Session) -> AttachedSources | None:
+    return attach_toolset_sources(
+        session.toolset, session_id=session.session_id, workspace=session.workspace
+    )

@@ -1,0 +1,208 @@
+"""Remote toolhub gateways (config ``hubs:``) as a tool source of the lowest priority.
+
+At attach time each hub gets a remote session (id ``hub-<local session id>``, so a dispatcher
+and its workers share one remote session and its state) and its tool definitions join the
+merge under their own names: a hub tool is skipped when the baseline or an MCP server already
+has the name. A call is forwarded as an SSE call; progress streams through, a cancelled call
+cancels the remote one, and an ``ask_user`` question on the hub is asked here (the local answer
+box) and its answer sent back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import threading
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from toolhub.backends.interaction import AnswerBox
+from toolhub.core import CallResult, Outcome, Progress, ToolContext, ToolError, ToolOutput
+from toolhub.toolset import ExternalSpec, HubConfig, ToolSet
+
+from .env import expand_env
+from .sources import ExternalSources, SourceTool
+
+logger = logging.getLogger("toolhub.hub")
+
+CONNECT_TIMEOUT_S = 10.0
+ANSWER_TIMEOUT_S = 3600.0
+
+
+@dataclass
+class Hub:
+    name: str
+    url: str
+    token: str | None
+    remote_session: str = ""
+    tools: list[str] = field(default_factory=list)
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"} if self.token else {}
+
+
+@dataclass
+class HubConnections:
+    """The hubs of one tool set; ``close()`` removes their tools."""
+
+    sources: ExternalSources
+    hubs: dict[str, Hub] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+    def close(self) -> None:
+        for name in self.hubs:
+            self.sources.remove(f"hub:{name}")
+
+    async def aclose(self) -> None:
+        self.close()
+
+
+def attach_hubs_sync(
+    toolset: ToolSet, hubs: Mapping[str, HubConfig], *, session_id: str
+) -> HubConnections:
+    """Open a remote session on every hub and merge its tools in (failures become warnings)."""
+    connections = HubConnections(ExternalSources.of(toolset))
+    for name, config in hubs.items():
+        hub = Hub(name, expand_env(config.url).rstrip("/"), expand_env(config.token or "") or None)
+        try:
+            specs = _discover(hub, session_id)
+        except (httpx.HTTPError, ValueError, KeyError) as exc:
+            connections.warnings.append(f"hub {name!r} ({hub.url}) unavailable: {exc}")
+            continue
+        tools = [SourceTool(spec, _handler(hub, spec.name)) for spec in specs]
+        lost = connections.sources.set_group(f"hub:{name}", tools, priority="hub")
+        hub.tools = [t.spec.name for t in tools if t.spec.name not in lost]
+        connections.hubs[name] = hub
+    for warning in connections.warnings:
+        logger.warning(warning)
+    return connections
+
+
+async def attach_hubs(
+    toolset: ToolSet, hubs: Mapping[str, HubConfig], *, session_id: str
+) -> HubConnections:
+    return await asyncio.to_thread(attach_hubs_sync, toolset, hubs, session_id=session_id)
+
+
+def _discover(hub: Hub, session_id: str) -> list[ExternalSpec]:
+    with httpx.Client(base_url=hub.url, headers=hub.headers, timeout=CONNECT_TIMEOUT_S) as http:
+        created = http.post("/v1/sessions", json={"session_id": f"hub-{session_id}"[:128]})
+        created.raise_for_status()
+        hub.remote_session = created.json()["session_id"]
+        listed = http.get(f"/v1/sessions/{hub.remote_session}/tools", params={"format": "mcp"})
+        listed.raise_for_status()
+        return [
+            ExternalSpec(d["name"], d.get("description", ""), d["inputSchema"], {"hub": hub.name})
+            for d in listed.json()
+        ]
+
+
+def _handler(hub: Hub, name: str) -> Any:
+    async def handle(args: dict[str, Any], ctx: ToolContext) -> AsyncIterator[Progress | Outcome]:
+        remote_id = f"{ctx.call_id}.{os.urandom(3).hex()}"
+        body = {"name": name, "arguments": args, "call_id": remote_id}
+        url = f"/v1/sessions/{hub.remote_session}/calls"
+        headers = {**hub.headers, "Accept": "text/event-stream"}
+        timeout = httpx.Timeout(CONNECT_TIMEOUT_S, read=None)
+        finished = False
+        # A cancel reaches the hub at once, from the canceller's thread: it must not depend on
+        # this generator (or even its event loop) still running.
+        remove = ctx.cancel.on_cancel(lambda: _cancel_remote(hub, remote_id))
+        async with httpx.AsyncClient(base_url=hub.url, timeout=timeout) as http:
+            answering: asyncio.Task[None] | None = None
+            try:
+                async with http.stream(
+                    "POST", url, json=body, headers=headers, params={"cancel_on_disconnect": "true"}
+                ) as response:
+                    if response.status_code != 200:
+                        text = (await response.aread()).decode(errors="replace")[:2000]
+                        raise ToolError.execution(
+                            f"hub {hub.name!r} answered {response.status_code}: {text}"
+                        )
+                    async for kind, data in _sse(response):
+                        if kind == "progress":
+                            item = Progress.from_dict(data)
+                            if item.kind == "custom" and item.subkind == "input_required":
+                                item, answering = _relay_question(hub, http, ctx, remote_id, item)
+                            yield item
+                        elif kind == "result":
+                            finished = True
+                            yield _outcome(CallResult.from_dict(data), name)
+                            return
+                raise ToolError.execution(f"hub {hub.name!r} closed the call without a result")
+            finally:
+                remove()
+                if answering is not None:
+                    answering.cancel()
+                if not finished and not ctx.cancel.cancelled:
+                    with contextlib.suppress(httpx.HTTPError):
+                        await http.delete(f"/v1/calls/{remote_id}", headers=hub.headers)
+
+    return handle
+
+
+def _cancel_remote(hub: Hub, remote_id: str) -> None:
+    def send() -> None:
+        with contextlib.suppress(httpx.HTTPError):
+            httpx.delete(f"{hub.url}/v1/calls/{remote_id}", headers=hub.headers, timeout=10)
+
+    threading.Thread(target=send, name="toolhub-hub-cancel", daemon=True).start()
+
+
+def _relay_question(
+    hub: Hub, http: httpx.AsyncClient, ctx: ToolContext, remote_id: str, item: Progress
+) -> tuple[Progress, asyncio.Task[None] | None]:
+    """Post the hub's question to the local answer box under the local call id, and send the
+    local answer to the hub when it comes."""
+    payload = item.payload if isinstance(item.payload, dict) else {}
+    questions = payload.get("questions") or []
+    box = ctx.container.get(AnswerBox)
+    if box is None:
+        return item, None
+    box.post(ctx.call_id, questions)
+
+    async def forward() -> None:
+        answers = await asyncio.to_thread(box.wait, ctx.call_id, ANSWER_TIMEOUT_S)
+        if answers is not None:
+            await http.post(
+                f"/v1/sessions/{hub.remote_session}/answers/{remote_id}",
+                json={"answers": answers},
+                headers=hub.headers,
+            )
+
+    local = Progress.custom("input_required", {**payload, "call_id": ctx.call_id})
+    return local, asyncio.ensure_future(forward())
+
+
+def _outcome(result: CallResult, name: str) -> Outcome:
+    if result.error is not None:
+        return Outcome(error=result.error)
+    value = result.output.value if result.output is not None else None
+    tool_id = f"External:{name}"
+    output = (
+        ToolOutput.plain_text(value, tool_id)
+        if isinstance(value, str)
+        else ToolOutput.dynamic(value, tool_id)
+    )
+    return Outcome(output, result.prompt_text)
+
+
+async def _sse(response: httpx.Response) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+    kind: str | None = None
+    data: list[str] = []
+    async for line in response.aiter_lines():
+        if line == "":
+            if kind is not None and data:
+                yield kind, json.loads("\n".join(data))
+            kind, data = None, []
+        elif line.startswith("event:"):
+            kind = line[6:].strip()
+        elif line.startswith("data:"):
+            data.append(line[5:].lstrip())

@@ -1,0 +1,366 @@
+"""A session config's ``mcp_servers`` as external tools (``server__tool``).
+
+Each server gets a link on a private event loop (see ``loop.py``) that connects (stdio command
+or streamable-HTTP URL), lists the tools, registers them through the merge pipeline of
+``ExternalSources`` (``source={"mcp": server}``), refreshes them on
+``notifications/tools/list_changed`` and reconnects with backoff when the server goes away.
+While a server is down its tools stay listed and a call fails with a clear error, so the
+definitions a model sees do not flicker.
+
+``attach_mcp_servers`` is the one entry point for dispatchers (``Session.embedded`` and
+``Session.connect``) and for workers building a session's tool set.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import sys
+from collections.abc import AsyncIterator, Mapping
+from contextlib import AsyncExitStack
+from typing import Any
+
+import mcp_types as types
+from mcp.client.session import ClientSession, IncomingMessage
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.exceptions import MCPError
+
+from toolhub.core import Outcome, Progress, ToolContext, ToolError
+from toolhub.hub.env import expand_all, expand_env
+from toolhub.hub.sources import ExternalSources, SourceTool
+from toolhub.session import Session
+from toolhub.toolset import ExternalSpec, McpServerConfig, ToolSet
+
+from .loop import BackgroundLoop
+from .naming import client_name, valid_server_name
+from .results import outcome_of
+
+logger = logging.getLogger("toolhub.mcp.client")
+
+CONNECT_TIMEOUT_S = 20.0
+PING_INTERVAL_S = 15.0
+MAX_BACKOFF_S = 30.0
+PYTHON_ALIASES = frozenset({"python", "python3"})
+
+
+class ServerLink:
+    """One MCP server: its connection (on the background loop) and its tools' handlers."""
+
+    def __init__(self, name: str, config: McpServerConfig, owner: McpConnections) -> None:
+        self.name = name
+        self.config = config
+        self.owner = owner
+        self.session: ClientSession | None = None
+        self.error: str | None = None
+        self.tools: dict[str, str] = {}
+        self.first_attempt = asyncio.Event()
+        self._stop = asyncio.Event()
+        self._broken = asyncio.Event()
+        self._refresh_wanted = asyncio.Event()
+
+    # -- connection lifecycle (background loop) ---------------------------------------------------
+
+    async def run(self) -> None:
+        backoff = 0.5
+        while not self._stop.is_set():
+            try:
+                async with AsyncExitStack() as stack:
+                    self.session = await self._connect(stack)
+                    await self.refresh()
+                    self.error = None
+                    backoff = 0.5
+                    self.first_attempt.set()
+                    await self._serve()
+            except Exception as exc:
+                self.error = f"{type(exc).__name__}: {exc}"
+                logger.warning("MCP server %r: %s", self.name, self.error)
+            finally:
+                self.session = None
+                self.first_attempt.set()
+            if self._stop.is_set():
+                return
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), backoff)
+            backoff = min(backoff * 2, MAX_BACKOFF_S)
+
+    async def _connect(self, stack: AsyncExitStack) -> ClientSession:
+        cfg = self.config
+        if cfg.command:
+            command, *args = (expand_env(part) for part in cfg.command)
+            if command in PYTHON_ALIASES:
+                command = sys.executable
+            params = StdioServerParameters(
+                command=command, args=args, env=expand_all(cfg.env) or None, cwd=self.owner.cwd
+            )
+            read, write = await stack.enter_async_context(stdio_client(params))
+        else:
+            assert cfg.url is not None
+            http = await stack.enter_async_context(
+                create_mcp_http_client(headers=expand_all(cfg.headers))
+            )
+            read, write = await stack.enter_async_context(
+                streamable_http_client(expand_env(cfg.url), http_client=http)
+            )
+        session = await stack.enter_async_context(
+            ClientSession(read, write, message_handler=self._on_message)
+        )
+        await asyncio.wait_for(session.initialize(), CONNECT_TIMEOUT_S)
+        return session
+
+    async def _serve(self) -> None:
+        """Until stopped or broken: refresh on list_changed, ping now and then."""
+        while not (self._stop.is_set() or self._broken.is_set()):
+            waiters = [
+                asyncio.ensure_future(e.wait())
+                for e in (self._stop, self._broken, self._refresh_wanted)
+            ]
+            done, pending = await asyncio.wait(
+                waiters, timeout=PING_INTERVAL_S, return_when=asyncio.FIRST_COMPLETED
+            )
+            for waiter in pending:
+                waiter.cancel()
+            if self._refresh_wanted.is_set():
+                self._refresh_wanted.clear()
+                await self.refresh()
+            elif not done and self.session is not None:
+                await asyncio.wait_for(self.session.send_ping(), 10)
+        self._broken.clear()
+
+    async def _on_message(self, message: IncomingMessage) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            self._refresh_wanted.set()
+        elif isinstance(message, Exception):
+            logger.warning("MCP server %r transport error: %s", self.name, message)
+            self._broken.set()
+
+    async def refresh(self) -> None:
+        """List the server's tools and hand them to the merge."""
+        assert self.session is not None
+        listed: list[types.Tool] = []
+        cursor: str | None = None
+        while True:
+            params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
+            page = await asyncio.wait_for(self.session.list_tools(params=params), 30)
+            listed += page.tools
+            cursor = page.next_cursor
+            if not cursor:
+                break
+        tools: dict[str, str] = {}
+        specs: list[SourceTool] = []
+        for tool in listed:
+            name = client_name(self.name, tool.name)
+            if name is None or name in tools:
+                self.owner.warn(f"MCP server {self.name!r}: tool {tool.name!r} has no usable name")
+                continue
+            tools[name] = tool.name
+            spec = ExternalSpec(
+                name, tool.description or "", dict(tool.input_schema), {"mcp": self.name}
+            )
+            specs.append(SourceTool(spec, self.handler(tool.name, name)))
+        self.tools = tools
+        lost = self.owner.sources.set_group(f"mcp:{self.name}", specs)
+        for name in lost:
+            self.owner.warn(f"MCP tool {name!r} not shown: the name is taken or mode is not `all`")
+
+    async def stop(self) -> None:
+        self._stop.set()
+
+    async def call(
+        self, tool: str, arguments: dict[str, Any], progress: Any
+    ) -> types.CallToolResult:
+        session = self.session
+        if session is None:
+            reason = f" ({self.error})" if self.error else ""
+            raise ToolError.execution(f"MCP server `{self.name}` is not connected{reason}")
+        try:
+            result = await session.call_tool(tool, arguments, progress_callback=progress)
+        except MCPError as err:
+            if err.code == types.INVALID_PARAMS:
+                raise ToolError.invalid_arguments(err.message) from None
+            if err.code == types.CONNECTION_CLOSED:
+                self._broken.set()
+            raise ToolError.execution(f"MCP server `{self.name}`: {err.message}") from None
+        except Exception as exc:
+            self._broken.set()
+            detail = f"MCP server `{self.name}` went away ({type(exc).__name__}: {exc})"
+            raise ToolError.execution(detail) from None
+        assert isinstance(result, types.CallToolResult)
+        return result
+
+    # -- calls (caller's loop) ---------------------------------------------------------------------
+
+    def handler(self, tool: str, client: str) -> Any:
+        """The external handler of one tool: runs the call on the background loop and streams
+        its progress back into the caller's loop; a cancelled toolhub call cancels the MCP
+        request (the SDK sends ``notifications/cancelled``)."""
+        link = self
+        tool_id = f"External:{client}"
+
+        async def handle(
+            args: dict[str, Any], ctx: ToolContext
+        ) -> AsyncIterator[Progress | Outcome]:
+            caller = asyncio.get_running_loop()
+            queue: asyncio.Queue[Progress] = asyncio.Queue()
+
+            async def on_progress(
+                progress: float, total: float | None, message: str | None
+            ) -> None:
+                item = (
+                    Progress.of_text(message)
+                    if message
+                    else Progress.custom("mcp_progress", {"progress": progress, "total": total})
+                )
+                caller.call_soon_threadsafe(queue.put_nowait, item)
+
+            future = link.owner.loop.submit(link.call(tool, args, on_progress))
+
+            def cancel() -> None:
+                future.cancel()
+
+            remove = ctx.cancel.on_cancel(cancel)
+            done = asyncio.wrap_future(future)
+            try:
+                while not done.done():
+                    getter: asyncio.Future[Any] = asyncio.ensure_future(queue.get())
+                    await asyncio.wait([getter, done], return_when=asyncio.FIRST_COMPLETED)
+                    if getter.done():
+                        yield getter.result()
+                    else:
+                        getter.cancel()
+                while not queue.empty():
+                    yield queue.get_nowait()
+                if done.cancelled():
+                    raise ToolError.cancelled()
+                yield outcome_of(done.result(), tool_id)
+            finally:
+                remove()
+                if not future.done():
+                    future.cancel()
+
+        return handle
+
+
+class McpConnections:
+    """The live MCP servers of one tool set. ``aclose()`` (or ``close()``) disconnects them and
+    removes their tools."""
+
+    def __init__(
+        self, toolset: ToolSet, servers: Mapping[str, McpServerConfig], cwd: str | None
+    ) -> None:
+        self.toolset = toolset
+        self.sources = ExternalSources.of(toolset)
+        self.cwd = cwd
+        self.warnings: list[str] = []
+        self.loop = BackgroundLoop()
+        self.links: dict[str, ServerLink] = {}
+        self._runs: list[Any] = []
+        self._closed = False
+        for name, config in servers.items():
+            problem = _config_problem(name, config)
+            if problem:
+                self.warn(problem)
+                continue
+            self.links[name] = ServerLink(name, config, self)
+
+    def warn(self, message: str) -> None:
+        logger.warning(message)
+        if message not in self.warnings:
+            self.warnings.append(message)
+
+    def start(self) -> Any:
+        """Start every link; the returned future resolves when each has tried once."""
+
+        async def started() -> None:
+            links = list(self.links.values())
+            for link in links:
+                self._runs.append(asyncio.ensure_future(link.run()))
+            await asyncio.gather(*(link.first_attempt.wait() for link in links))
+            for link in links:
+                if link.error:
+                    self.warn(f"MCP server {link.name!r} is not connected yet: {link.error}")
+
+        return self.loop.submit(started())
+
+    def tools(self, server: str) -> list[str]:
+        link = self.links.get(server)
+        return sorted(link.tools) if link is not None else []
+
+    async def aclose(self) -> None:
+        await asyncio.to_thread(self.close)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+
+        async def stop() -> None:
+            for link in self.links.values():
+                await link.stop()
+            await asyncio.gather(*self._runs, return_exceptions=True)
+
+        with contextlib.suppress(Exception):
+            self.loop.submit(stop()).result(timeout=15)
+        self.loop.stop()
+        for name in self.links:
+            self.sources.remove(f"mcp:{name}")
+
+
+def _config_problem(name: str, config: McpServerConfig) -> str | None:
+    if not valid_server_name(name):
+        return f"MCP server name {name!r} is invalid: use [A-Za-z0-9-] and single underscores"
+    if bool(config.command) == bool(config.url):
+        return f"MCP server {name!r} needs exactly one of `command` or `url`"
+    return None
+
+
+def _toolset_and_cwd(target: Session | ToolSet, cwd: str | None) -> tuple[ToolSet, str | None]:
+    if isinstance(target, Session):
+        return target.toolset, cwd or str(target.workspace)
+    return target, cwd
+
+
+def _servers(servers: Mapping[str, McpServerConfig | dict[str, Any]]) -> dict[str, McpServerConfig]:
+    return {
+        name: cfg if isinstance(cfg, McpServerConfig) else McpServerConfig.model_validate(cfg)
+        for name, cfg in servers.items()
+    }
+
+
+async def attach_mcp_servers(
+    session_or_toolset: Session | ToolSet,
+    servers: Mapping[str, McpServerConfig | dict[str, Any]],
+    *,
+    timeout: float = CONNECT_TIMEOUT_S,
+    cwd: str | None = None,
+) -> McpConnections:
+    """Connect the servers and register their tools; returns once each server has connected
+    or failed its first attempt (failed ones keep retrying in the background). Stdio servers
+    run in ``cwd`` (default: the session's workspace)."""
+    toolset, cwd = _toolset_and_cwd(session_or_toolset, cwd)
+    connections = McpConnections(toolset, _servers(servers), cwd)
+    future = connections.start()
+    try:
+        await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(future)), timeout)
+    except TimeoutError:
+        connections.warn(f"MCP servers still connecting after {timeout:g}s")
+    return connections
+
+
+def attach_mcp_servers_sync(
+    session_or_toolset: Session | ToolSet,
+    servers: Mapping[str, McpServerConfig | dict[str, Any]],
+    *,
+    timeout: float = CONNECT_TIMEOUT_S,
+    cwd: str | None = None,
+) -> McpConnections:
+    """``attach_mcp_servers`` for callers without a running loop (``Session.embedded``)."""
+    toolset, cwd = _toolset_and_cwd(session_or_toolset, cwd)
+    connections = McpConnections(toolset, _servers(servers), cwd)
+    try:
+        connections.start().result(timeout=timeout)
+    except TimeoutError:
+        connections.warn(f"MCP servers still connecting after {timeout:g}s")
+    return connections

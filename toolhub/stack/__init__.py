@@ -1,0 +1,6 @@
+"""Pieces of the local distributed stack that need no Docker: a Redis server process today
+(``toolhub up`` composes it with workers, gateway and Flower)."""
+
+from .redis_server import RedisServer, find_redis_server, free_port
+
+__all__ = ["RedisServer", "find_redis_server", "free_port"]

@@ -1,0 +1,199 @@
+"""The distributed store: sessions, call records and per-call event streams in Redis.
+
+``follow(call_id, after_seq)`` is the one way to consume a call's events, for the executor and
+for the HTTP gateway (SSE ``Last-Event-ID``) alike. It subscribes to the call's channel and reads
+the stream, deduplicating by sequence number: a consumer that connects late or reconnects
+resumes with no gap and no duplicate. Every item also sits in the stream, so a missed pub/sub
+frame (a reconnect, a slow subscribe) costs a read, never an event.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from redis import Redis
+from redis.backoff import ExponentialBackoff
+from redis.exceptions import RedisError
+from redis.retry import Retry
+
+from toolhub.distributed import replies
+from toolhub.distributed.codec import Event, decode_item, parse_frame
+from toolhub.distributed.hub import RESYNC, PubSubHub, Subscription
+from toolhub.distributed.keys import Keys
+from toolhub.distributed.records import CallRecords, decode_record
+from toolhub.distributed.settings import Settings
+from toolhub.toolset import ToolSetConfig
+
+POLL_SECONDS = 1.0
+OUTAGE_POLL_SECONDS = 0.25
+
+
+class CallNotFound(LookupError):
+    """``follow`` was asked for a call that Redis has no record of (never made, or expired)."""
+
+
+class FollowLost(ConnectionError):
+    """Redis stayed unreachable longer than the follow bound; the call may still finish."""
+
+    def __init__(self, call_id: str, last_seq: int, seconds: float) -> None:
+        super().__init__(
+            f"lost contact with Redis for {seconds:.0f}s while following call {call_id} "
+            f"(after event {last_seq}); the call may still finish: follow it again by its id"
+        )
+        self.call_id = call_id
+        self.last_seq = last_seq
+
+
+def connect(url: str) -> Redis:
+    """A client that fails fast when Redis is down (a caller gets a clear error in well under
+    a second) instead of redis-py's long default retries."""
+    return Redis.from_url(
+        url,
+        socket_connect_timeout=2,
+        socket_timeout=10,
+        health_check_interval=0,
+        retry=Retry(ExponentialBackoff(cap=0.2, base=0.02), 2),
+    )
+
+
+class RedisStore:
+    def __init__(self, client: Redis, settings: Settings) -> None:
+        self.client = client
+        self.settings = settings
+        self.keys = Keys(settings.prefix)
+        self.records = CallRecords(client, settings)
+        self._hub: PubSubHub | None = None
+        self._hub_lock = threading.Lock()
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> RedisStore:
+        return cls(connect(settings.redis_url), settings)
+
+    # -- sessions ----------------------------------------------------------------------------------
+
+    def put_session(self, sid: str, config: ToolSetConfig, workspace: str) -> str:
+        """Store the session's config (and the config by hash); returns the hash."""
+        config_hash = config.config_hash()
+        text = config.model_dump_json()
+        pipe = self.client.pipeline()
+        pipe.hset(
+            self.keys.session(sid),
+            mapping={"config": text, "config_hash": config_hash, "workspace": workspace},
+        )
+        pipe.hsetnx(self.keys.session(sid), "created", f"{time.time():.6f}")
+        pipe.set(self.keys.config(config_hash), text)
+        pipe.execute()
+        return config_hash
+
+    def get_session(self, sid: str) -> dict[str, str] | None:
+        raw = replies.hgetall(self.client, self.keys.session(sid))
+        return {k.decode(): v.decode() for k, v in raw.items()} if raw else None
+
+    def get_config(self, config_hash: str) -> str | None:
+        raw = replies.get(self.client, self.keys.config(config_hash))
+        return raw.decode() if raw is not None else None
+
+    # -- records and events ------------------------------------------------------------------------
+
+    def get_record(self, call_id: str) -> dict[str, Any] | None:
+        """The call record (status, tool, worker, attempts with timings, result), or None."""
+        raw = replies.hgetall(self.client, self.keys.call(call_id))
+        return decode_record(raw) if raw else None
+
+    def read_events(self, call_id: str, after_seq: int = 0) -> list[Event]:
+        entries = replies.xrange(self.client, self.keys.events(call_id), f"(0-{after_seq}")
+        out: list[Event] = []
+        for entry_id, fields in entries:
+            version = fields.get(b"v")
+            out.append(
+                Event(
+                    int(entry_id.split(b"-", 1)[1]),
+                    decode_item(fields[b"d"]),
+                    int(version) if version else None,
+                )
+            )
+        return out
+
+    @property
+    def hub(self) -> PubSubHub:
+        with self._hub_lock:
+            if self._hub is None:
+                self._hub = PubSubHub(self.settings.redis_url)
+            return self._hub
+
+    def subscribe(self, call_id: str) -> Subscription:
+        return self.hub.subscribe(self.keys.channel(call_id))
+
+    async def follow(
+        self,
+        call_id: str,
+        after_seq: int = 0,
+        *,
+        subscription: Subscription | None = None,
+        must_exist: bool = True,
+        fresh: bool = False,
+    ) -> AsyncIterator[Event]:
+        """Every event after ``after_seq``, in order, each once, ending with the terminal.
+
+        ``fresh``: the subscription was confirmed before the call was even enqueued, so no
+        event can predate it and the initial stream read is skipped (the dispatcher's fast
+        path). Raises ``CallNotFound`` for an unknown call and ``FollowLost`` when Redis stays
+        unreachable longer than ``settings.follow_outage_seconds``."""
+        if must_exist and not self.client.exists(
+            self.keys.call(call_id), self.keys.events(call_id)
+        ):
+            raise CallNotFound(call_id)
+        sub = subscription or self.subscribe(call_id)
+        last = after_seq
+        outage_since: float | None = None
+        resync = not fresh
+        skip_confirmation = fresh
+        try:
+            while True:
+                if resync:
+                    try:
+                        batch = self.read_events(call_id, last)
+                        outage_since = None
+                        resync = False
+                    except RedisError:
+                        batch = []
+                        outage_since = outage_since or time.monotonic()
+                        lost_for = time.monotonic() - outage_since
+                        if lost_for > self.settings.follow_outage_seconds:
+                            raise FollowLost(call_id, last, lost_for) from None
+                    for event in batch:
+                        last = event.seq
+                        yield event
+                        if event.terminal:
+                            return
+                frame = await sub.get(OUTAGE_POLL_SECONDS if outage_since else POLL_SECONDS)
+                if frame is RESYNC and skip_confirmation:
+                    skip_confirmation = False
+                    continue
+                if frame is None or frame is RESYNC or not isinstance(frame, bytes):
+                    resync = True
+                    continue
+                seq, version, payload = parse_frame(frame)
+                if seq <= last:
+                    continue
+                if seq > last + 1:
+                    resync = True
+                    continue
+                last = seq
+                event = Event(seq, decode_item(payload), version)
+                yield event
+                if event.terminal:
+                    return
+        finally:
+            if subscription is None:
+                sub.close()
+
+    def close(self) -> None:
+        with self._hub_lock:
+            if self._hub is not None:
+                self._hub.close()
+                self._hub = None
+        self.client.close()

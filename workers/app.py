@@ -1,0 +1,113 @@
+"""The Celery app of toolhub workers: ``celery -A workers.app:app worker`` or ``toolhub worker``.
+
+Configuration comes from ``toolhub.distributed.celery_app`` (msgpack only, late acks, reject on
+worker lost, prefetch 1, visibility timeout above the longest run, soft shutdown, task events)
+with every tunable read from ``TOOLHUB_*`` variables. Worker signals wire up the process:
+heartbeat ``starting`` at init, the lease keeper and control listener once the broker connection
+is up (heartbeat ``ready``), and on warm shutdown a timer that hands calls still running after
+``TOOLHUB_SOFT_SHUTDOWN_SECONDS`` back to the queue.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from typing import Any
+
+from celery.signals import worker_init, worker_ready, worker_shutdown, worker_shutting_down
+
+from toolhub.distributed.celery_app import make_celery
+from toolhub.distributed.settings import Settings
+from workers.heartbeat import beat
+
+from .control import ControlListener
+from .leases import LeaseKeeper
+from .runtime import WorkerRuntime
+from .tasks import register_tasks
+
+logger = logging.getLogger("toolhub.worker")
+
+settings = Settings.from_env()
+app = make_celery(settings, main="workers")
+
+HEARTBEAT_SECONDS = 10.0
+#: After Celery says it has shut down, the process must be gone within this long. kombu's
+#: Redis transport can leave it hanging after a broker connection loss (a thread blocked in
+#: teardown); a supervisor only restarts processes that exit, and leases recover any call.
+EXIT_DEADLINE_SECONDS = 10.0
+
+
+class _Process:
+    """The worker process's runtime and background threads, created on ``worker_init``."""
+
+    def __init__(self) -> None:
+        self.runtime: WorkerRuntime | None = None
+        self.state = "starting"
+        self.stop = threading.Event()
+        self.threads: list[LeaseKeeper | ControlListener] = []
+        self._lock = threading.Lock()
+
+    def get(self) -> WorkerRuntime:
+        with self._lock:
+            if self.runtime is None:
+                self.runtime = WorkerRuntime(settings, app)
+            return self.runtime
+
+    def heartbeat(self) -> None:
+        while True:
+            try:
+                beat(state=self.state)
+            except OSError as exc:
+                logger.warning("heartbeat file not written: %s", exc)
+            if self.stop.wait(HEARTBEAT_SECONDS):
+                return
+
+
+process = _Process()
+register_tasks(app, process.get)
+
+
+def _on_init(**_: Any) -> None:
+    beat(state="starting")
+    threading.Thread(target=process.heartbeat, name="toolhub-heartbeat", daemon=True).start()
+    process.get()
+
+
+def _on_ready(**_: Any) -> None:
+    runtime = process.get()
+    process.threads = [LeaseKeeper(runtime), ControlListener(runtime)]
+    for thread in process.threads:
+        thread.start()
+    process.state = "ready"
+    beat(state="ready")
+
+
+def _on_shutting_down(**_: Any) -> None:
+    process.state = "stopping"
+    beat(state="stopping")
+    timer = threading.Timer(settings.soft_shutdown_seconds, process.get().hand_back_all)
+    timer.daemon = True
+    timer.start()
+
+
+def _exit_if_stuck() -> None:
+    time.sleep(EXIT_DEADLINE_SECONDS)
+    logger.error("worker did not exit %.0fs after shutdown; forcing exit", EXIT_DEADLINE_SECONDS)
+    os._exit(1)
+
+
+def _on_shutdown(**_: Any) -> None:
+    threading.Thread(target=_exit_if_stuck, name="toolhub-exit-watchdog", daemon=True).start()
+    process.stop.set()
+    for thread in process.threads:
+        thread.stop()
+    if process.runtime is not None:
+        process.runtime.close()
+
+
+worker_init.connect(_on_init)
+worker_ready.connect(_on_ready)
+worker_shutting_down.connect(_on_shutting_down)
+worker_shutdown.connect(_on_shutdown)

@@ -1,0 +1,91 @@
+"""Publishing one attempt's events: fenced by attempt, and patient through a Redis blip.
+
+A failed write is retried with backoff for up to ``follow_outage_seconds`` (a Redis restart
+should not fail a call that is otherwise fine). If Redis stays away, or the write is refused
+because another attempt owns the call now, the call's token fires and this attempt stops: the
+lease then lets the call be recovered, so nothing is published twice or by a stranger.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+from redis.exceptions import RedisError
+
+from toolhub.core import CallResult, Progress
+from toolhub.distributed.codec import encode_item
+
+from .runtime import LEASE_LOST, REDIS_LOST, Running, WorkerRuntime
+
+logger = logging.getLogger("toolhub.worker")
+
+T = TypeVar("T")
+
+
+class Emitter:
+    def __init__(self, runtime: WorkerRuntime, running: Running, session_id: str) -> None:
+        self.runtime = runtime
+        self.running = running
+        self.session_id = session_id
+        self.stopped = False
+        self.finished = False
+        self._finish_lock = threading.Lock()
+
+    def progress(self, item: Progress) -> None:
+        if self.stopped:
+            return
+        payload = encode_item(item, self.running.attempt)
+        seq = self._patiently(
+            lambda: self.runtime.records.emit(self.running.call_id, self.running.attempt, [payload])
+        )
+        if seq is not None and seq < 0:
+            self._fenced()
+
+    def finish(self, result: CallResult) -> bool:
+        """Publish the terminal once: a cancel (from the control thread) and the tool's own
+        result may race; whichever comes first is the terminal, the other is a no-op."""
+        with self._finish_lock:
+            if self.stopped or self.finished:
+                return False
+            seq = self._patiently(
+                lambda: self.runtime.records.finish(
+                    self.running.call_id, self.session_id, self.running.attempt, result
+                )
+            )
+            if seq is not None and seq < 0:
+                self._fenced()
+                return False
+            self.finished = seq is not None
+            return self.finished
+
+    def _fenced(self) -> None:
+        logger.warning(
+            "call %s: attempt %d no longer owns the call",
+            self.running.call_id,
+            self.running.attempt,
+        )
+        self.stopped = True
+        self.running.token.cancel(LEASE_LOST)
+
+    def _patiently(self, write: Callable[[], T]) -> T | None:
+        deadline = time.monotonic() + self.runtime.settings.follow_outage_seconds
+        backoff = 0.05
+        while True:
+            try:
+                return write()
+            except RedisError as exc:
+                if time.monotonic() >= deadline:
+                    logger.error(
+                        "call %s: Redis unreachable, giving up this attempt: %s",
+                        self.running.call_id,
+                        exc,
+                    )
+                    self.stopped = True
+                    self.running.token.cancel(REDIS_LOST)
+                    return None
+                time.sleep(backoff)
+                backoff = min(backoff * 2, 1.0)

@@ -1,0 +1,150 @@
+"""Everything a worker process shares between its calls: the store, the tool-set cache, the
+table of running calls (call id → cancel token and attempt), and the loop each pool thread
+runs its calls on. The background threads (leases, control, heartbeat) live in ``leases.py``,
+``control.py`` and ``heartbeat_thread.py`` and act on this table.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from celery import Celery
+from redis.exceptions import RedisError
+
+from toolhub.core import CancelToken
+from toolhub.distributed.celery_app import EXECUTE_TASK
+from toolhub.distributed.settings import Settings, queue_for
+from toolhub.store.redis import RedisStore
+
+from .toolsets import ToolSets, worker_builder
+
+logger = logging.getLogger("toolhub.worker")
+
+#: Why a call's token fired when it is not a user's cancel: the worker hands the call back
+#: (shutdown), another attempt took it over, or Redis stayed unreachable.
+HANDOFF = "handoff"
+LEASE_LOST = "lease_lost"
+REDIS_LOST = "redis_lost"
+INTERNAL_REASONS = frozenset({HANDOFF, LEASE_LOST, REDIS_LOST})
+
+
+@dataclass(slots=True)
+class Running:
+    call_id: str
+    token: CancelToken
+    attempt: int = 0
+
+
+class WorkerRuntime:
+    def __init__(self, settings: Settings, app: Celery) -> None:
+        self.settings = settings
+        self.app = app
+        self.store = RedisStore.from_settings(settings)
+        self.records = self.store.records
+        self.name = f"{socket.gethostname()}:{os.getpid()}"
+        self.toolsets = ToolSets(self.store, app, worker_builder(settings))
+        #: call id → its runs in this process: usually one, but a duplicate delivery of a call
+        #: this process already runs registers too (and is dropped by its claim); it must not
+        #: hide the real run from lease renewal and cancellation.
+        self._running: dict[str, list[Running]] = {}
+        self._lock = threading.Lock()
+        self._local = threading.local()
+        self._loops: list[asyncio.AbstractEventLoop] = []
+
+    # -- running calls -----------------------------------------------------------------------
+
+    def register(self, call_id: str) -> Running:
+        """Register before claiming, so a cancel that arrives right after the claim finds the
+        call's token."""
+        running = Running(call_id, CancelToken())
+        with self._lock:
+            self._running.setdefault(call_id, []).append(running)
+        return running
+
+    def unregister(self, running: Running) -> None:
+        with self._lock:
+            runs = self._running.get(running.call_id, [])
+            if running in runs:
+                runs.remove(running)
+            if not runs:
+                self._running.pop(running.call_id, None)
+
+    def running(self) -> list[Running]:
+        with self._lock:
+            return [run for runs in self._running.values() for run in runs]
+
+    def cancel_local(self, call_id: str, reason: str = "cancelled") -> bool:
+        with self._lock:
+            runs = list(self._running.get(call_id, ()))
+        for running in runs:
+            running.token.cancel(reason)
+        return bool(runs)
+
+    def hand_back_all(self) -> None:
+        """Soft-shutdown window over: give every call still running back to the queue."""
+        for running in self.running():
+            running.token.cancel(HANDOFF)
+
+    # -- helpers for the tasks ---------------------------------------------------------------
+
+    def loop(self) -> asyncio.AbstractEventLoop:
+        """This pool thread's event loop, reused across calls (a new loop per call costs more
+        than the call). The runtime keeps a reference to every loop and closes them itself:
+        a loop left to the garbage collector when its pool thread ends is closed from
+        ``__del__`` in whatever thread collects it, which can deadlock on logging locks
+        during Celery's shutdown."""
+        loop: asyncio.AbstractEventLoop | None = getattr(self._local, "loop", None)
+        if loop is None or loop.is_closed():
+            loop = asyncio.new_event_loop()
+            self._local.loop = loop
+            with self._lock:
+                self._loops.append(loop)
+        return loop
+
+    def enqueue(self, message: dict[str, Any]) -> None:
+        """(Re-)send a call's message: a new attempt after a lost worker, or a hand-back."""
+        task = message.get("task", EXECUTE_TASK)
+        queue = message.get("queue") or queue_for("fast")
+        self.app.send_task(
+            task,
+            kwargs=message,
+            queue=queue,
+            ignore_result=True,
+            kwargsrepr=repr({"call_id": message["call_id"], "name": message.get("name")}),
+        )
+
+    def requeue_expired(self) -> int:
+        """Re-enqueue calls whose worker stopped renewing their lease; returns how many."""
+        count = 0
+        for call_id in self.records.expired():
+            message = self.records.requeue(call_id)
+            if message is None:
+                continue
+            logger.warning("call %s lost its worker; re-enqueued", call_id)
+            try:
+                self.enqueue(message)
+                count += 1
+            except RedisError as exc:
+                logger.warning("could not re-enqueue %s: %s", call_id, exc)
+        return count
+
+    def close(self) -> None:
+        with self._lock:
+            loops, self._loops = self._loops, []
+        for loop in loops:
+            if loop.is_running() or loop.is_closed():
+                continue
+            try:
+                for task in asyncio.all_tasks(loop):
+                    task.cancel()
+                loop.run_until_complete(loop.shutdown_asyncgens())
+            finally:
+                loop.close()
+        self.toolsets.close()
+        self.store.close()

@@ -1,0 +1,131 @@
+"""The worker's tool sets: one per (session, config hash), built on first use and cached.
+
+A worker rebuilds exactly the tool set the dispatcher validated against: the config is fetched
+by the hash the message carries, and the container gets the session's workspace, the local
+process resources and the Redis-backed ones, with compare-and-set state attached. The config's
+MCP servers and hubs are connected here too, so a meta-tool (``use_tool``) running on the worker
+reaches their tools; they are disconnected when the tool set leaves the cache.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from celery import Celery
+
+from toolhub.backends import install_local_resources
+from toolhub.core import Container, ToolError
+from toolhub.distributed import install_distributed_resources
+from toolhub.distributed.settings import Settings
+from toolhub.distributed.state_sync import RedisStateSync
+from toolhub.executors.local import LocalExecutor
+from toolhub.hub.attach import AttachedSources, attach_toolset_sources
+from toolhub.store.redis import RedisStore
+from toolhub.toolset import ToolSet, ToolSetBuilder, ToolSetConfig
+
+logger = logging.getLogger("toolhub.worker")
+
+MAX_CACHED = 256
+
+
+def worker_builder(settings: Settings) -> ToolSetBuilder:
+    """Built-ins (unless ``TOOLHUB_BUILTINS=0``), entry-point plugins, and the plugin modules
+    named in ``TOOLHUB_PLUGINS`` (``module`` with a ``register(builder)``, or ``module:func``)."""
+    builder = ToolSetBuilder(builtins=settings.builtins)
+    for spec in settings.plugins:
+        module_name, _, attr = spec.partition(":")
+        register: Callable[[ToolSetBuilder], Any] = getattr(
+            importlib.import_module(module_name), attr or "register"
+        )
+        register(builder)
+    return builder
+
+
+@dataclass(slots=True)
+class SessionRuntime:
+    toolset: ToolSet
+    executor: LocalExecutor
+    state: RedisStateSync
+    workspace: Path
+    sources: AttachedSources | None = None
+
+    def close(self) -> None:
+        self.executor.close()
+        if self.sources is not None:
+            self.sources.close()
+
+
+class ToolSets:
+    def __init__(self, store: RedisStore, app: Celery, builder: ToolSetBuilder) -> None:
+        self.store = store
+        self.app = app
+        self.builder = builder
+        self._cache: OrderedDict[tuple[str, str], SessionRuntime] = OrderedDict()
+        self._lock = threading.Lock()
+        self._home = Path(os.environ.get("TOOLHUB_HOME", "~/.toolhub")).expanduser()
+
+    def get(self, session_id: str, config_hash: str) -> SessionRuntime:
+        key = (session_id, config_hash)
+        with self._lock:
+            cached = self._cache.get(key)
+            if cached is not None:
+                self._cache.move_to_end(key)
+                return cached
+            built = self._build(session_id, config_hash)
+            self._cache[key] = built
+            while len(self._cache) > MAX_CACHED:
+                _, evicted = self._cache.popitem(last=False)
+                evicted.close()
+            return built
+
+    def close(self) -> None:
+        with self._lock:
+            cached = list(self._cache.values())
+            self._cache.clear()
+        for session in cached:
+            session.close()
+
+    def workspace(self, session_id: str) -> Path:
+        info = self.store.get_session(session_id)
+        if info is None:
+            raise ToolError.custom("session_unknown", f"session {session_id!r} is not in Redis")
+        return Path(info["workspace"])
+
+    def session_dir(self, session_id: str) -> Path:
+        return self._home / "worker-sessions" / session_id
+
+    def _build(self, session_id: str, config_hash: str) -> SessionRuntime:
+        text = self.store.get_config(config_hash)
+        if text is None:
+            raise ToolError.custom(
+                "session_unknown", f"config {config_hash} of session {session_id!r} is not in Redis"
+            )
+        workspace = self.workspace(session_id)
+        container = Container()
+        install_local_resources(
+            container,
+            workspace=workspace,
+            session_dir=self.session_dir(session_id),
+            session_id=session_id,
+        )
+        settings = self.store.settings
+        install_distributed_resources(
+            container, self.store.client, self.app, settings, session_id=session_id
+        )
+        config = ToolSetConfig.model_validate_json(text)
+        toolset = self.builder.build(config, container=container, session_id=session_id)
+        state = RedisStateSync(self.store.client, self.store.keys.state(session_id))
+        container.attach_state_sync(state)
+        sources = attach_toolset_sources(toolset, session_id=session_id, workspace=workspace)
+        for warning in sources.warnings if sources is not None else ():
+            logger.warning("session %s: %s", session_id, warning)
+        logger.info("built tool set for session %s (config %s)", session_id, config_hash)
+        return SessionRuntime(toolset, LocalExecutor(toolset), state, workspace, sources)
