@@ -11,6 +11,7 @@ themselves in plain words when they fail, so a violation says what is missing.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,7 +36,7 @@ class EvalContext:
     self_params: dict[str, Any] = field(default_factory=dict)
 
 
-class Expr:
+class Expr(ABC):
     """A boolean expression over ``T``-specific leaves; combine with ``&``, ``|`` and ``~``."""
 
     def __and__(self, other: Expr) -> Expr:
@@ -47,14 +48,14 @@ class Expr:
     def __invert__(self) -> Expr:
         return self.inner if isinstance(self, Not) else Not(self)
 
-    def evaluate(self, ctx: Any) -> bool:
-        raise NotImplementedError
+    @abstractmethod
+    def evaluate(self, ctx: Any) -> bool: ...
 
-    def explain(self) -> str:
-        raise NotImplementedError
+    @abstractmethod
+    def explain(self) -> str: ...
 
-    def to_json(self) -> Any:
-        raise NotImplementedError
+    @abstractmethod
+    def to_json(self) -> Any: ...
 
 
 def _flatten(expr: Expr, kind: type[AllOf] | type[AnyOf]) -> tuple[Expr, ...]:
