@@ -1,9 +1,11 @@
 """Distributed execution against raw Celery on the same machine and the same Redis.
 
-    .venv/bin/python bench/bench_distributed.py [--calls 500] [--concurrent 1000]
+    .venv/bin/python bench/bench_distributed.py [--calls 500] [--concurrent 1000] [--rounds 3]
 
-Starts a redis-server, two ``toolhub worker`` processes and two raw Celery workers (threads
-pool, concurrency 4 each, loopback), then measures:
+Starts a redis-server, two ``toolhub worker`` processes and two raw Celery workers per baseline
+(threads pool, concurrency 4 each, loopback), then measures, in ``--rounds`` interleaved rounds
+(toolhub, raw Celery, raw Celery + task events, again and again, so a noisy neighbour on the
+machine hits every side alike; the table shows the median of the rounds):
 
 * no-op round trip (sequential calls): ``session.call("noop")`` vs ``noop.delay().get()``;
 * throughput of concurrent no-op calls (all in flight at once);
@@ -57,9 +59,17 @@ class Baseline:
         self.events = events
         self.procs: list[subprocess.Popen[bytes]] = []
 
+    @property
+    def queue(self) -> str:
+        return "baseline-events" if self.events else "baseline"
+
     def start(self) -> None:
-        os.environ["BENCH_EVENTS"] = "1" if self.events else "0"
-        env = {**os.environ, "BENCH_REDIS_URL": self.url, "PYTHONPATH": str(REPO)}
+        env = {
+            **os.environ,
+            "BENCH_EVENTS": "1" if self.events else "0",
+            "BENCH_REDIS_URL": self.url,
+            "PYTHONPATH": str(REPO),
+        }
         for i in range(2):
             log = (self.home / f"baseline{i}.log").open("ab")
             self.procs.append(
@@ -71,8 +81,8 @@ class Baseline:
                         "worker",
                         "--pool=threads",
                         "--concurrency=4",
-                        "--queues=baseline",
-                        f"--hostname=baseline{i}@%h",
+                        f"--queues={self.queue}",
+                        f"--hostname={self.queue}{i}@%h",
                         "--without-gossip",
                         "--without-mingle",
                         "--loglevel=WARNING",
@@ -85,11 +95,22 @@ class Baseline:
             )
         from bench.celery_baseline import app
 
-        app.conf.task_send_sent_event = self.events
+        names = tuple(f"{self.queue}{i}@" for i in range(2))
+
+        def answering() -> int:
+            replies = app.control.ping(timeout=0.5) or []
+            return sum(1 for reply in replies for host in reply if host.startswith(names))
+
         deadline = time.monotonic() + 30
-        while len(app.control.ping(timeout=0.5) or []) < 2:
+        while answering() < 2:
             if time.monotonic() > deadline:
                 raise TimeoutError("baseline workers did not start")
+
+    def activate(self) -> None:
+        """The dispatcher side of this baseline: task-sent events with the worker events."""
+        from bench.celery_baseline import app
+
+        app.conf.task_send_sent_event = self.events
 
     def stop(self) -> None:
         for proc in self.procs:
@@ -98,40 +119,42 @@ class Baseline:
             proc.wait(15)
 
 
-def celery_round_trips(n: int) -> list[float]:
+def celery_round_trips(n: int, queue: str) -> list[float]:
     from bench.celery_baseline import noop
 
     samples = []
     for _ in range(n):
         started = time.perf_counter()
-        noop.delay().get(timeout=10)
+        noop.apply_async(queue=queue).get(timeout=10)
         samples.append(time.perf_counter() - started)
     return samples
 
 
-def celery_throughput(n: int) -> float:
+def celery_throughput(n: int, queue: str) -> float:
     from bench.celery_baseline import noop
 
     started = time.perf_counter()
-    results = [noop.delay() for _ in range(n)]
+    results = [noop.apply_async(queue=queue) for _ in range(n)]
     for result in results:
         result.get(timeout=60)
     return n / (time.perf_counter() - started)
 
 
-async def toolhub_round_trips(session: Session, n: int) -> list[float]:
+async def toolhub_round_trips(session: Session, n: int, tag: str = "rt") -> list[float]:
     samples = []
     for i in range(n):
         started = time.perf_counter()
-        result = await session.call("noop", {}, call_id=f"rt-{i}")
+        result = await session.call("noop", {}, call_id=f"{tag}-{i}")
         samples.append(time.perf_counter() - started)
         assert not result.is_error, result.prompt_text
     return samples
 
 
-async def toolhub_throughput(session: Session, n: int) -> float:
+async def toolhub_throughput(session: Session, n: int, tag: str = "tp") -> float:
     started = time.perf_counter()
-    results = await asyncio.gather(*(session.call("noop", {}, call_id=f"tp-{i}") for i in range(n)))
+    results = await asyncio.gather(
+        *(session.call("noop", {}, call_id=f"{tag}-{i}") for i in range(n))
+    )
     elapsed = time.perf_counter() - started
     assert all(not r.is_error for r in results)
     return n / elapsed
@@ -197,6 +220,7 @@ def main() -> int:
     parser.add_argument("--concurrent", type=int, default=1000)
     parser.add_argument("--ticks", type=int, default=2000)
     parser.add_argument("--cancels", type=int, default=30)
+    parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
 
     os.environ.update({**STACK_ENV, "TOOLHUB_LEASE_SECONDS": "15"})
@@ -204,43 +228,63 @@ def main() -> int:
     os.environ["BENCH_REDIS_URL"] = stack.url
     workspace = Path(tempfile.mkdtemp(prefix="bench-ws-"))
     session = Session.connect(stack.url, CONFIG, workspace, builder=make_builder())
-    baselines: dict[str, tuple[list[float], float]] = {}
+    labels = {False: "raw Celery", True: "raw Celery + task events"}
+    baselines = [Baseline(stack.url, stack.home, events=events) for events in labels]
+    #: per side: (p50s, p99s, throughputs), one entry per round
+    rounds: dict[str, tuple[list[float], list[float], list[float]]] = {
+        side: ([], [], []) for side in ["toolhub", *labels.values()]
+    }
+
+    def record(side: str, samples: list[float], throughput: float) -> None:
+        p50s, p99s, tps = rounds[side]
+        p50s.append(pct(samples, 0.5))
+        p99s.append(pct(samples, 0.99))
+        tps.append(throughput)
+
     try:
-        asyncio.run(toolhub_round_trips(session, 50))  # warm up
-        ours = asyncio.run(toolhub_round_trips(session, args.calls))
-        our_tp = asyncio.run(toolhub_throughput(session, args.concurrent))
+        for baseline in baselines:
+            baseline.start()
+        asyncio.run(toolhub_round_trips(session, 50, "warm"))
+        for baseline in baselines:
+            baseline.activate()
+            celery_round_trips(50, baseline.queue)
+        for r in range(args.rounds):
+            record(
+                "toolhub",
+                asyncio.run(toolhub_round_trips(session, args.calls, f"rt{r}")),
+                asyncio.run(toolhub_throughput(session, args.concurrent, f"tp{r}")),
+            )
+            for baseline in baselines:
+                baseline.activate()
+                record(
+                    labels[baseline.events],
+                    celery_round_trips(args.calls, baseline.queue),
+                    celery_throughput(args.concurrent, baseline.queue),
+                )
         progress = asyncio.run(progress_latencies(session, args.ticks))
         raw = pubsub_latencies(stack.url, args.ticks)
         cancels = asyncio.run(cancel_latencies(session, args.cancels))
-        for label, events in (("raw Celery", False), ("raw Celery + task events", True)):
-            baseline = Baseline(stack.url, stack.home, events=events)
-            baseline.start()
-            try:
-                celery_round_trips(50)
-                baselines[label] = (
-                    celery_round_trips(args.calls),
-                    celery_throughput(args.concurrent),
-                )
-            finally:
-                baseline.stop()
     finally:
+        for baseline in baselines:
+            if baseline.procs:
+                baseline.stop()
         session.close()
         stack.stop()
 
+    med = statistics.median
     print("| measure | toolhub | raw Celery | ratio | raw Celery + task events | ratio | target |")
     print("|---|---|---|---|---|---|---|")
-    rows = [
-        ("no-op round trip p50", pct(ours, 0.5), lambda b: pct(b[0], 0.5), "<= 1.0x"),
-        ("no-op round trip p99", pct(ours, 0.99), lambda b: pct(b[0], 0.99), "<= 1.0x"),
-    ]
-    for label, value, of, target in rows:
+    for label, index, target in (("p50", 0, "<= 1.0x"), ("p99", 1, "<= 1.0x")):
+        value = med(rounds["toolhub"][index])
         cells = []
-        for samples in baselines.values():
-            base = of(samples)
+        for side in labels.values():
+            base = med(rounds[side][index])
             cells += [ms(base), f"{value / base:.2f}x"]
-        print(f"| {label} | {ms(value)} | {' | '.join(cells)} | {target} |")
+        print(f"| no-op round trip {label} | {ms(value)} | {' | '.join(cells)} | {target} |")
+    our_tp = med(rounds["toolhub"][2])
     cells = []
-    for _, tp in baselines.values():
+    for side in labels.values():
+        tp = med(rounds[side][2])
         cells += [f"{tp:.0f}/s", f"{our_tp / tp:.2f}x"]
     print(
         f"| throughput, {args.concurrent} concurrent no-op calls | {our_tp:.0f}/s "
@@ -259,8 +303,13 @@ def main() -> int:
     print(
         f"\n{args.calls} sequential calls, {args.concurrent} concurrent, {args.ticks} progress "
         f"items, {args.cancels} cancels; 2 workers x 4 threads on each side, loopback Redis, "
-        f"{os.cpu_count()} CPUs; toolhub mean round trip {statistics.mean(ours) * 1000:.2f} ms."
+        f"{os.cpu_count()} CPUs; median of {args.rounds} interleaved rounds."
     )
+    for side, (p50s, p99s, tps) in rounds.items():
+        print(
+            f"  {side}: p50 {', '.join(ms(v) for v in p50s)}; p99 "
+            f"{', '.join(ms(v) for v in p99s)}; throughput {', '.join(f'{v:.0f}/s' for v in tps)}"
+        )
     return 0
 
 

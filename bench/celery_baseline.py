@@ -1,7 +1,8 @@
 """The raw-Celery baseline of ``bench_distributed.py``: a no-op task with a Redis result
 backend, on the same broker and the same pool settings as toolhub's workers (threads pool,
 msgpack, late acks, prefetch 1), so the comparison isolates what toolhub adds or saves.
-``BENCH_EVENTS=1`` turns on the task events Flower needs (toolhub always sends them)."""
+``BENCH_EVENTS=1`` turns on the task events Flower needs (toolhub always sends them); the bench
+runs that variant's workers on the ``baseline-events`` queue, beside the plain ones."""
 
 from __future__ import annotations
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -34,17 +35,39 @@ STACK_ENV = {
 }
 
 
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
 class WorkerProcess:
     """One ``toolhub worker`` subprocess with its own heartbeat file and log."""
 
-    def __init__(self, name: str, redis_url: str, home: Path, concurrency: int = 4) -> None:
+    def __init__(
+        self,
+        name: str,
+        redis_url: str,
+        home: Path,
+        concurrency: int = 4,
+        env: dict[str, str] | None = None,
+        loglevel: str = "WARNING",
+    ) -> None:
         self.name = name
         self.redis_url = redis_url
         self.home = home
         self.concurrency = concurrency
+        self.env = env or {}
+        self.loglevel = loglevel
         self.heartbeat = home / f"{name}.heartbeat"
         self.log_path = home / f"{name}.log"
+        #: Its own metrics port (kept across restarts): workers share the host.
+        self.metrics_port = free_port()
         self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def metrics_url(self) -> str:
+        return f"http://127.0.0.1:{self.metrics_port}/metrics"
 
     def start(self) -> WorkerProcess:
         self.heartbeat.unlink(missing_ok=True)
@@ -54,11 +77,19 @@ class WorkerProcess:
             "TOOLHUB_REDIS_URL": self.redis_url,
             "TOOLHUB_HOME": str(self.home),
             "TOOLHUB_HEARTBEAT_FILE": str(self.heartbeat),
+            "TOOLHUB_METRICS_PORT": str(self.metrics_port),
+            "TOOLHUB_METRICS_HOST": "127.0.0.1",
             "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+            **self.env,
         }
         log = self.log_path.open("ab")
         self.proc = subprocess.Popen(
-            [TOOLHUB, "worker", f"--concurrency={self.concurrency}", "--loglevel=WARNING"],
+            [
+                TOOLHUB,
+                "worker",
+                f"--concurrency={self.concurrency}",
+                f"--loglevel={self.loglevel}",
+            ],
             cwd=REPO,
             env=env,
             stdout=log,

@@ -24,6 +24,7 @@ from workers.heartbeat import beat
 
 from .control import ControlListener
 from .leases import LeaseKeeper
+from .observe import install as install_observability
 from .runtime import WorkerRuntime
 from .tasks import register_tasks
 
@@ -31,6 +32,8 @@ logger = logging.getLogger("toolhub.worker")
 
 settings = Settings.from_env()
 app = make_celery(settings, main="workers")
+#: Task events are published in batches (workers/consumer.py).
+app.conf.worker_consumer = "workers.consumer:Consumer"
 
 HEARTBEAT_SECONDS = 10.0
 #: After Celery says it has shut down, the process must be gone within this long. kombu's
@@ -67,6 +70,8 @@ class _Process:
 
 process = _Process()
 register_tasks(app, process.get)
+# JSON logs, the /metrics listener and redacted inspection (workers/observe.py).
+install_observability(settings)
 
 
 def _on_init(**_: Any) -> None:

@@ -18,6 +18,7 @@ from toolhub.core import CallResult, ErrorKind, OutputDeltas, ToolError, ToolOut
 
 from .calls import retry_marker, settle
 from .emitter import Emitter
+from .metrics import metrics, outcome, tool_label
 from .runtime import WorkerRuntime
 
 logger = logging.getLogger("toolhub.worker.background")
@@ -28,13 +29,17 @@ def run_background(runtime: WorkerRuntime, message: dict[str, Any]) -> str:
     try:
         claim = runtime.records.claim(message, runtime.name)
         if claim.action != "run":
+            metrics.dropped.labels(claim.action).inc()
             return claim.action
         running.attempt = claim.attempt
-        emitter = Emitter(runtime, running, message["session_id"])
-        if claim.attempt > 1:
-            emitter.progress(retry_marker(claim.attempt))
-        result = _run(runtime, message, running.token, emitter)
-        return settle(runtime, running, emitter, result)
+        with metrics.attempt(tool_label(message), claim.attempt) as attempt:
+            emitter = Emitter(runtime, running, message["session_id"])
+            if claim.attempt > 1:
+                emitter.progress(retry_marker(claim.attempt))
+            result = _run(runtime, message, running.token, emitter)
+            settled = settle(runtime, running, emitter, result)
+            attempt.outcome = outcome(running, settled, result)
+            return settled
     finally:
         runtime.unregister(running)
 

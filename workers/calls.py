@@ -24,6 +24,7 @@ from toolhub.distributed.records import cancelled_result
 from toolhub.toolset import Prepared
 
 from .emitter import Emitter
+from .metrics import metrics, outcome, tool_label
 from .runtime import HANDOFF, INTERNAL_REASONS, Running, WorkerRuntime
 from .toolsets import SessionRuntime
 
@@ -36,6 +37,7 @@ def run_call(runtime: WorkerRuntime, message: dict[str, Any]) -> str:
     try:
         claim = runtime.records.claim(message, runtime.name)
         if claim.action != "run":
+            metrics.dropped.labels(claim.action).inc()
             logger.info(
                 "call %s: %s (attempt %d); message dropped",
                 running.call_id,
@@ -44,21 +46,24 @@ def run_call(runtime: WorkerRuntime, message: dict[str, Any]) -> str:
             )
             return claim.action
         running.attempt = claim.attempt
-        emitter = Emitter(runtime, running, message["session_id"])
-        if claim.attempt > 1:
-            emitter.progress(retry_marker(claim.attempt))
-        prepared = _prepare(runtime, message, claim.state or {})
-        if isinstance(prepared, CallResult):
-            result = prepared
-        else:
-            session, ready = prepared
-            if ready.entry.handle.is_sync:
-                result = _run_inline(session, ready, running, emitter)
+        with metrics.attempt(tool_label(message), claim.attempt) as attempt:
+            emitter = Emitter(runtime, running, message["session_id"])
+            if claim.attempt > 1:
+                emitter.progress(retry_marker(claim.attempt))
+            prepared = _prepare(runtime, message, claim.state or {})
+            if isinstance(prepared, CallResult):
+                result = prepared
             else:
-                result = runtime.loop().run_until_complete(
-                    _stream(session, ready, running, emitter)
-                )
-        return settle(runtime, running, emitter, result)
+                session, ready = prepared
+                if ready.entry.handle.is_sync:
+                    result = _run_inline(session, ready, running, emitter)
+                else:
+                    result = runtime.loop().run_until_complete(
+                        _stream(session, ready, running, emitter)
+                    )
+            settled = settle(runtime, running, emitter, result)
+            attempt.outcome = outcome(running, settled, result)
+            return settled
     finally:
         runtime.unregister(running)
 

@@ -18,6 +18,9 @@ import time
 
 from redis.exceptions import RedisError
 
+from toolhub.logs import call_context
+
+from .metrics import metrics
 from .runtime import LEASE_LOST, WorkerRuntime
 
 logger = logging.getLogger("toolhub.worker.leases")
@@ -36,7 +39,7 @@ class LeaseKeeper(threading.Thread):
             try:
                 self.renew()
                 if time.monotonic() >= next_sweep:
-                    self.runtime.requeue_expired()
+                    metrics.recovered.inc(self.runtime.requeue_expired())
                     next_sweep = time.monotonic() + lease / 2 * random.uniform(0.5, 1.0)
             except RedisError as exc:
                 logger.warning("lease keeper: Redis unreachable: %s", exc)
@@ -50,7 +53,8 @@ class LeaseKeeper(threading.Thread):
         codes = self.runtime.records.renew([(r.call_id, r.attempt) for r in claimed])
         for running, code in zip(claimed, codes, strict=True):
             if code == 0:
-                logger.warning("call %s: lease lost; stopping this attempt", running.call_id)
+                with call_context(running.call_id):
+                    logger.warning("call %s: lease lost; stopping this attempt", running.call_id)
                 running.token.cancel(LEASE_LOST)
             elif code == 2:
                 running.token.cancel("cancelled")

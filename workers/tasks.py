@@ -9,9 +9,11 @@ from typing import Any
 from celery import Celery
 
 from toolhub.distributed.celery_app import BACKGROUND_TASK, EXECUTE_TASK
+from toolhub.logs import call_context
 
 from .background import run_background
 from .calls import run_call
+from .metrics import tool_label
 from .runtime import WorkerRuntime
 
 TASK_OPTIONS: dict[str, Any] = {
@@ -26,10 +28,12 @@ def register_tasks(app: Celery, runtime: Callable[[], WorkerRuntime]) -> None:
     process's ``WorkerRuntime`` (created on first use)."""
 
     def execute(**message: Any) -> str:
-        return run_call(runtime(), message)
+        with call_context(message["call_id"], message.get("session_id"), tool_label(message)):
+            return run_call(runtime(), message)
 
     def background(**message: Any) -> str:
-        return run_background(runtime(), message)
+        with call_context(message["call_id"], message.get("session_id"), tool_label(message)):
+            return run_background(runtime(), message)
 
     app.task(name=EXECUTE_TASK, **TASK_OPTIONS)(execute)
     app.task(name=BACKGROUND_TASK, **TASK_OPTIONS)(background)

@@ -100,7 +100,9 @@ def test_pickle_messages_are_never_accepted(live, store, tmp_path: Path):
 
 
 def test_flower_sees_tool_and_call_but_not_arguments(live, connect, store):
-    """Task events carry the call in ``kwargsrepr``; arguments stay redacted by default."""
+    """The worker's ``task-received`` event (what Flower lists a call by) carries the call in
+    ``kwargsrepr``; arguments stay redacted by default. The dispatcher sends no ``task-sent``
+    (it would cost every call a publish), and the call still reaches ``task-succeeded``."""
     session = connect()
     captured: list[dict] = []
     app = session.executor.app
@@ -110,9 +112,11 @@ def test_flower_sees_tool_and_call_but_not_arguments(live, connect, store):
         with app.connection_for_read() as conn:
 
             def on_event(event: dict) -> None:
-                if event.get("type") == "task-sent":
+                if event.get("type", "").startswith("task-"):
                     captured.append(event)
-                if "'flower'" in str(event.get("kwargs")) or time.monotonic() > deadline:
+                uuids = {e["uuid"] for e in captured if "'flower'" in str(e.get("kwargs"))}
+                done = any(e["type"] == "task-succeeded" and e["uuid"] in uuids for e in captured)
+                if done or time.monotonic() > deadline:
                     receiver.should_stop = True
 
             receiver = app.events.Receiver(conn, handlers={"*": on_event})
@@ -126,11 +130,16 @@ def test_flower_sees_tool_and_call_but_not_arguments(live, connect, store):
         return result
 
     asyncio.run(asyncio.wait_for(go(), 20))
-    sent = [e for e in captured if "'flower'" in str(e.get("kwargs"))]
-    assert sent, captured
-    shown = str(sent[0]["kwargs"])
+    received = [e for e in captured if "'flower'" in str(e.get("kwargs"))]
+    assert received, captured
+    assert [e["type"] for e in received] == ["task-received"]
+    shown = str(received[0]["kwargs"])
     assert "Test:ticks" in shown and "<redacted>" in shown and "/secret/path" not in shown
-    assert sent[0]["name"] == "toolhub.execute" and sent[0]["queue"] == "toolhub.command"
+    assert received[0]["name"] == "toolhub.execute"
+    assert "/secret/path" not in str(captured)
+    of_call = [e["type"] for e in captured if e["uuid"] == received[0]["uuid"]]
+    assert of_call[0] == "task-received" and of_call[-1] == "task-succeeded"
+    assert "task-sent" not in of_call
 
 
 def test_an_undispatched_call_ends_for_every_follower(live, store):
@@ -145,3 +154,64 @@ def test_an_undispatched_call_ends_for_every_follower(live, store):
     assert [e.seq for e in events] == [1]
     assert events[0].item.error.code == "broker_unavailable"
     assert store.get_record("undispatched")["status"] == "failed"
+
+
+def test_the_one_round_trip_dispatch_pushes_what_kombu_would_push(live, connect, store):
+    """The dispatcher pushes the record and the Celery message in one script; the message is
+    byte for byte what ``send_task`` would have pushed (but for ids and delivery tag)."""
+    import json
+
+    from toolhub.distributed.enqueue import capture_send_task
+
+    app = connect().executor.app
+    options = {"kwargs": {"call_id": "x", "n": 1}, "queue": "bench.scratch", "kwargsrepr": "r"}
+    captured = capture_send_task(app, "toolhub.execute", task_id="same", **options)
+    assert captured is not None
+    key, payload = captured
+    assert key == b"bench.scratch"
+    app.send_task("toolhub.execute", task_id="same", **options)
+    pushed = store.client.rpop("bench.scratch")
+    ours, theirs = json.loads(payload), json.loads(pushed)
+    for envelope in (ours, theirs):
+        envelope["properties"].pop("delivery_tag")
+    assert ours == theirs
+    assert ours["content-type"] == "application/x-msgpack"
+
+
+def test_the_message_template_rebuilds_the_captured_message(live, connect, store):
+    """The per-queue template re-fills id, kwargs and kwargsrepr; the rest is kombu's own."""
+    import json
+
+    from toolhub.distributed.enqueue import MessageTemplate, capture_send_task
+
+    app = connect().executor.app
+    template = MessageTemplate.make(app, "toolhub.execute", "toolhub.fast", ignore_result=True)
+    assert template is not None
+    kwargs = {"call_id": "t", "arguments": {"a": [1, "b"]}}
+    ours = json.loads(template.build("tid", kwargs, "shown"))
+    captured = capture_send_task(
+        app,
+        "toolhub.execute",
+        task_id="tid",
+        queue="toolhub.fast",
+        kwargs=kwargs,
+        kwargsrepr="shown",
+        ignore_result=True,
+    )
+    assert captured is not None and captured[0] == template.key == b"toolhub.fast"
+    theirs = json.loads(captured[1])
+    assert ours["properties"].pop("delivery_tag") != theirs["properties"].pop("delivery_tag")
+    assert ours == theirs
+
+
+def test_a_retried_dispatch_queues_its_message_once(live, store):
+    """The record-and-enqueue script is idempotent per run id (redis-py retries a command
+    whose connection dropped), and refuses an id held by a live call."""
+    fields = {"session_id": "s", "name": "noop"}
+    key = b"bench.retried"
+    store.client.delete(key)
+    assert store.records.create_and_enqueue("retried", "run-1", fields, key, b"m1")
+    assert store.records.create_and_enqueue("retried", "run-1", fields, key, b"m1")
+    assert not store.records.create_and_enqueue("retried", "run-2", fields, key, b"m2")
+    assert store.client.lrange(key, 0, -1) == [b"m1"]
+    store.client.delete(key, store.keys.call("retried"))

@@ -23,6 +23,9 @@ def up(
     workers: Annotated[int, typer.Option(help="Worker processes (spread over the queues).")] = 2,
     port: Annotated[int, typer.Option(help="Gateway port.")] = 8000,
     flower_port: Annotated[int, typer.Option(help="Flower port.")] = 5555,
+    metrics_port: Annotated[
+        int, typer.Option(help="First worker metrics port (worker N: +N-1); 0 turns them off.")
+    ] = 9100,
     config: Annotated[
         Path | None,
         typer.Option("--config", "-c", envvar="TOOLHUB_CONFIG", help="Default tool-set config."),
@@ -38,6 +41,8 @@ def up(
     for name, value in (("--port", port), ("--flower-port", flower_port)):
         if not 0 < value < 65536:
             fail(f"{name} must be 1-65535, got {value}")
+    if metrics_port and not 0 < metrics_port <= 65536 - workers:
+        fail(f"--metrics-port must leave room for {workers} ports below 65536, or be 0")
     if config is not None and not config.is_file():
         fail(f"config file {config} does not exist")
     stop = threading.Event()
@@ -55,6 +60,7 @@ def up(
             workers=workers,
             port=port,
             flower_port=flower_port,
+            metrics_port=metrics_port,
             workspace=workspace,
             config=config,
             report=report,
@@ -73,6 +79,8 @@ def up(
             table.add_row("Flower", flower)
         table.add_row("Redis", info.redis_url)
         table.add_row("workers", str(workers))
+        if info.metrics_urls:
+            table.add_row("worker metrics", "\n".join(info.metrics_urls))
         table.add_row("logs", str(info.logs))
         stdout.print(table)
         stderr.print("Ctrl-C stops everything.", highlight=False)

@@ -14,6 +14,7 @@ from typing import Annotated
 import typer
 
 from toolhub.distributed.settings import ALL_QUEUES, QUEUES
+from toolhub.logs import configure_json, json_logs
 
 from .output import fail
 
@@ -43,10 +44,16 @@ def worker(
         os.environ["TOOLHUB_REDIS_URL"] = redis
     if chosen == [QUEUES["fast"]]:
         os.environ.setdefault("TOOLHUB_PREFETCH_MULTIPLIER", "4")
+    if json_logs():
+        # Before Celery starts: its startup warnings go through the JSON handler too, and
+        # Celery keeps a root handler it finds instead of adding its own.
+        configure_json(loglevel.upper())
     from workers.app import app as celery_app
 
     celery_app.worker_main(
         [
+            # JSON logs: no startup banner on stdout, only JSON lines.
+            *(["--quiet"] if json_logs() else []),
             "worker",
             "--pool=threads",
             f"--concurrency={concurrency}",

@@ -51,7 +51,9 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "worker_soft_shutdown_timeout": settings.soft_shutdown_seconds,
         "worker_enable_soft_shutdown_on_idle": True,
         "worker_send_task_events": settings.task_events,
-        "task_send_sent_event": settings.task_events,
+        # Flower lists a call from the worker's ``task-received`` (which carries the same
+        # ``kwargsrepr``); the dispatcher's ``task-sent`` would cost every call a publish.
+        "task_send_sent_event": False,
         "task_default_queue": QUEUES["fast"],
         "task_create_missing_queues": True,
         "worker_disable_rate_limits": True,

@@ -70,6 +70,20 @@ class CallRecords:
         )
         return bool(created)
 
+    def create_and_enqueue(
+        self, cid: str, run_id: str, fields: dict[str, Any], queue_key: bytes, message: bytes
+    ) -> bool:
+        """``create`` and, if it succeeded, push the prepared broker message onto its queue,
+        in one script (one round trip)."""
+        flat: list[Any] = []
+        for name, value in fields.items():
+            flat += [name, value]
+        created = self.scripts.create_and_enqueue(
+            keys=[self.keys.call(cid), self.keys.events(cid), queue_key],
+            args=[run_id, self.settings.active_ttl_seconds, message, *flat],
+        )
+        return bool(created)
+
     def mark_failed_dispatch(self, cid: str, sid: str, result: CallResult) -> None:
         """A call whose message never reached the broker: failed, with its terminal event, so
         nobody following it waits forever."""

@@ -63,6 +63,22 @@ redis.call('EXPIRE', KEYS[1], ARGV[2])
 return 1
 """
 
+# KEYS: call, events, queue   ARGV: run_id, active_ttl, message, field, value, ...
+# CREATE, then LPUSH the Celery message kombu built (``enqueue.py``) onto its queue: one round
+# trip, and the message is queued if and only if the record was created. Idempotent for a
+# retried dispatch (same run_id): the first run already queued the message.
+CREATE_AND_ENQUEUE = r"""
+local st, run = unpack(redis.call('HMGET', KEYS[1], 'status', 'run_id'))
+if st == 'queued' and run == ARGV[1] then return 1 end
+if st == 'queued' or st == 'running' then return 0 end
+redis.call('DEL', KEYS[1], KEYS[2])
+redis.call('HSET', KEYS[1], 'status', 'queued', 'run_id', ARGV[1], 'seq', 0, 'attempt', 0,
+           'lost', 0, 'created_at', fmt(now()), unpack(ARGV, 4))
+redis.call('EXPIRE', KEYS[1], ARGV[2])
+redis.call('LPUSH', KEYS[3], ARGV[3])
+return 1
+"""
+
 # KEYS: call, events, channel, leases, state
 # ARGV: cid, run_id, worker, lease_seconds, ttl, lost_payload, lost_result,
 #       cancelled_payload, cancelled_result
@@ -202,6 +218,7 @@ class Scripts:
 
     def __init__(self, client: Redis) -> None:
         self.create: Script = client.register_script(_PRELUDE + CREATE)
+        self.create_and_enqueue: Script = client.register_script(_PRELUDE + CREATE_AND_ENQUEUE)
         self.claim: Script = client.register_script(_PRELUDE + CLAIM)
         self.emit: Script = client.register_script(_PRELUDE + EMIT)
         self.finish: Script = client.register_script(_PRELUDE + FINISH)

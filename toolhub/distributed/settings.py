@@ -69,8 +69,8 @@ class Settings:
     plugins: tuple[str, ...] = ()
     #: Whether workers register the built-in tools.
     builtins: bool = True
-    #: Celery task events (``task-sent`` … ``task-succeeded``): what Flower shows. Costs a
-    #: few publishes per call; turn off only for fleets nobody watches.
+    #: Celery worker task events (``task-received`` … ``task-succeeded``): what Flower shows.
+    #: Batched (``workers/consumer.py``), so they cost little; off only for unwatched fleets.
     task_events: bool = True
 
     @classmethod

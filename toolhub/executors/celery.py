@@ -23,6 +23,7 @@ from redis.exceptions import RedisError
 from toolhub.core import CallResult, Container, Progress, ToolError
 from toolhub.distributed.celery_app import EXECUTE_TASK, make_celery
 from toolhub.distributed.codec import pack
+from toolhub.distributed.enqueue import Enqueuer
 from toolhub.distributed.hub import Subscription
 from toolhub.distributed.records import new_run_id
 from toolhub.distributed.resources import install_distributed_resources
@@ -42,6 +43,7 @@ logger = logging.getLogger("toolhub.executor.celery")
 CONFIRM_WAIT_SECONDS = 0.005
 
 _shared: dict[tuple[str, str], tuple[RedisStore, Celery]] = {}
+_enqueuers: dict[int, Enqueuer] = {}
 _shared_lock = threading.Lock()
 
 
@@ -61,6 +63,7 @@ def close_shared_backends() -> None:
     with _shared_lock:
         backends = list(_shared.values())
         _shared.clear()
+        _enqueuers.clear()
     for store, app in backends:
         store.close()
         app.close()
@@ -95,6 +98,8 @@ class CeleryExecutor:
         self.state = state
         self._state_version = state_version
         self._local = LocalExecutor(toolset)
+        with _shared_lock:
+            self.enqueuer = _enqueuers.setdefault(id(app), Enqueuer(app))
 
     def call_sync(self, prepared: Prepared) -> CallResult | None:
         if prepared.entry.external:
@@ -142,36 +147,44 @@ class CeleryExecutor:
             "arguments": client_arguments(prepared),
             "max_attempts": self.settings.max_attempts,
         }
+        fields = {
+            "session_id": self.session_id,
+            "tool": entry.fq_id,
+            "name": entry.client_name,
+            "queue": queue,
+            "max_attempts": self.settings.max_attempts,
+            "message": pack(message),
+        }
+        options: dict[str, Any] = {
+            "kwargs": message,
+            "queue": queue,
+            "ignore_result": True,
+            "kwargsrepr": self._kwargsrepr(message),
+        }
         try:
-            created = self.store.records.create(
-                cid,
-                run_id,
-                {
-                    "session_id": self.session_id,
-                    "tool": entry.fq_id,
-                    "name": entry.client_name,
-                    "queue": queue,
-                    "max_attempts": self.settings.max_attempts,
-                    "message": pack(message),
-                },
-            )
+            captured = self.enqueuer.message(EXECUTE_TASK, queue, message, options["kwargsrepr"])
+        except (OperationalError, KombuError, RedisError, OSError):
+            captured = None  # the two-step path below reports what is unreachable
+        # The subscription went out first and is usually confirmed by now; waiting a moment
+        # for it lets the follower skip its initial stream read (no event can predate it).
+        fresh = subscription.confirmed.wait(CONFIRM_WAIT_SECONDS)
+        try:
+            if captured is not None:
+                # One round trip: the record, and the message kombu built, pushed by the
+                # same script (toolhub/distributed/enqueue.py).
+                created = self.store.records.create_and_enqueue(cid, run_id, fields, *captured)
+            else:
+                created = self.store.records.create(cid, run_id, fields)
         except RedisError as exc:
             return _failure(prepared, "redis_unavailable", f"cannot reach Redis: {exc}")
         if not created:
             return _failure(
                 prepared, "call_id_in_use", f"call id {cid!r} belongs to a call still running"
             )
-        # The subscription is usually confirmed by now (it went out before the record was
-        # written); waiting a moment for it lets the follower skip its initial stream read.
-        fresh = subscription.confirmed.wait(CONFIRM_WAIT_SECONDS)
+        if captured is not None:
+            return fresh
         try:
-            self.app.send_task(
-                EXECUTE_TASK,
-                kwargs=message,
-                queue=queue,
-                ignore_result=True,
-                kwargsrepr=self._kwargsrepr(message),
-            )
+            self.app.send_task(EXECUTE_TASK, **options)
         except (OperationalError, KombuError, RedisError, OSError) as exc:
             result = _failure(prepared, "broker_unavailable", f"cannot enqueue the call: {exc}")
             try:

@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator
 from typing import Any, Protocol
 
 from toolhub.core import CallResult, Progress, ToolError
+from toolhub.logs import call_context
 from toolhub.session import Session, new_call_id
 
 from .calllog import CallLog, CallLogs, Event
@@ -64,7 +65,9 @@ class Calls:
             raise CallConflict(f"call {call_id} is still running")
         log = self.logs.open(call_id, session.session_id)
         self._owners[call_id] = session
-        task = asyncio.create_task(self._drain(session, name, arguments, log), name=call_id)
+        # The task copies the context it is created in: its log lines name the call.
+        with call_context(call_id, session.session_id, name):
+            task = asyncio.create_task(self._drain(session, name, arguments, log), name=call_id)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return log

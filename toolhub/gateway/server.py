@@ -12,6 +12,8 @@ from typing import Any
 import uvicorn
 from fastapi import FastAPI
 
+from toolhub.logs import configure_json, json_logs
+
 from .app import create_app
 from .settings import GatewaySettings
 
@@ -28,12 +30,18 @@ def build_app(settings: GatewaySettings, **overrides: Any) -> FastAPI:
 
 
 def serve(settings: GatewaySettings, host: str = "127.0.0.1", port: int = 8000) -> None:
+    # JSON logs: one root handler, and uvicorn's loggers (access log included) propagate to it
+    # instead of getting uvicorn's own text handlers.
+    json_mode = json_logs()
+    if json_mode:
+        configure_json()
     app = build_app(settings)
     uvicorn.run(
         app,
         host=host,
         port=port,
         log_level="info",
+        log_config=None if json_mode else uvicorn.config.LOGGING_CONFIG,
         timeout_graceful_shutdown=10,
         proxy_headers=False,
     )

@@ -43,6 +43,8 @@ class StackInfo:
     flower_user: str | None
     flower_password: str | None
     logs: Path
+    #: Each worker's ``/metrics`` (empty when turned off).
+    metrics_urls: tuple[str, ...] = ()
 
 
 def queue_plan(workers: int) -> list[list[str]]:
@@ -82,6 +84,7 @@ class LocalStack:
         workers: int = 2,
         port: int = 8000,
         flower_port: int | None = 5555,
+        metrics_port: int = 9100,
         workspace: Path | None = None,
         config: Path | None = None,
         report: Report | None = None,
@@ -91,6 +94,8 @@ class LocalStack:
         self.workers = workers
         self.port = port
         self.flower_port = flower_port
+        #: Worker N serves metrics on ``metrics_port + N - 1``; 0 turns them off.
+        self.metrics_port = metrics_port
         self.workspace = (workspace or Path.cwd()).resolve()
         self.config = config
         self.report = report or (lambda message: None)
@@ -122,11 +127,17 @@ class LocalStack:
         if self.config is not None:
             base["TOOLHUB_CONFIG"] = str(self.config)
         started: list[tuple[Child, Path]] = []
+        metrics_urls: list[str] = []
         for index, queues in enumerate(queue_plan(self.workers), 1):
             heartbeat = self.run_dir / f"worker-{index}.heartbeat"
+            metrics_port = self._metrics_port(index)
+            if metrics_port:
+                metrics_urls.append(f"http://{HOST}:{metrics_port}/metrics")
             env = {
                 **base,
                 "TOOLHUB_HEARTBEAT_FILE": str(heartbeat),
+                "TOOLHUB_METRICS_PORT": str(metrics_port),
+                "TOOLHUB_METRICS_HOST": HOST,
                 "TOOLHUB_SOFT_SHUTDOWN_SECONDS": os.environ.get(
                     "TOOLHUB_SOFT_SHUTDOWN_SECONDS", LOCAL_SOFT_SHUTDOWN_S
                 ),
@@ -149,8 +160,21 @@ class LocalStack:
             self.report("Flower is not installed (pip install flower): starting without it")
         elif self.flower_port is not None:
             flower_url, user, password = self._start_flower(url, deadline)
-        self.info = StackInfo(url, gateway_url, flower_url, user, password, self.run_dir)
+        self.info = StackInfo(
+            url, gateway_url, flower_url, user, password, self.run_dir, tuple(metrics_urls)
+        )
         return self.info
+
+    def _metrics_port(self, index: int) -> int:
+        """Worker ``index``'s metrics port, or 0. A port in use is reported and skipped (the
+        worker would log it and run without metrics anyway): metrics never block the stack."""
+        if not self.metrics_port:
+            return 0
+        port = self.metrics_port + index - 1
+        if not port_free(port):
+            self.report(f"metrics port {port} is in use: worker-{index} serves no metrics")
+            return 0
+        return port
 
     def _start_flower(self, redis_url: str, deadline: float) -> tuple[str, str, str]:
         credentials = os.environ.get("FLOWER_BASIC_AUTH") or f"toolhub:{secrets.token_urlsafe(12)}"
