@@ -47,13 +47,17 @@ class RedisTasks:
         self.tasks = RedisBackgroundTasks(self.store.client, app, settings, "")
         self.prefix = settings.prefix
 
-    def ping(self) -> None:
+    @classmethod
+    def connect(cls, redis_url: str) -> RedisTasks:
+        """The Redis task backend, or exit 1 with a clear message when Redis is unreachable."""
         from redis.exceptions import RedisError
 
+        backend = cls(redis_url)
         try:
-            self.store.client.ping()
+            backend.store.client.ping()
         except RedisError as exc:
             fail(f"cannot reach Redis: {exc}")
+        return backend
 
     def list(self, session: str | None) -> list[Any]:
         if session:
@@ -135,8 +139,7 @@ def list_tasks(
 ) -> None:
     """Every background task (of one session with --session)."""
     if redis:
-        backend = RedisTasks(redis)
-        backend.ping()
+        backend = RedisTasks.connect(redis)
         tasks = backend.list(session)
         if as_json:
             print_json([t.model_dump(mode="json", exclude={"output"}) for t in tasks])
@@ -188,8 +191,7 @@ def show(
 ) -> None:
     """One task: status, exit code, timings and the tail of its output."""
     if redis:
-        backend = RedisTasks(redis)
-        backend.ping()
+        backend = RedisTasks.connect(redis)
         snap = backend.tasks.snapshot(task_id)
         if snap is None:
             fail(f"no background task {task_id!r}")
@@ -231,8 +233,7 @@ def logs(
 ) -> None:
     """The task's whole output; with --follow, live until it ends."""
     if redis:
-        backend = RedisTasks(redis)
-        backend.ping()
+        backend = RedisTasks.connect(redis)
         backend.logs(task_id, follow)
         return
     path = _embedded_log(workspace, session, task_id)
@@ -259,8 +260,7 @@ def kill(
             "embedded background tasks can only be killed by the process that started them "
             "(the kill_task tool); set TOOLHUB_REDIS_URL for the tasks of a running stack"
         )
-    backend = RedisTasks(redis)
-    backend.ping()
+    backend = RedisTasks.connect(redis)
     outcome = backend.tasks.kill(task_id)
     if outcome == "not_found":
         fail(f"no background task {task_id!r}")
