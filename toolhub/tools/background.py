@@ -183,6 +183,12 @@ def _report(
     )
 
 
+def _max_wait_extra(self: Any, params: BaseModel | None) -> dict[str, Any]:
+    """The wait cap, for the descriptions of the tools that wait on tasks."""
+    p = params if isinstance(params, TaskParams) else TaskParams()
+    return {"max_wait_ms": p.max_wait_ms}
+
+
 class TaskOutput(Tool[TaskOutputArgs, TasksOutput]):
     id = "task_output"
     kind = ToolKind.BACKGROUND_TASK_ACTION
@@ -195,9 +201,7 @@ class TaskOutput(Tool[TaskOutputArgs, TasksOutput]):
     requires = NEEDS_BACKGROUND
     params_model = TaskParams
 
-    def template_extra(self, params: BaseModel | None) -> dict[str, Any]:
-        p = params if isinstance(params, TaskParams) else TaskParams()
-        return {"max_wait_ms": p.max_wait_ms}
+    template_extra = _max_wait_extra
 
     async def run(self, ctx: ToolContext, args: TaskOutputArgs) -> TasksOutput:
         tasks = ctx.container.require(BackgroundTasks)
@@ -223,9 +227,7 @@ class WaitTasks(Tool[WaitTasksArgs, TasksOutput]):
     requires = NEEDS_BACKGROUND
     params_model = TaskParams
 
-    def template_extra(self, params: BaseModel | None) -> dict[str, Any]:
-        p = params if isinstance(params, TaskParams) else TaskParams()
-        return {"max_wait_ms": p.max_wait_ms}
+    template_extra = _max_wait_extra
 
     async def run(self, ctx: ToolContext, args: WaitTasksArgs) -> TasksOutput:
         tasks = ctx.container.require(BackgroundTasks)
