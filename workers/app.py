@@ -23,6 +23,7 @@ from toolhub.distributed.settings import Settings
 from workers.heartbeat import beat
 
 from .control import ControlListener
+from .kombu_redis import install as install_kombu_guard
 from .leases import LeaseKeeper
 from .observe import install as install_observability
 from .runtime import WorkerRuntime
@@ -30,6 +31,7 @@ from .tasks import register_tasks
 
 logger = logging.getLogger("toolhub.worker")
 
+install_kombu_guard()  # survive a Redis restart (workers/kombu_redis.py)
 settings = Settings.from_env()
 app = make_celery(settings, main="workers")
 #: Task events are published in batches (workers/consumer.py).

@@ -86,6 +86,12 @@ class WorkerMetrics:
             "Calls of a dead worker (lease expired) that this worker's sweep re-enqueued.",
             registry=self.registry,
         )
+        self.unacked_removed = Counter(
+            "toolhub_worker_unacked_removed",
+            "Stale kombu unacked entries (deliveries whose ack never reached Redis: a killed "
+            "worker, a broker restart) that this worker's sweep removed.",
+            registry=self.registry,
+        )
         self.retries = Counter(
             "toolhub_worker_retries",
             "Calls this worker ran as attempt 2 or later (after a lost worker or a hand-back).",
