@@ -22,6 +22,7 @@ from toolhub.core import (
     ToolOutput,
     requirements,
 )
+from toolhub.errors import RedisUnavailable, ToolhubError
 from toolhub.session import Session
 from toolhub.toolset import ToolConfig, ToolSet, ToolSetBuilder, ToolSetConfig
 
@@ -37,6 +38,7 @@ __all__ = [
     "ErrorKind",
     "Params",
     "Progress",
+    "RedisUnavailable",
     "Reminder",
     "Session",
     "State",
@@ -49,6 +51,7 @@ __all__ = [
     "ToolSet",
     "ToolSetBuilder",
     "ToolSetConfig",
+    "ToolhubError",
     "__version__",
     "requirements",
 ]

@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 from toolhub.core import CallResult, Container, Progress, ToolError
 from toolhub.core.container import Key
 from toolhub.executors import Executor, LocalExecutor
+from toolhub.executors.deadline import bounded
 from toolhub.store.files import DebouncedWriter, StateFile
 from toolhub.toolset import ConfigSource, ExternalHandler, ExternalSpec, ToolSet, ToolSetBuilder
 
@@ -167,17 +168,25 @@ class Session:
         return self.toolset.definitions(format, include_external=include_external)
 
     async def call(
-        self, name: str, arguments: Any = None, *, call_id: str | None = None
+        self,
+        name: str,
+        arguments: Any = None,
+        *,
+        call_id: str | None = None,
+        timeout: float | None = None,
     ) -> CallResult:
-        result: CallResult | None = None
-        async for item in self.stream(name, arguments, call_id=call_id):
-            if isinstance(item, CallResult):
-                result = item
-        assert result is not None
-        return result
+        """Run one call and return its result. ``timeout``: seconds to wait at most; then the
+        call is cancelled and the result is a ``timeout`` error (distributed calls always have
+        a deadline, derived from their limits when none is given)."""
+        return await _last(self.stream(name, arguments, call_id=call_id, timeout=timeout))
 
     async def stream(
-        self, name: str, arguments: Any = None, *, call_id: str | None = None
+        self,
+        name: str,
+        arguments: Any = None,
+        *,
+        call_id: str | None = None,
+        timeout: float | None = None,
     ) -> AsyncIterator[Progress | CallResult]:
         """Progress items as they happen, then exactly one ``CallResult``."""
         call_id = call_id or new_call_id()
@@ -186,8 +195,46 @@ class Session:
         except ToolError as err:
             yield CallResult.failure(name, err, call_id=call_id)
             return
-        async for item in self.executor.stream(prepared):
+        items = self.executor.stream(prepared)
+        seconds = self._deadline(timeout, prepared.entry.workload)
+        if seconds is not None:
+            items = self._bounded(items, prepared.name, call_id, seconds)
+        async for item in items:
             yield item
+
+    async def record(self, call_id: str) -> dict[str, Any] | None:
+        """The record of a call by its id (status, attempts, result), or None when unknown;
+        distributed, any call of the fleet, made by any dispatcher (``RedisUnavailable`` when
+        Redis cannot be reached)."""
+        return await asyncio.to_thread(self.executor.record, call_id)
+
+    async def follow(
+        self, call_id: str, *, after_seq: int = 0, timeout: float | None = None
+    ) -> AsyncIterator[Progress | CallResult]:
+        """A call made earlier, by its id: distributed, its events after ``after_seq`` (every
+        one, replayed and then live) and its result, from any dispatcher, so a new one can
+        collect the calls of one that crashed; embedded, its result once it has one."""
+        items = self.executor.follow(call_id, after_seq)
+        seconds = self._deadline(timeout, None)
+        if seconds is not None:
+            items = self._bounded(items, "", call_id, seconds)
+        async for item in items:
+            yield item
+
+    def _deadline(self, timeout: float | None, workload: str | None) -> float | None:
+        return timeout if timeout is not None else self.executor.deadline_seconds(workload)
+
+    def _bounded(
+        self, items: AsyncIterator[Progress | CallResult], name: str, call_id: str, seconds: float
+    ) -> AsyncIterator[Progress | CallResult]:
+        return bounded(
+            items,
+            name=name,
+            call_id=call_id,
+            seconds=seconds,
+            cancel=self.executor.cancel,
+            record=self.executor.record,
+        )
 
     async def cancel(self, call_id: str) -> bool:
         return await self.executor.cancel(call_id)
@@ -202,32 +249,59 @@ class Session:
     # -- sync twins -----------------------------------------------------------------------------
 
     def call_sync(
-        self, name: str, arguments: Any = None, *, call_id: str | None = None
+        self,
+        name: str,
+        arguments: Any = None,
+        *,
+        call_id: str | None = None,
+        timeout: float | None = None,
     ) -> CallResult:
-        call_id = call_id or new_call_id()
-        try:
-            prepared = self.toolset.prepare(name, arguments, call_id)
-        except ToolError as err:
-            return CallResult.failure(name, err, call_id=call_id)
-        result = self.executor.call_sync(prepared)
-        if result is not None:
-            return result
-        drained: CallResult = self._run(self._drain(prepared))
-        return drained
+        if timeout is None:
+            call_id = call_id or new_call_id()
+            try:
+                prepared = self.toolset.prepare(name, arguments, call_id)
+            except ToolError as err:
+                return CallResult.failure(name, err, call_id=call_id)
+            result = self.executor.call_sync(prepared)
+            if result is not None:
+                return result
+            drained: CallResult = self._run(_last(self._stream_prepared(prepared)))
+            return drained
+        answered: CallResult = self._run(
+            self.call(name, arguments, call_id=call_id, timeout=timeout)
+        )
+        return answered
 
-    async def _drain(self, prepared: Any) -> CallResult:
-        result: CallResult | None = None
-        async for item in self.executor.stream(prepared):
-            if isinstance(item, CallResult):
-                result = item
-        assert result is not None
-        return result
+    async def _stream_prepared(self, prepared: Any) -> AsyncIterator[Progress | CallResult]:
+        items = self.executor.stream(prepared)
+        seconds = self.executor.deadline_seconds(prepared.entry.workload)
+        if seconds is not None:
+            items = self._bounded(items, prepared.name, prepared.ctx.call_id, seconds)
+        async for item in items:
+            yield item
 
     def stream_sync(
-        self, name: str, arguments: Any = None, *, call_id: str | None = None
+        self,
+        name: str,
+        arguments: Any = None,
+        *,
+        call_id: str | None = None,
+        timeout: float | None = None,
+    ) -> Iterator[Progress | CallResult]:
+        return self._iterate(self.stream(name, arguments, call_id=call_id, timeout=timeout))
+
+    def record_sync(self, call_id: str) -> dict[str, Any] | None:
+        return self.executor.record(call_id)
+
+    def follow_sync(
+        self, call_id: str, *, after_seq: int = 0, timeout: float | None = None
+    ) -> Iterator[Progress | CallResult]:
+        return self._iterate(self.follow(call_id, after_seq=after_seq, timeout=timeout))
+
+    def _iterate(
+        self, agen: AsyncIterator[Progress | CallResult]
     ) -> Iterator[Progress | CallResult]:
         loop = self._loop_thread()
-        agen = self.stream(name, arguments, call_id=call_id)
         while True:
             try:
                 item = loop.run(anext(agen))
@@ -304,6 +378,16 @@ class Session:
 
     async def __aexit__(self, *exc: object) -> None:
         self.close()
+
+
+async def _last(items: AsyncIterator[Progress | CallResult]) -> CallResult:
+    """The terminal of a stream (every executor ends one with exactly one ``CallResult``)."""
+    result: CallResult | None = None
+    async for item in items:
+        if isinstance(item, CallResult):
+            result = item
+    assert result is not None
+    return result
 
 
 def wire_tool_catalog(toolset: ToolSet) -> None:

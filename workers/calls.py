@@ -21,6 +21,7 @@ from redis.exceptions import RedisError
 
 from toolhub.core import CallResult, Progress, ToolError
 from toolhub.distributed.records import cancelled_result
+from toolhub.distributed.recovery import announce_rerun
 from toolhub.toolset import Prepared
 
 from .emitter import Emitter
@@ -36,6 +37,10 @@ def run_call(runtime: WorkerRuntime, message: dict[str, Any]) -> str:
     running = runtime.register(message["call_id"])
     try:
         claim = runtime.records.claim(message, runtime.name)
+        if claim.action == "lost_fail":
+            runtime.recovery.fail_lost(running.call_id, message)
+            logger.warning("call %s: its worker was lost; failed (policy: fail)", running.call_id)
+            return claim.action
         if claim.action != "run":
             metrics.dropped.labels(claim.action).inc()
             logger.info(
@@ -61,6 +66,8 @@ def run_call(runtime: WorkerRuntime, message: dict[str, Any]) -> str:
                     result = runtime.loop().run_until_complete(
                         _stream(session, ready, running, emitter)
                     )
+            if claim.lost:
+                result = announce_rerun(result, claim.attempt, int(message["max_attempts"]))
             settled = settle(runtime, running, emitter, result)
             attempt.outcome = outcome(running, settled, result)
             return settled

@@ -6,7 +6,8 @@ it must sit above the longest run (hours), and a redelivered message cannot tell
 worker from a slow one. A lease renewed every third of its length says exactly that: a call
 whose lease expired has no live worker, and any worker's sweep re-enqueues it as the next
 attempt (bounded by the call's attempt limit), while a redelivery of a call with a live lease
-is dropped as a duplicate.
+is dropped as a duplicate. The sweep itself (``sweeper.py``) also recovers messages a dead
+worker took off the queue before claiming them, and reaps lost commands' cgroups.
 """
 
 from __future__ import annotations
@@ -20,8 +21,10 @@ from redis.exceptions import RedisError
 
 from toolhub.logs import call_context
 
+from .kombu_redis import clean_unacked
 from .metrics import metrics
 from .runtime import LEASE_LOST, WorkerRuntime
+from .sweeper import reserved_unstarted, sweep
 
 logger = logging.getLogger("toolhub.worker.leases")
 
@@ -39,8 +42,9 @@ class LeaseKeeper(threading.Thread):
             try:
                 self.renew()
                 if time.monotonic() >= next_sweep:
-                    metrics.recovered.inc(self.runtime.requeue_expired())
+                    metrics.recovered.inc(sweep(self.runtime))
                     next_sweep = time.monotonic() + lease / 2 * random.uniform(0.5, 1.0)
+                    metrics.unacked_removed.inc(clean_unacked(self.runtime))
             except RedisError as exc:
                 logger.warning("lease keeper: Redis unreachable: %s", exc)
             except Exception:
@@ -58,6 +62,7 @@ class LeaseKeeper(threading.Thread):
                 running.token.cancel(LEASE_LOST)
             elif code == 2:
                 running.token.cancel("cancelled")
+        self.runtime.recovery.touch_reserved(reserved_unstarted(self.runtime))
 
     def stop(self) -> None:
         self.stop_event.set()

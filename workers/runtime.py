@@ -15,10 +15,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from celery import Celery
-from redis.exceptions import RedisError
 
+from toolhub.backends.limits import PidsCgroups
 from toolhub.core import CancelToken
 from toolhub.distributed.celery_app import EXECUTE_TASK
+from toolhub.distributed.enqueue import Enqueuer
+from toolhub.distributed.recovery import Recovery
 from toolhub.distributed.settings import Settings, queue_for
 from toolhub.store.redis import RedisStore
 
@@ -47,6 +49,10 @@ class WorkerRuntime:
         self.app = app
         self.store = RedisStore.from_settings(settings)
         self.records = self.store.records
+        self.recovery = Recovery(self.records)
+        self.enqueuer = Enqueuer(app)
+        #: Where this host's command cgroups live: the sweep reaps those of dead processes.
+        self.cgroups = PidsCgroups.detect()
         self.name = f"{socket.gethostname()}:{os.getpid()}"
         self.toolsets = ToolSets(self.store, app, worker_builder(settings))
         #: call id → its runs in this process: usually one, but a duplicate delivery of a call
@@ -109,30 +115,15 @@ class WorkerRuntime:
 
     def enqueue(self, message: dict[str, Any]) -> None:
         """(Re-)send a call's message: a new attempt after a lost worker, or a hand-back."""
-        task = message.get("task", EXECUTE_TASK)
-        queue = message.get("queue") or queue_for("fast")
+        task, queue, kwargsrepr = _routing(message)
         self.app.send_task(
-            task,
-            kwargs=message,
-            queue=queue,
-            ignore_result=True,
-            kwargsrepr=repr({"call_id": message["call_id"], "name": message.get("name")}),
+            task, kwargs=message, queue=queue, ignore_result=True, kwargsrepr=kwargsrepr
         )
 
-    def requeue_expired(self) -> int:
-        """Re-enqueue calls whose worker stopped renewing their lease; returns how many."""
-        count = 0
-        for call_id in self.records.expired():
-            message = self.records.requeue(call_id)
-            if message is None:
-                continue
-            logger.warning("call %s lost its worker; re-enqueued", call_id)
-            try:
-                self.enqueue(message)
-                count += 1
-            except RedisError as exc:
-                logger.warning("could not re-enqueue %s: %s", call_id, exc)
-        return count
+    def capture(self, message: dict[str, Any]) -> tuple[bytes, bytes] | None:
+        """The (queue key, payload) kombu would push for ``message``, without pushing it."""
+        task, queue, kwargsrepr = _routing(message)
+        return self.enqueuer.message(task, queue, message, kwargsrepr)
 
     def close(self) -> None:
         with self._lock:
@@ -148,3 +139,9 @@ class WorkerRuntime:
                 loop.close()
         self.toolsets.close()
         self.store.close()
+
+
+def _routing(message: dict[str, Any]) -> tuple[str, str, str]:
+    task = message.get("task", EXECUTE_TASK)
+    queue = message.get("queue") or queue_for("fast")
+    return task, queue, repr({"call_id": message["call_id"], "name": message.get("name")})

@@ -168,7 +168,10 @@ class Merge(Tool[MergeArgs, MergeOutput]):
 
 TOOLS: tuple[type[Tool[Any, Any]], ...] = (Noop, Ticks, Sleeper, Suicide, Merge)
 TOOL_IDS = [t.fq_id() for t in TOOLS]
-CONFIG = {"tools": [{"id": fq} for fq in TOOL_IDS]}
+#: The drills re-run what a lost worker ran (``on_worker_lost: rerun``); the default policy for
+#: tools that are not read-only, ``fail``, has tests of its own (``test_worker_loss.py``).
+CONFIG = {"tools": [{"id": fq, "on_worker_lost": "rerun"} for fq in TOOL_IDS]}
+DEFAULT_POLICY_CONFIG = {"tools": [{"id": fq} for fq in TOOL_IDS]}
 
 
 def register(builder: ToolSetBuilder) -> None:

@@ -58,7 +58,16 @@ def test_no_subscription_is_left_behind_and_records_expire(live, connect, store)
     wait_until(lambda: all(n == 0 for _, n in store.client.pubsub_numsub(*channels)), 5)
     for cid in ids:
         assert 0 < store.client.ttl(store.keys.call(cid)) <= store.settings.record_ttl_seconds
-        assert store.client.ttl(store.keys.events(cid)) > 0
+        # No progress, no stream: the record's result is the terminal event (retention).
+        assert not store.client.exists(store.keys.events(cid))
+        (terminal,) = store.read_events(cid)
+        assert terminal.terminal and terminal.seq == 1 and not terminal.item.is_error
+    # A call with progress keeps its stream, with the same TTL.
+    assert not session.call_sync("ticks", {"n": 2}, call_id="subs-ticks").is_error
+    assert (
+        0 < store.client.ttl(store.keys.events("subs-ticks")) <= store.settings.record_ttl_seconds
+    )
+    assert [e.seq for e in store.read_events("subs-ticks")] == [1, 2, 3]
 
 
 def test_a_reused_call_id_starts_a_fresh_record(live, connect, store):
@@ -210,8 +219,34 @@ def test_a_retried_dispatch_queues_its_message_once(live, store):
     fields = {"session_id": "s", "name": "noop"}
     key = b"bench.retried"
     store.client.delete(key)
-    assert store.records.create_and_enqueue("retried", "run-1", fields, key, b"m1")
-    assert store.records.create_and_enqueue("retried", "run-1", fields, key, b"m1")
-    assert not store.records.create_and_enqueue("retried", "run-2", fields, key, b"m2")
+    store.client.set(store.keys.config("h"), "{}")
+    create = store.records.create_and_enqueue
+    assert create("retried", "run-1", fields, key, b"m1", config_hash="h") == 1
+    assert create("retried", "run-1", fields, key, b"m1", config_hash="h") == 1
+    assert create("retried", "run-2", fields, key, b"m2", config_hash="h") == 0
     assert store.client.lrange(key, 0, -1) == [b"m1"]
-    store.client.delete(key, store.keys.call("retried"))
+    store.client.delete(key, store.keys.call("retried"), store.keys.config("h"))
+
+
+def test_an_expired_session_config_is_stored_again_on_the_next_call(live, connect, store):
+    """Session keys expire when unused (refreshed by every call); a session that outlived its
+    config's TTL stores it again instead of sending calls no worker can build."""
+    session = connect()
+    config_key = store.keys.config(session.executor.config_hash)
+    assert 0 < store.client.ttl(config_key) <= session.executor.settings.session_ttl_seconds
+    assert store.client.ttl(store.keys.session(session.session_id)) > 0
+    store.client.delete(config_key)
+    assert create_rejects_expired(store, session.session_id, session.executor.config_hash)
+    result = session.call_sync("noop", {})
+    assert not result.is_error, result.prompt_text
+    assert store.client.ttl(config_key) > 0
+
+
+def create_rejects_expired(store, sid: str, config_hash: str) -> bool:
+    fields = {"session_id": sid, "name": "noop"}
+    code = store.records.create_and_enqueue(
+        "expired-probe", "run", fields, b"bench.expired", b"m", config_hash=config_hash
+    )
+    queued = store.client.llen(b"bench.expired")
+    store.client.delete(b"bench.expired", store.keys.call("expired-probe"))
+    return code == 2 and queued == 0

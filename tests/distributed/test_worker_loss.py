@@ -41,6 +41,11 @@ def test_sigkill_mid_call_completes_once_on_another_worker(live, connect, store,
     result = seen[-1]
     assert isinstance(result, CallResult) and not result.is_error, result.prompt_text
     assert result.output.value["worker_pid"] != killed_pid
+    # The re-run is announced first thing in what the model reads.
+    assert result.prompt_text.startswith(
+        "[toolhub] The worker running this call was lost; the call ran again from the start "
+        "(attempt 2 of 3)."
+    )
     # The consumer saw every event once, in order: attempt 1's ticks, the retry marker,
     # attempt 2's ticks, one terminal.
     assert_contiguous(events)

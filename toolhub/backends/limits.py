@@ -86,7 +86,7 @@ class PidsCgroups:
         """A fresh cgroup capped at ``max_pids`` tasks, or None when that fails."""
         if self.base is None:
             return None
-        path = self.base / f"toolhub-{os.getpid()}-{next(self._counter)}"
+        path = self.base / f"{_owner_tag(os.getpid())}-{next(self._counter)}"
         try:
             path.mkdir()
             (path / "pids.max").write_text(str(max_pids))
@@ -95,6 +95,25 @@ class PidsCgroups:
                 path.rmdir()
             return None
         return path
+
+    def reap_stale(self) -> int:
+        """Kill and remove the command cgroups whose creating process is gone (a worker or
+        holder that died with commands running): no process of a lost attempt outlives it.
+        Returns how many cgroups still had processes in them."""
+        if self.base is None:
+            return 0
+        reaped = 0
+        try:
+            children = list(self.base.glob("toolhub-*"))
+        except OSError:
+            return 0
+        for path in children:
+            if _owner_alive(path.name):
+                continue
+            if _members(path):
+                reaped += 1
+            self.remove(path, timeout_s=1.0)
+        return reaped
 
     @staticmethod
     def join_prelude(path: Path) -> str:
@@ -141,6 +160,32 @@ def _members(path: Path) -> list[int]:
     except OSError:
         return []
     return [int(line) for line in text.split() if line.isdigit()]
+
+
+def _start_time(pid: int) -> str | None:
+    """The process's start time in clock ticks since boot (``/proc/<pid>/stat`` field 22):
+    with the pid it names one process for its whole life, even after the pid is reused.
+    None for a process that is gone (a zombie counts as gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return None if fields[0] in {"Z", "X"} else fields[19]
+
+
+def _owner_tag(pid: int) -> str:
+    return f"toolhub-{pid}-{_start_time(pid) or 0}"
+
+
+def _owner_alive(name: str) -> bool:
+    """Whether the process that created cgroup ``name`` (``toolhub-<pid>-<start>-<n>``) runs."""
+    parts = name.split("-")
+    if len(parts) < 3 or not parts[1].isdigit():
+        return True  # not ours to judge
+    started = _start_time(int(parts[1]))
+    if len(parts) == 3:  # the older name, without the start time
+        return started is not None
+    return started == parts[2]
 
 
 def _find_pids_base() -> Path | None:

@@ -6,6 +6,10 @@ the process (a pidfd where the kernel has them, so nothing polls), streams every
 caller's callback the moment it arrives, keeps a bounded head and tail in memory and writes the
 full output to a log file.
 
+A command never outlives the process that started it: its shell gets a parent-death signal
+(``setpriv --pdeathsig``) and then kills the command's group and cgroup, so a SIGKILLed worker
+leaves no command of a lost attempt running beside its re-run.
+
 Stopping never waits on the command: ``kill`` sends SIGTERM to the whole group (and its cgroup)
 at once and SIGKILL after a grace period, from any thread. A command that exits while processes
 it started still hold its output pipe does not hang the call: after a short drain those
@@ -18,6 +22,7 @@ import contextlib
 import fcntl
 import os
 import select
+import shlex
 import shutil
 import signal
 import subprocess
@@ -254,6 +259,7 @@ class ProcessRunner:
         self.log_limit_bytes = log_limit_bytes
         self.cgroups = cgroups if cgroups is not None else PidsCgroups.detect()
         self._shell = shutil.which("bash") or "/bin/sh"
+        self._guard = _parent_death_guard()
         self._env = {
             **os.environ,
             "PYTHONUNBUFFERED": "1",
@@ -282,15 +288,13 @@ class ProcessRunner:
         prelude = [PidsCgroups.join_prelude(cgroup)] if cgroup is not None else []
         if ulimits := limits.ulimit_prelude():
             prelude.append(ulimits)
-        script = "; ".join(
-            [*prelude, '__toolhub_cmd=$1; set --; eval "unset __toolhub_cmd; $__toolhub_cmd"']
-        )
+        script = "; ".join([*prelude, _death_trap(cgroup), _RUN_COMMAND])
         capture = OutputCapture(
             keep_bytes, self.log_dir / f"{_safe_name(log_name)}.log", self.log_limit_bytes
         )
         try:
             proc = subprocess.Popen(
-                [self._shell, "-c", script, "bash", command],
+                [*self._guard, self._shell, "-c", script, "bash", command],
                 cwd=cwd or self.root,
                 env=self._env,
                 stdin=subprocess.DEVNULL,
@@ -334,6 +338,39 @@ class ProcessRunner:
         result = running.wait()
         assert result is not None
         return result
+
+
+#: The command runs as a job of its shell, which waits for it; ``wait`` is interruptible, so the
+#: shell's trap on the parent-death signal runs at once (a foreground child would defer it).
+#: INT and QUIT are reset because bash ignores them in jobs when job control is off. The shell
+#: outlives a TERM (a handler, not an ignore, so the command keeps the default) until its
+#: command has ended, and exits with the command's status: what the command does with TERM
+#: decides the outcome, as it would without the wrapping shell.
+_RUN_COMMAND = (
+    "trap : TERM; __toolhub_cmd=$1; set --; "
+    '( trap - INT QUIT TERM; eval "unset __toolhub_cmd; $__toolhub_cmd" ) & '
+    "wait $!; s=$?; while kill -0 $! 2>/dev/null; do wait $!; s=$?; done; exit $s"
+)
+PARENT_DEATH_SIGNAL = "HUP"
+
+
+def _parent_death_guard() -> list[str]:
+    """``setpriv --pdeathsig HUP`` (util-linux): the kernel sends the command's shell SIGHUP
+    the moment the process that started it dies (a SIGKILLed worker included), and the shell's
+    trap kills the whole command. Set by exec, not by a ``preexec_fn`` (which can deadlock in
+    a threaded worker). Without setpriv the sweep's cgroup reaping is the only backstop."""
+    setpriv = shutil.which("setpriv")
+    return [setpriv, "--pdeathsig", PARENT_DEATH_SIGNAL] if setpriv else []
+
+
+def _death_trap(cgroup: Path | None) -> str:
+    """Shell that, on the parent-death signal, SIGKILLs the command's process group and every
+    process in its cgroup (those that left the group), the shell itself last."""
+    members = ""
+    if cgroup is not None:
+        procs = shlex.quote(str(cgroup / "cgroup.procs"))
+        members = f"for p in $(< {procs}); do [ $p = $$ ] || kill -KILL $p; done 2>/dev/null; "
+    return f"trap '{members}kill -KILL 0' {PARENT_DEATH_SIGNAL}"
 
 
 def _pidfd(pid: int) -> int | None:

@@ -38,6 +38,13 @@ class Keys:
         """Sorted set call id → lease expiry: what the sweeper scans for dead workers."""
         return f"{self.prefix}leases"
 
+    @property
+    def pending(self) -> str:
+        """Sorted set call id → claim deadline of queued calls: what the sweeper scans for
+        messages a dead worker took off the queue before claiming them. The scripts derive it
+        from ``leases`` (``scripts.py``), so its name must stay ``leases + ':pending'``."""
+        return f"{self.leases}:pending"
+
     def questions(self, sid: str) -> str:
         """Hash call id → open ``ask_user`` questions of one session."""
         return f"{self.prefix}session:{sid}:questions"

@@ -43,6 +43,8 @@ class Claim:
     action: str
     attempt: int
     state: dict[bytes, bytes] | None = None
+    #: Attempts lost before this one: when > 0, this run repeats work that may have happened.
+    lost: int = 0
 
 
 class CallRecords:
@@ -52,7 +54,7 @@ class CallRecords:
         self.keys = Keys(settings.prefix)
         self.scripts = Scripts(client)
 
-    def _call_keys(self, cid: str, sid: str = "") -> list[str]:
+    def call_keys(self, cid: str, sid: str = "") -> list[str]:
         k = self.keys
         return [k.call(cid), k.events(cid), k.channel(cid), k.leases, k.state(sid)]
 
@@ -61,34 +63,62 @@ class CallRecords:
     def create(self, cid: str, run_id: str, fields: dict[str, Any]) -> bool:
         """Write a fresh ``queued`` record. False when the id is in use by a live call; a
         finished record under the same id is replaced (clients reuse ids like ``c1``)."""
-        flat: list[Any] = []
-        for name, value in fields.items():
-            flat += [name, value]
+        k = self.keys
         created = self.scripts.create(
-            keys=[self.keys.call(cid), self.keys.events(cid)],
-            args=[run_id, self.settings.active_ttl_seconds, *flat],
+            keys=[k.call(cid), k.events(cid), k.pending],
+            args=[
+                run_id,
+                self.settings.active_ttl_seconds,
+                self.settings.claim_deadline_seconds,
+                cid,
+                *_flat(fields),
+            ],
         )
         return bool(created)
 
     def create_and_enqueue(
-        self, cid: str, run_id: str, fields: dict[str, Any], queue_key: bytes, message: bytes
-    ) -> bool:
+        self,
+        cid: str,
+        run_id: str,
+        fields: dict[str, Any],
+        queue_key: bytes,
+        message: bytes,
+        *,
+        config_hash: str,
+    ) -> int:
         """``create`` and, if it succeeded, push the prepared broker message onto its queue,
-        in one script (one round trip)."""
-        flat: list[Any] = []
-        for name, value in fields.items():
-            flat += [name, value]
-        created = self.scripts.create_and_enqueue(
-            keys=[self.keys.call(cid), self.keys.events(cid), queue_key],
-            args=[run_id, self.settings.active_ttl_seconds, message, *flat],
+        in one script (one round trip), refreshing the session's TTLs. 1: created and queued;
+        0: the id belongs to a live call; 2: the session's config expired (store it again)."""
+        k, sid = self.keys, str(fields["session_id"])
+        return int(
+            self.scripts.create_and_enqueue(
+                keys=[
+                    k.call(cid),
+                    k.events(cid),
+                    queue_key,
+                    k.pending,
+                    k.session(sid),
+                    k.config(config_hash),
+                    k.state(sid),
+                    k.session_tasks(sid),
+                ],
+                args=[
+                    run_id,
+                    self.settings.active_ttl_seconds,
+                    message,
+                    self.settings.claim_deadline_seconds,
+                    cid,
+                    self.settings.session_ttl_seconds,
+                    *_flat(fields),
+                ],
+            )
         )
-        return bool(created)
 
     def mark_failed_dispatch(self, cid: str, sid: str, result: CallResult) -> None:
         """A call whose message never reached the broker: failed, with its terminal event, so
         nobody following it waits forever."""
         self.scripts.undispatched(
-            keys=self._call_keys(cid, sid),
+            keys=self.call_keys(cid, sid),
             args=[
                 cid,
                 encode_item(result, 0),
@@ -108,7 +138,7 @@ class CallRecords:
         result = cancelled_result(name.decode(), cid, tool.decode() if tool else None, reason)
         message = pack({"op": "cancel", "call_id": cid, "reason": reason})
         outcome = self.scripts.cancel(
-            keys=[*self._call_keys(cid, (sid or b"").decode()), self.keys.control],
+            keys=[*self.call_keys(cid, (sid or b"").decode()), self.keys.control],
             args=[
                 cid,
                 encode_item(result, 0),
@@ -127,7 +157,7 @@ class CallRecords:
         lost = lost_result(name, cid, tool, int(message.get("max_attempts", 0)))
         cancelled = cancelled_result(name, cid, tool, "cancelled")
         reply = self.scripts.claim(
-            keys=self._call_keys(cid, message["session_id"]),
+            keys=self.call_keys(cid, message["session_id"]),
             args=[
                 cid,
                 message["run_id"],
@@ -140,11 +170,11 @@ class CallRecords:
                 pack(cancelled.to_dict()),
             ],
         )
-        state = None
         if len(reply) > 2:
             flat = reply[2]
             state = dict(zip(flat[::2], flat[1::2], strict=True))
-        return Claim(reply[0].decode(), int(reply[1]), state)
+            return Claim(reply[0].decode(), int(reply[1]), state, int(reply[3]))
+        return Claim(reply[0].decode(), int(reply[1]))
 
     def emit(self, cid: str, attempt: int, payloads: list[bytes]) -> int:
         """Append and publish; -1 when this attempt no longer owns the call (fenced off)."""
@@ -159,7 +189,7 @@ class CallRecords:
         status = status_of(result)
         return int(
             self.scripts.finish(
-                keys=self._call_keys(cid, sid),
+                keys=self.call_keys(cid, sid),
                 args=[
                     cid,
                     attempt,
@@ -193,25 +223,18 @@ class CallRecords:
         )
         return unpack(raw) if raw else None
 
-    def expired(self, limit: int = 100) -> list[str]:
-        now = replies.time(self.client)
-        return [
-            i.decode() for i in replies.zrangebyscore(self.client, self.keys.leases, now, limit)
-        ]
-
-    def requeue(self, cid: str) -> dict[str, Any] | None:
-        """The message to re-enqueue for a call whose lease expired, or None (not expired, or
-        finished). The lease index entry is pushed forward so one sweep enqueues it once."""
-        raw = self.scripts.requeue(
-            keys=[self.keys.call(cid), self.keys.leases], args=[cid, self.settings.lease_seconds]
-        )
-        return unpack(raw) if raw else None
-
 
 def cancelled_result(name: str, cid: str, tool: str | None, reason: str) -> CallResult:
     return CallResult.failure(
         name, ToolError.cancelled(f"The call was cancelled ({reason})."), tool_id=tool, call_id=cid
     )
+
+
+def _flat(fields: dict[str, Any]) -> list[Any]:
+    flat: list[Any] = []
+    for name, value in fields.items():
+        flat += [name, value]
+    return flat
 
 
 def lost_result(name: str, cid: str, tool: str | None, attempts: int) -> CallResult:
@@ -234,15 +257,15 @@ def decode_record(raw: dict[bytes, bytes]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in raw.items():
         name = key.decode()
-        if name == "message":
+        if name in {"message", "payload", "qkey"}:
             continue
         if name == "result":
             out[name] = unpack(value)
         elif name == "attempts":
             out[name] = [_attempt(a) for a in json.loads(value)]
-        elif name in {"seq", "attempt", "lost", "max_attempts"}:
+        elif name in {"seq", "attempt", "lost", "max_attempts", "requeued"}:
             out[name] = int(value)
-        elif name.endswith("_at") or name == "lease_until":
+        elif name.endswith("_at") or name in {"lease_until", "claim_by"}:
             out[name] = float(value)
         elif name in {"cancel_requested", "handoff"}:
             out[name] = value == b"1"

@@ -2,6 +2,10 @@
 so it is atomic against every other dispatcher and worker: no read-modify-write races, and the
 event that announces a transition is appended in the same step as the transition itself.
 
+The index of queued calls' claim deadlines is ``<leases>:pending`` (``Keys.pending``), and a
+queued call's pushed message sits in ``<call>:payload``; the scripts reach both by those names. toolhub runs on one Redis (as kombu
+does), so keys a script derives need no cluster slot.
+
 Fencing: every write by a worker names the attempt it runs; a write from an attempt that is no
 longer current (its lease expired and another worker took over) is refused, so a zombie worker
 can never publish into a call it lost.
@@ -42,39 +46,70 @@ local function close_attempt(call, outcome, t)
 end
 local function finalize(call, events, channel, leases, state, cid, status, payload, result, ttl, t)
   local version = redis.call('HGET', state, '__v') or '0'
-  local seq = emit(call, events, channel, payload, version)
+  local seq
+  if redis.call('EXISTS', events) == 1 then
+    seq = emit(call, events, channel, payload, version)
+  else
+    -- No progress: no stream. The record's result is the terminal event (``state_v``, ``seq``),
+    -- which spares a finished call the ~4.7 KB a one-entry stream costs.
+    seq = redis.call('HINCRBY', call, 'seq', 1)
+    redis.call('PUBLISH', channel, seq .. '|' .. version .. '|' .. payload)
+  end
   redis.call('HSET', call, 'status', status, 'finished_at', fmt(t), 'result', result,
-             'lease_until', '0')
+             'state_v', version)
+  redis.call('HDEL', call, 'message', 'qkey', 'claim_by', 'lease_until', 'handoff')
+  redis.call('DEL', call .. ':payload')
   redis.call('ZREM', leases, cid)
+  redis.call('ZREM', leases .. ':pending', cid)
   redis.call('EXPIRE', call, ttl)
   redis.call('EXPIRE', events, ttl)
   return seq
 end
 """
 
-# KEYS: call, events   ARGV: run_id, active_ttl, field, value, ...
+# KEYS: call, events, pending   ARGV: run_id, active_ttl, claim_seconds, cid, field, value, ...
+# A queued record carries a claim deadline (``claim_by``, indexed in ``pending``): a message
+# taken off the queue by a worker that died before its claim is found by the sweep
+# (``SWEEP_UNCLAIMED``) instead of waiting for kombu's hours-long visibility timeout.
 CREATE = r"""
 local st = redis.call('HGET', KEYS[1], 'status')
 if st == 'queued' or st == 'running' then return 0 end
 redis.call('DEL', KEYS[1], KEYS[2])
+local by = now() + tonumber(ARGV[3])
 redis.call('HSET', KEYS[1], 'status', 'queued', 'run_id', ARGV[1], 'seq', 0, 'attempt', 0,
-           'lost', 0, 'created_at', fmt(now()), unpack(ARGV, 3))
+           'lost', 0, 'created_at', fmt(now()), 'claim_by', fmt(by), unpack(ARGV, 5))
 redis.call('EXPIRE', KEYS[1], ARGV[2])
+redis.call('ZADD', KEYS[3], by, ARGV[4])
 return 1
 """
 
-# KEYS: call, events, queue   ARGV: run_id, active_ttl, message, field, value, ...
+# KEYS: call, events, queue, pending, session, config, state, tasks
+# ARGV: run_id, active_ttl, message, claim_seconds, cid, session_ttl, field, value, ...
 # CREATE, then LPUSH the Celery message kombu built (``enqueue.py``) onto its queue: one round
 # trip, and the message is queued if and only if the record was created. Idempotent for a
-# retried dispatch (same run_id): the first run already queued the message.
+# retried dispatch (same run_id): the first run already queued the message. The pushed bytes
+# are kept beside the record (``call:{cid}:payload``, and ``qkey`` on it) until the claim, so
+# the sweep can tell a call still waiting in its queue (LPOS) from one a dead worker took. A
+# key of their own: in the record, a value that large would move the whole hash to Redis's
+# larger encoding for good. The session's keys get their
+# TTL refreshed here, by use, at no extra round trip; 2 means the session's config expired.
 CREATE_AND_ENQUEUE = r"""
 local st, run = unpack(redis.call('HMGET', KEYS[1], 'status', 'run_id'))
 if st == 'queued' and run == ARGV[1] then return 1 end
 if st == 'queued' or st == 'running' then return 0 end
+if redis.call('EXPIRE', KEYS[6], ARGV[6]) == 0 then return 2 end
+redis.call('EXPIRE', KEYS[5], ARGV[6])
+redis.call('EXPIRE', KEYS[7], ARGV[6])
+redis.call('EXPIRE', KEYS[8], ARGV[6])
 redis.call('DEL', KEYS[1], KEYS[2])
+local t = now()
+local by = t + tonumber(ARGV[4])
 redis.call('HSET', KEYS[1], 'status', 'queued', 'run_id', ARGV[1], 'seq', 0, 'attempt', 0,
-           'lost', 0, 'created_at', fmt(now()), unpack(ARGV, 4))
+           'lost', 0, 'created_at', fmt(t), 'claim_by', fmt(by), 'qkey', KEYS[3],
+           unpack(ARGV, 7))
 redis.call('EXPIRE', KEYS[1], ARGV[2])
+redis.call('SET', KEYS[1] .. ':payload', ARGV[3], 'EX', ARGV[2])
+redis.call('ZADD', KEYS[4], by, ARGV[5])
 redis.call('LPUSH', KEYS[3], ARGV[3])
 return 1
 """
@@ -82,12 +117,15 @@ return 1
 # KEYS: call, events, channel, leases, state
 # ARGV: cid, run_id, worker, lease_seconds, ttl, lost_payload, lost_result,
 #       cancelled_payload, cancelled_result
-# Returns {action, attempt} and, for 'run', the session state (saves the worker a round trip).
+# Returns {action, attempt} and, for 'run', the session state (saves the worker a round trip)
+# and how many attempts were lost before this one. A call whose policy on worker loss is
+# ``fail`` (``on_lost``) is never re-run here: 'lost_fail' tells the worker to fail it
+# (``FAIL_LOST``), a cold path that keeps the failure text off every claim.
 CLAIM = r"""
 local call, events, channel, leases, state = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local cid = ARGV[1]
 local r = redis.call('HMGET', call, 'status', 'run_id', 'attempt', 'lease_until',
-                     'cancel_requested', 'handoff', 'max_attempts')
+                     'cancel_requested', 'handoff', 'max_attempts', 'on_lost', 'lost')
 if not r[1] then return {'gone', 0} end
 if r[2] ~= ARGV[2] then return {'stale', 0} end
 local status = r[1]
@@ -98,6 +136,8 @@ if status == 'running' and tonumber(r[4]) > t then return {'duplicate', attempt}
 if status == 'running' then
   if r[6] == '1' then
     close_attempt(call, 'handed_back', t)
+  elseif r[8] == 'fail' and r[5] ~= '1' then
+    return {'lost_fail', attempt}
   else
     close_attempt(call, 'worker_lost', t)
     local lost = redis.call('HINCRBY', call, 'lost', 1)
@@ -121,7 +161,11 @@ local list = raw and cjson.decode(raw) or {}
 list[#list + 1] = {attempt = attempt, worker = ARGV[3], started_at = fmt(t)}
 redis.call('HSET', call, 'attempts', cjson.encode(list))
 redis.call('ZADD', leases, lease_until, cid)
-return {'run', attempt, redis.call('HGETALL', state)}
+redis.call('ZREM', leases .. ':pending', cid)
+redis.call('HDEL', call, 'qkey', 'claim_by')
+redis.call('DEL', call .. ':payload')
+local lost = tonumber(redis.call('HGET', call, 'lost')) or 0
+return {'run', attempt, redis.call('HGETALL', state), lost}
 """
 
 # KEYS: call, events, channel   ARGV: attempt, payload, ...
@@ -197,8 +241,11 @@ return r[3]
 """
 
 # KEYS: call, leases   ARGV: cid, grace_seconds
+# Returns {message, 'rerun'|'fail'} for a call whose lease expired ('fail': its policy on
+# worker loss says not to run it again; the sweeper then calls FAIL_LOST).
 REQUEUE = r"""
-local r = redis.call('HMGET', KEYS[1], 'status', 'lease_until', 'message')
+local r = redis.call('HMGET', KEYS[1], 'status', 'lease_until', 'message', 'on_lost',
+                     'handoff', 'cancel_requested')
 if r[1] ~= 'running' then
   redis.call('ZREM', KEYS[2], ARGV[1])
   return false
@@ -209,7 +256,83 @@ if tonumber(r[2]) > t then
   return false
 end
 redis.call('ZADD', KEYS[2], t + tonumber(ARGV[2]), ARGV[1])
-return r[3]
+local fail = r[4] == 'fail' and r[5] ~= '1' and r[6] ~= '1'
+return {r[3], fail and 'fail' or 'rerun'}
+"""
+
+# KEYS: call, events, channel, leases, state   ARGV: cid, payload, result, ttl
+# A running call whose worker is gone and whose policy is not to re-run it: the lost attempt
+# is closed and the call fails with ``worker_lost`` (the command may have partly run).
+FAIL_LOST = r"""
+local r = redis.call('HMGET', KEYS[1], 'status', 'lease_until')
+if r[1] ~= 'running' then return 0 end
+local t = now()
+if tonumber(r[2]) > t then return 0 end
+close_attempt(KEYS[1], 'worker_lost', t)
+redis.call('HINCRBY', KEYS[1], 'lost', 1)
+return finalize(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], ARGV[1], 'failed', ARGV[2],
+                ARGV[3], ARGV[4], t)
+"""
+
+# KEYS: call, pending   ARGV: cid, claim_seconds
+# A queued call past its claim deadline: 'waiting' (its message is still in the queue: push
+# the deadline on), 'taken' (a worker took the message and died before claiming it, or kombu
+# lost it between its read and its unacked bookkeeping) with the stored message and how often
+# that happened already, or 'gone' (no longer queued). The deadline moves on in every case, so
+# concurrent sweeps act on a call once.
+SWEEP_UNCLAIMED = r"""
+local status, claim_by, qkey, message, requeued = unpack(redis.call('HMGET', KEYS[1], 'status',
+    'claim_by', 'qkey', 'message', 'requeued'))
+if status ~= 'queued' then
+  redis.call('ZREM', KEYS[2], ARGV[1])
+  return {'gone'}
+end
+local t = now()
+if tonumber(claim_by or '0') > t then
+  redis.call('ZADD', KEYS[2], claim_by, ARGV[1])
+  return {'early'}
+end
+local by = t + tonumber(ARGV[2])
+redis.call('HSET', KEYS[1], 'claim_by', fmt(by))
+redis.call('ZADD', KEYS[2], by, ARGV[1])
+local payload = redis.call('GET', KEYS[1] .. ':payload')
+if payload and qkey and redis.call('LPOS', qkey, payload) then return {'waiting'} end
+return {'taken', message or '', tonumber(requeued) or 0}
+"""
+
+# KEYS: call, queue, pending   ARGV: cid, run_id, payload, claim_seconds
+# Push a fresh message for a taken-but-unclaimed call (same run id, so exactly one of the
+# messages can ever claim it) and count it.
+REENQUEUE = r"""
+local r = redis.call('HMGET', KEYS[1], 'status', 'run_id')
+if r[1] ~= 'queued' or r[2] ~= ARGV[2] then return 0 end
+local by = now() + tonumber(ARGV[4])
+redis.call('HSET', KEYS[1], 'qkey', KEYS[2], 'claim_by', fmt(by))
+redis.call('SET', KEYS[1] .. ':payload', ARGV[3], 'EX', math.max(redis.call('TTL', KEYS[1]), 1))
+redis.call('HINCRBY', KEYS[1], 'requeued', 1)
+redis.call('ZADD', KEYS[3], by, ARGV[1])
+redis.call('LPUSH', KEYS[2], ARGV[3])
+return 1
+"""
+
+# KEYS: call, events, channel, leases, state   ARGV: cid, payload, result, ttl
+# A queued call that keeps being taken by workers that die before claiming it: failed.
+FAIL_UNCLAIMED = r"""
+if redis.call('HGET', KEYS[1], 'status') ~= 'queued' then return 0 end
+return finalize(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], ARGV[1], 'failed', ARGV[2],
+                ARGV[3], ARGV[4], now())
+"""
+
+# KEYS: call, pending   ARGV: cid, run_id, claim_seconds
+# A live worker holds this call's message but has not started it yet (prefetched while its
+# threads are busy): move the claim deadline on so the sweep leaves it alone.
+TOUCH_RESERVED = r"""
+local r = redis.call('HMGET', KEYS[1], 'status', 'run_id')
+if r[1] ~= 'queued' or r[2] ~= ARGV[2] then return 0 end
+local by = now() + tonumber(ARGV[3])
+redis.call('HSET', KEYS[1], 'claim_by', fmt(by))
+redis.call('ZADD', KEYS[2], by, ARGV[1])
+return 1
 """
 
 
@@ -227,3 +350,8 @@ class Scripts:
         self.handoff: Script = client.register_script(_PRELUDE + HANDOFF)
         self.undispatched: Script = client.register_script(_PRELUDE + UNDISPATCHED)
         self.requeue: Script = client.register_script(_PRELUDE + REQUEUE)
+        self.fail_lost: Script = client.register_script(_PRELUDE + FAIL_LOST)
+        self.sweep_unclaimed: Script = client.register_script(_PRELUDE + SWEEP_UNCLAIMED)
+        self.reenqueue: Script = client.register_script(_PRELUDE + REENQUEUE)
+        self.fail_unclaimed: Script = client.register_script(_PRELUDE + FAIL_UNCLAIMED)
+        self.touch_reserved: Script = client.register_script(_PRELUDE + TOUCH_RESERVED)

@@ -55,6 +55,13 @@ class Settings:
     lease_seconds: float = 15.0
     #: How many times a call may lose its worker before it fails with ``worker_lost``.
     max_attempts: int = 3
+    #: How long a queued call's message may be out of its queue without being claimed (a worker
+    #: took it and died) before a sweep re-enqueues it; 0 means the lease.
+    claim_seconds: float = 0.0
+    #: How long a caller lets a call wait in its queue, as part of its overall deadline.
+    max_queue_seconds: float = 600.0
+    #: TTL of a session's config, state and task index, refreshed by every call it makes.
+    session_ttl_seconds: int = 7 * 24 * 3600
     max_foreground_seconds: float = 600.0
     max_background_seconds: float = 4 * 3600.0
     #: Warm-shutdown window: calls still running after it are handed back to the queue.
@@ -81,6 +88,9 @@ class Settings:
             prefix=os.environ.get("TOOLHUB_PREFIX", "toolhub:"),
             lease_seconds=_float("TOOLHUB_LEASE_SECONDS", 15.0),
             max_attempts=_int("TOOLHUB_MAX_ATTEMPTS", 3),
+            claim_seconds=_float("TOOLHUB_CLAIM_SECONDS", 0.0),
+            max_queue_seconds=_float("TOOLHUB_MAX_QUEUE_SECONDS", 600.0),
+            session_ttl_seconds=_int("TOOLHUB_SESSION_TTL_SECONDS", 7 * 24 * 3600),
             max_foreground_seconds=_float("TOOLHUB_MAX_FOREGROUND_SECONDS", 600.0),
             max_background_seconds=_float("TOOLHUB_MAX_BACKGROUND_SECONDS", 4 * 3600.0),
             soft_shutdown_seconds=_float("TOOLHUB_SOFT_SHUTDOWN_SECONDS", 60.0),
@@ -100,6 +110,19 @@ class Settings:
         if override:
             return int(override)
         return int(max(self.max_foreground_seconds, self.max_background_seconds) + 300)
+
+    @property
+    def claim_deadline_seconds(self) -> float:
+        return self.claim_seconds or self.lease_seconds
+
+    def call_deadline_seconds(self, workload: str) -> float:
+        """How long a caller waits for a call at most, from the call's own limits: its queue
+        wait (``TOOLHUB_MAX_QUEUE_SECONDS``), then every attempt it may have at its longest
+        run plus the lease that detects a lost worker, plus a margin. A call past it has an
+        answer nobody will ever write; the caller gets a typed ``timeout`` instead."""
+        background = workload == "background"
+        run = self.max_background_seconds if background else self.max_foreground_seconds
+        return self.max_queue_seconds + self.max_attempts * (run + 2 * self.lease_seconds) + 30.0
 
     @property
     def active_ttl_seconds(self) -> int:

@@ -4,7 +4,7 @@ validation) and below it (the tool pipeline) is shared by every executor."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Protocol
+from typing import Any, Protocol
 
 from toolhub.core import CallResult, Progress
 from toolhub.toolset import Prepared
@@ -21,6 +21,20 @@ class Executor(Protocol):
 
     async def cancel(self, call_id: str) -> bool:
         """Request cancellation; True when the call was known and running or queued."""
+        ...
+
+    def record(self, call_id: str) -> dict[str, Any] | None:
+        """The call's record (status, attempts, result ...), or None when it is unknown."""
+        ...
+
+    def follow(self, call_id: str, after_seq: int = 0) -> AsyncIterator[Progress | CallResult]:
+        """A call started earlier (by this process or, distributed, any other): its progress
+        after ``after_seq`` where the executor keeps it, then exactly one ``CallResult``."""
+        ...
+
+    def deadline_seconds(self, workload: str | None) -> float | None:
+        """How long a caller may wait for a call at most when it names no timeout (None:
+        no bound beyond the tool's own)."""
         ...
 
     def close(self) -> None: ...

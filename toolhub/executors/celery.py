@@ -29,10 +29,11 @@ from toolhub.distributed.records import new_run_id
 from toolhub.distributed.resources import install_distributed_resources
 from toolhub.distributed.settings import Settings, queue_for
 from toolhub.distributed.state_sync import RedisStateSync
-from toolhub.store.redis import FollowLost, RedisStore
+from toolhub.errors import RedisUnavailable
+from toolhub.store.redis import CallNotFound, FollowLost, RedisStore
 from toolhub.toolset import ConfigSource, Prepared, ToolSet, ToolSetBuilder, ToolSetConfig
 
-from .local import LocalExecutor
+from .local import LocalExecutor, unknown_call
 
 if TYPE_CHECKING:
     from toolhub.session import Session
@@ -86,6 +87,7 @@ class CeleryExecutor:
         settings: Settings,
         session_id: str,
         config_hash: str,
+        workspace: str,
         state: RedisStateSync,
         state_version: int,
     ) -> None:
@@ -95,6 +97,7 @@ class CeleryExecutor:
         self.settings = settings
         self.session_id = session_id
         self.config_hash = config_hash
+        self.workspace = workspace
         self.state = state
         self._state_version = state_version
         self._local = LocalExecutor(toolset)
@@ -153,6 +156,7 @@ class CeleryExecutor:
             "name": entry.client_name,
             "queue": queue,
             "max_attempts": self.settings.max_attempts,
+            "on_lost": entry.on_worker_lost,
             "message": pack(message),
         }
         options: dict[str, Any] = {
@@ -172,7 +176,7 @@ class CeleryExecutor:
             if captured is not None:
                 # One round trip: the record, and the message kombu built, pushed by the
                 # same script (toolhub/distributed/enqueue.py).
-                created = self.store.records.create_and_enqueue(cid, run_id, fields, *captured)
+                created = self._create_and_enqueue(cid, run_id, fields, captured)
             else:
                 created = self.store.records.create(cid, run_id, fields)
         except RedisError as exc:
@@ -194,6 +198,22 @@ class CeleryExecutor:
             return result
         return fresh
 
+    def _create_and_enqueue(
+        self, cid: str, run_id: str, fields: dict[str, Any], captured: tuple[bytes, bytes]
+    ) -> bool:
+        records = self.store.records
+        created = records.create_and_enqueue(
+            cid, run_id, fields, *captured, config_hash=self.config_hash
+        )
+        if created == 2:
+            # The session sat unused past its TTL and its stored config expired: store it
+            # again (the workers build from it) and dispatch once more.
+            self.store.put_session(self.session_id, self.toolset.config, self.workspace)
+            created = records.create_and_enqueue(
+                cid, run_id, fields, *captured, config_hash=self.config_hash
+            )
+        return created == 1
+
     def _kwargsrepr(self, message: dict[str, Any]) -> str:
         """What Flower shows: tool, call and session always; arguments only when allowed."""
         shown = {k: message[k] for k in ("tool", "name", "call_id", "session_id")}
@@ -209,6 +229,37 @@ class CeleryExecutor:
             self._state_version = self.state.load_into(self.toolset.container)
         except RedisError as exc:
             logger.warning("could not refresh session state: %s", exc)
+
+    def record(self, call_id: str) -> dict[str, Any] | None:
+        try:
+            found = self.store.get_record(call_id)
+        except RedisError as exc:
+            raise RedisUnavailable(self.settings.redis_url, exc) from None
+        return found if found is not None else self._local.record(call_id)
+
+    async def follow(
+        self, call_id: str, after_seq: int = 0
+    ) -> AsyncIterator[Progress | CallResult]:
+        """Any call of the fleet by its id, from any dispatcher: replay after ``after_seq``,
+        then live, each event once (``RedisStore.follow``)."""
+        try:
+            async for event in self.store.follow(call_id, after_seq):
+                yield event.item
+        except CallNotFound:
+            yield unknown_call(call_id)
+        except FollowLost as lost:
+            yield CallResult.failure(
+                "", ToolError.custom("redis_unavailable", str(lost)), call_id=call_id
+            )
+        except RedisError as exc:
+            yield CallResult.failure(
+                "",
+                ToolError.custom("redis_unavailable", f"cannot reach Redis: {exc}"),
+                call_id=call_id,
+            )
+
+    def deadline_seconds(self, workload: str | None) -> float | None:
+        return self.settings.call_deadline_seconds(workload or "background")
 
     async def cancel(self, call_id: str) -> bool:
         local = await self._local.cancel(call_id)
@@ -265,8 +316,11 @@ def connect_session(
     toolset = builder.build(cfg, container=container, session_id=sid)
     state = RedisStateSync(store.client, store.keys.state(sid))
     container.attach_state_sync(state)
-    version = state.load_into(container)
-    config_hash = store.put_session(sid, cfg, str(workspace_path))
+    try:
+        version = state.load_into(container)
+        config_hash = store.put_session(sid, cfg, str(workspace_path))
+    except RedisError as exc:
+        raise RedisUnavailable(redis_url, exc) from None
     executor = CeleryExecutor(
         toolset,
         store,
@@ -274,6 +328,7 @@ def connect_session(
         settings=settings,
         session_id=sid,
         config_hash=config_hash,
+        workspace=str(workspace_path),
         state=state,
         state_version=version,
     )

@@ -19,6 +19,7 @@ from toolhub.core import CallResult, CancelToken, Progress, ToolError
 from toolhub.toolset import Prepared, ToolSet
 
 MAX_RECORDS = 10_000
+FOLLOW_POLL_SECONDS = 0.02
 
 
 class LocalExecutor:
@@ -105,6 +106,24 @@ class LocalExecutor:
         token.cancel()
         return True
 
+    async def follow(
+        self, call_id: str, after_seq: int = 0
+    ) -> AsyncIterator[Progress | CallResult]:
+        """An embedded call keeps no event log: this waits for the call's result and yields
+        it (progress went to the caller that started it)."""
+        while True:
+            found = self.records.get(call_id)
+            if found is None:
+                yield unknown_call(call_id)
+                return
+            if found[3] is not None:
+                yield found[3]
+                return
+            await asyncio.sleep(FOLLOW_POLL_SECONDS)
+
+    def deadline_seconds(self, workload: str | None) -> float | None:
+        return None
+
     def close(self) -> None:
         for token in list(self._running.values()):
             token.cancel("session closed")
@@ -153,6 +172,14 @@ def _cancelled(prepared: Prepared) -> CallResult:
         ToolError.cancelled(f"The call was cancelled ({prepared.ctx.cancel.reason})."),
         tool_id=prepared.entry.fq_id,
         call_id=prepared.ctx.call_id,
+    )
+
+
+def unknown_call(call_id: str) -> CallResult:
+    return CallResult.failure(
+        "",
+        ToolError.not_found(f"No call with id {call_id!r} is known (never made, or expired)."),
+        call_id=call_id,
     )
 
 

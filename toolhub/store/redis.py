@@ -19,11 +19,12 @@ from redis.backoff import ExponentialBackoff
 from redis.exceptions import RedisError
 from redis.retry import Retry
 
+from toolhub.core import CallResult
 from toolhub.distributed import replies
-from toolhub.distributed.codec import Event, decode_item, parse_frame
+from toolhub.distributed.codec import Event, decode_item, parse_frame, unpack
 from toolhub.distributed.hub import RESYNC, PubSubHub, Subscription
 from toolhub.distributed.keys import Keys
-from toolhub.distributed.records import CallRecords, decode_record
+from toolhub.distributed.records import TERMINAL_STATUSES, CallRecords, decode_record
 from toolhub.distributed.settings import Settings
 from toolhub.toolset import ToolSetConfig
 
@@ -75,16 +76,19 @@ class RedisStore:
     # -- sessions ----------------------------------------------------------------------------------
 
     def put_session(self, sid: str, config: ToolSetConfig, workspace: str) -> str:
-        """Store the session's config (and the config by hash); returns the hash."""
+        """Store the session's config (and the config by hash); returns the hash. Both expire
+        after ``session_ttl_seconds`` unless used: every call refreshes them (and the
+        session's state and task index) in its dispatch script."""
         config_hash = config.config_hash()
         text = config.model_dump_json()
+        ttl = self.settings.session_ttl_seconds
+        key = self.keys.session(sid)
         pipe = self.client.pipeline()
-        pipe.hset(
-            self.keys.session(sid),
-            mapping={"config": text, "config_hash": config_hash, "workspace": workspace},
-        )
-        pipe.hsetnx(self.keys.session(sid), "created", f"{time.time():.6f}")
-        pipe.set(self.keys.config(config_hash), text)
+        pipe.hset(key, mapping={"config": text, "config_hash": config_hash, "workspace": workspace})
+        pipe.hsetnx(key, "created", f"{time.time():.6f}")
+        pipe.expire(key, ttl)
+        pipe.set(self.keys.config(config_hash), text, ex=ttl)
+        pipe.expire(self.keys.state(sid), ttl)
         pipe.execute()
         return config_hash
 
@@ -104,7 +108,11 @@ class RedisStore:
         return decode_record(raw) if raw else None
 
     def read_events(self, call_id: str, after_seq: int = 0) -> list[Event]:
+        """The call's events after ``after_seq``. A call that finished without any progress
+        keeps no stream: its terminal event is read from the record."""
         entries = replies.xrange(self.client, self.keys.events(call_id), f"(0-{after_seq}")
+        if not entries:
+            return self._terminal_from_record(call_id, after_seq)
         out: list[Event] = []
         for entry_id, fields in entries:
             version = fields.get(b"v")
@@ -116,6 +124,17 @@ class RedisStore:
                 )
             )
         return out
+
+    def _terminal_from_record(self, call_id: str, after_seq: int) -> list[Event]:
+        status, seq, result, version = replies.hmget(
+            self.client, self.keys.call(call_id), "status", "seq", "result", "state_v"
+        )
+        if status is None or status.decode() not in TERMINAL_STATUSES or result is None:
+            return []
+        if int(seq or 0) <= after_seq:
+            return []
+        terminal = CallResult.from_dict(unpack(result))
+        return [Event(int(seq or 0), terminal, int(version) if version else None)]
 
     @property
     def hub(self) -> PubSubHub:

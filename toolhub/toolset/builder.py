@@ -194,6 +194,7 @@ def _entry(item: Resolved, renderer: TemplateRenderer, container: Container) -> 
         version=item.version,
         workload=tool.workload,
         tool=tool,
+        on_worker_lost=item.config.on_worker_lost or ("rerun" if tool.is_read_only() else "fail"),
     )
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -27,6 +27,15 @@ class ToolConfig(BaseModel):
     description: str | None = Field(default=None, description="Description override (rendered).")
     version: str | None = Field(default=None, description="Behavior version.")
     kind: str | None = Field(default=None, description="Classification override.")
+    on_worker_lost: Literal["rerun", "fail"] | None = Field(
+        default=None,
+        description=(
+            "Distributed mode: what happens when the worker running a call of this tool is "
+            "lost. `rerun` runs it again from the start (the result says so); `fail` answers "
+            "`worker_lost` and says the call may have partly run. Default: `rerun` for "
+            "read-only tools, `fail` for every other."
+        ),
+    )
 
     @property
     def client_name(self) -> str:

@@ -59,6 +59,8 @@ class Entry:
     version: str | None = None
     workload: str = "fast"
     tool: Tool[Any, Any] | None = None
+    #: Policy when a worker running a call is lost: ``rerun`` or ``fail`` (``ToolConfig``).
+    on_worker_lost: str = "fail"
 
     @property
     def external(self) -> bool:

@@ -1,0 +1,102 @@
+"""A command never outlives the process that started it: SIGKILL the host process (as a worker
+is killed) and the command, its children and what left its process group are gone at once;
+a stale command cgroup of a dead process is reaped by the next sweep."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from toolhub.backends.limits import PidsCgroups
+
+HOST = r"""
+import sys, time
+from pathlib import Path
+from toolhub.backends.process import ProcessRunner
+root = Path(sys.argv[1])
+runner = ProcessRunner(root, root / "logs")
+runner.start(sys.argv[2], log_name="c")
+print("started", flush=True)
+time.sleep(120)
+"""
+
+
+def _host(tmp_path: Path, command: str) -> subprocess.Popen[str]:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOST, str(tmp_path), command], stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "started"
+    return proc
+
+
+def _marked(tag: str) -> list[psutil.Process]:
+    found = []
+    for proc in psutil.process_iter(["name", "cmdline", "status"]):
+        cmdline = " ".join(proc.info["cmdline"] or [])
+        if proc.info["name"] == "sleep" and tag in cmdline and proc.info["status"] != "zombie":
+            found.append(proc)
+    return found
+
+
+def _wait_for(check, timeout: float) -> float:
+    started = time.monotonic()
+    while not check():
+        if time.monotonic() - started > timeout:
+            raise AssertionError(f"not within {timeout}s")
+        time.sleep(0.02)
+    return time.monotonic() - started
+
+
+@pytest.mark.skipif(not Path("/usr/bin/setpriv").exists(), reason="needs util-linux setpriv")
+def test_command_and_its_children_die_with_the_host_process(tmp_path: Path) -> None:
+    tag = f"31{os.getpid() % 1000:03d}"
+    proc = _host(tmp_path, f"sleep {tag}1 & sleep {tag}2 & echo up; wait")
+    _wait_for(lambda: len(_marked(tag)) == 2, 5)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    took = _wait_for(lambda: not _marked(tag), 5)
+    assert took < 1.0
+
+
+@pytest.mark.skipif(not PidsCgroups.detect().available, reason="needs a writable pids cgroup")
+@pytest.mark.skipif(not Path("/usr/bin/setpriv").exists(), reason="needs util-linux setpriv")
+def test_a_process_that_left_the_group_dies_too(tmp_path: Path) -> None:
+    tag = f"32{os.getpid() % 1000:03d}"
+    proc = _host(tmp_path, f"setsid sleep {tag}1 & sleep {tag}2")
+    _wait_for(lambda: len(_marked(tag)) == 2, 5)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert _wait_for(lambda: not _marked(tag), 5) < 1.0
+
+
+@pytest.mark.skipif(not PidsCgroups.detect().available, reason="needs a writable pids cgroup")
+def test_reap_stale_kills_what_a_dead_process_left_in_its_cgroups(tmp_path: Path) -> None:
+    cgroups = PidsCgroups.detect()
+    tag = f"33{os.getpid() % 1000:03d}"
+    # A host without the parent-death guard (as if setpriv were missing): its command survives.
+    env = {**os.environ, "PATH": "/nonexistent"}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOST, str(tmp_path), f"/bin/sleep {tag}1"],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "started"
+    _wait_for(lambda: len(_marked(tag)) == 1, 5)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    time.sleep(0.3)
+    assert len(_marked(tag)) == 1  # orphaned: nothing but the sweep can find it now
+    assert cgroups.base is not None
+    mine = [p for p in cgroups.base.glob(f"toolhub-{proc.pid}-*")]
+    assert mine, "the dead host's cgroup is there"
+    assert cgroups.reap_stale() >= 1
+    _wait_for(lambda: not _marked(tag), 3)
+    assert not any(p.exists() for p in mine)

@@ -1,0 +1,98 @@
+"""The record side of the sweep, on a queue no worker consumes: a message still in its queue
+is left alone however long it waits, a taken one is re-enqueued once per deadline, and a call
+taken and lost ``max_attempts`` times fails with an answer that says it never ran."""
+
+from __future__ import annotations
+
+import time
+
+from toolhub.distributed.codec import pack, unpack
+from toolhub.distributed.recovery import Recovery
+
+QUEUE = b"test.unconsumed"
+
+
+def _create(store, cid: str, max_attempts: int = 3) -> dict:
+    message = {
+        "call_id": cid,
+        "run_id": "run-1",
+        "session_id": "s",
+        "name": "noop",
+        "max_attempts": max_attempts,
+    }
+    store.client.set(store.keys.config("h"), "{}")
+    fields = {
+        "session_id": "s",
+        "name": "noop",
+        "max_attempts": max_attempts,
+        "message": pack(message),
+    }
+    code = store.records.create_and_enqueue(
+        cid, "run-1", fields, QUEUE, b"payload-1", config_hash="h"
+    )
+    assert code == 1
+    return message
+
+
+def _past_deadline(store, cid: str) -> None:
+    store.client.hset(store.keys.call(cid), "claim_by", "0")
+    store.client.zadd(store.keys.pending, {cid: 0})
+
+
+def test_a_message_still_in_its_queue_is_never_re_enqueued(live, store):
+    recovery = Recovery(store.records)
+    store.client.delete(QUEUE)
+    _create(store, "waits")
+    for _ in range(3):
+        _past_deadline(store, "waits")
+        assert "waits" in recovery.unclaimed()
+        assert recovery.sweep_unclaimed("waits") is None
+    assert store.client.lrange(QUEUE, 0, -1) == [b"payload-1"]
+    record = store.get_record("waits")
+    assert record["claim_by"] > time.time() and "requeued" not in record
+    store.client.delete(QUEUE, store.keys.call("waits"))
+    store.client.zrem(store.keys.pending, "waits")
+
+
+def test_a_taken_message_is_re_enqueued_once_per_deadline_then_fails(live, store):
+    recovery = Recovery(store.records)
+    store.client.delete(QUEUE)
+    message = _create(store, "taken", max_attempts=2)
+    for n in (1, 2):
+        assert store.client.rpop(QUEUE) is not None  # a worker took it ... and died
+        _past_deadline(store, "taken")
+        lost = recovery.sweep_unclaimed("taken")
+        assert lost is not None and lost.message == message and lost.requeued == n - 1
+        # A concurrent sweep right after finds the deadline moved on: it acts once.
+        assert recovery.sweep_unclaimed("taken") is None
+        assert recovery.reenqueue("taken", "run-1", QUEUE, f"payload-{n + 1}".encode())
+        assert store.client.lrange(QUEUE, 0, -1) == [f"payload-{n + 1}".encode()]
+    assert store.client.rpop(QUEUE) is not None
+    _past_deadline(store, "taken")
+    lost = recovery.sweep_unclaimed("taken")
+    assert lost is not None and lost.requeued == 2
+    assert recovery.fail_unclaimed(lost)
+    record = store.get_record("taken")
+    assert record["status"] == "failed"
+    error = record["result"]["error"]
+    assert error["details"]["code"] == "worker_lost" and error["details"]["may_have_run"] is False
+    assert "never ran" in error["detail"]
+    assert store.client.zscore(store.keys.pending, "taken") is None
+    # What only a live call needs is dropped with the terminal (retention).
+    raw = store.client.hgetall(store.keys.call("taken"))
+    assert not {b"message", b"payload", b"qkey", b"claim_by"} & set(raw)
+    # A stale re-enqueue (another run id) is refused.
+    assert not recovery.reenqueue("taken", "run-other", QUEUE, b"x")
+    assert store.client.llen(QUEUE) == 0
+    store.client.delete(store.keys.call("taken"), store.keys.events("taken"))
+
+
+def test_a_claimed_call_leaves_the_pending_index(live, store):
+    _create(store, "claimed")
+    message = unpack(store.client.hget(store.keys.call("claimed"), "message"))
+    claim = store.records.claim(message, "test-worker")
+    assert claim.action == "run" and claim.lost == 0
+    assert store.client.zscore(store.keys.pending, "claimed") is None
+    assert store.client.hget(store.keys.call("claimed"), "payload") is None
+    store.client.delete(QUEUE, store.keys.call("claimed"), store.keys.events("claimed"))
+    store.client.zrem(store.keys.leases, "claimed")
