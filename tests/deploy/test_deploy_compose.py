@@ -99,6 +99,7 @@ def test_redis_is_pinned_durable_and_never_evicts() -> None:
     assert re.fullmatch(r"redis:\d+\.\d+\.\d+-alpine", redis["image"])
     cmd = " ".join(redis["command"])
     assert "--appendonly yes" in cmd and "--maxmemory-policy noeviction" in cmd
+    assert "--hash-max-listpack-value 1024" in cmd
     assert "redis-cli ping" in " ".join(redis["healthcheck"]["test"])
     assert "ports" not in redis, "Redis must not be published on the host"
     for name in TOOLHUB_IMAGE_SERVICES:

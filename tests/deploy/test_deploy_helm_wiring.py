@@ -142,6 +142,7 @@ def test_bundled_redis_matches_compose_settings() -> None:
     (c,) = redis["spec"]["template"]["spec"]["containers"]
     args = " ".join(c["args"])
     assert "--appendonly yes" in args and "--maxmemory-policy noeviction" in args
+    assert "--hash-max-listpack-value 1024" in args
     assert "--requirepass $(REDIS_PASSWORD)" in args
     assert redis["spec"]["volumeClaimTemplates"][0]["metadata"]["name"] == "data"
     for probe in ("livenessProbe", "readinessProbe"):
