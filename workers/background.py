@@ -1,10 +1,16 @@
 """The ``toolhub.background`` task body: one durable background command.
 
-The command runs under the session's workspace through the same ``ProcessRunner`` the embedded
-backend uses (own process group, bounded, killable). Its output becomes ``output_delta``
-events in the task's stream as it is produced; a kill (``kill_task``) or a hand-back fires the
-token, which kills the process group. If this worker dies, the lease sweep restarts the
-command on another worker as the next attempt, after a ``retry`` marker in the stream.
+The worker claims the call (attempt N) and hands the command to its host's background holder
+(``holder.py``), which runs it under the session's workspace through the same ``ProcessRunner``
+the embedded backend uses, streams its output as ``output_delta`` events, keeps its lease and
+writes its terminal. The task returns as soon as the holder says ``started``, so the command
+does not depend on this worker process: a worker that dies takes nothing with it. Until the
+holder has the command the worker keeps the lease like any call's.
+
+When the holder's host is lost, its commands die with it and their leases expire: the sweep
+restarts the command on another worker as the next attempt, after a ``retry`` marker in the
+stream. With ``TOOLHUB_HOLDER=0``, or when no holder can be reached, the command runs in this
+worker process as before (and then dies with it).
 """
 
 from __future__ import annotations
@@ -13,15 +19,19 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from toolhub.backends.process import CommandResult, ProcessRunner
-from toolhub.core import CallResult, ErrorKind, OutputDeltas, ToolError, ToolOutput
+from toolhub.backends.process import ProcessRunner
+from toolhub.core import CallResult, ToolError
 
+from . import holder
 from .calls import retry_marker, settle
 from .emitter import Emitter
 from .metrics import metrics, outcome, tool_label
-from .runtime import WorkerRuntime
+from .runtime import Running, WorkerRuntime
 
 logger = logging.getLogger("toolhub.worker.background")
+
+#: What ``run_background`` returns when the holder took the command.
+HELD = "held"
 
 
 def run_background(runtime: WorkerRuntime, message: dict[str, Any]) -> str:
@@ -36,7 +46,16 @@ def run_background(runtime: WorkerRuntime, message: dict[str, Any]) -> str:
             emitter = Emitter(runtime, running, message["session_id"])
             if claim.attempt > 1:
                 emitter.progress(retry_marker(claim.attempt))
-            result = _run(runtime, message, running.token, emitter)
+            place = _place(runtime, message)
+            if isinstance(place, CallResult):
+                result = place
+            else:
+                workspace, log_dir = place
+                handed = _hand_over(runtime, running, message, workspace, log_dir)
+                if handed is not None:
+                    attempt.outcome = handed
+                    return handed
+                result = _run(message, running, emitter, workspace, log_dir)
             settled = settle(runtime, running, emitter, result)
             attempt.outcome = outcome(running, settled, result)
             return settled
@@ -44,48 +63,76 @@ def run_background(runtime: WorkerRuntime, message: dict[str, Any]) -> str:
         runtime.unregister(running)
 
 
-def _run(
-    runtime: WorkerRuntime, message: dict[str, Any], token: Any, emitter: Emitter
-) -> CallResult:
-    task_id, sid = message["call_id"], message["session_id"]
+def _place(runtime: WorkerRuntime, message: dict[str, Any]) -> CallResult | tuple[Path, Path]:
+    """The session's workspace and the directory of the command's log."""
+    sid = message["session_id"]
     try:
         workspace = runtime.toolsets.workspace(sid)
     except ToolError as err:
-        return CallResult.failure("background", err, call_id=task_id)
-    runner = ProcessRunner(workspace, runtime.toolsets.session_dir(sid) / "terminal")
-    deltas = OutputDeltas()
+        return CallResult.failure("background", err, call_id=message["call_id"])
+    return workspace, runtime.toolsets.session_dir(sid) / "terminal"
 
-    def on_output(data: bytes) -> None:
-        for item in deltas.feed(data):
-            emitter.progress(item)
 
-    cwd = message.get("cwd")
-    command = runner.start(
-        message["command"],
-        log_name=task_id,
-        cwd=Path(cwd) if cwd else None,
-        timeout_s=float(message["timeout_s"]),
-        on_output=on_output,
+def _hand_over(
+    runtime: WorkerRuntime,
+    running: Running,
+    message: dict[str, Any],
+    workspace: Path,
+    log_dir: Path,
+) -> str | None:
+    """Give the attempt to this host's holder. Returns what became of it, or None when no
+    holder could take it (the caller then runs it in this process)."""
+    if not holder.enabled():
+        return None
+    client = holder.HolderClient(runtime.settings)
+    reply = client.hand_over(
+        {
+            "op": "start",
+            "message": message,
+            "attempt": running.attempt,
+            "workspace": str(workspace),
+            "log_dir": str(log_dir),
+            "worker": runtime.name,
+        }
     )
-    token.on_cancel(lambda: command.kill("killed"))
-    outcome = command.wait()
-    assert outcome is not None
-    for item in deltas.flush():
-        emitter.progress(item)
-    return _result(task_id, outcome)
-
-
-def _result(task_id: str, outcome: CommandResult) -> CallResult:
-    details = {"exit_code": outcome.exit_code, "duration_s": round(outcome.duration_s, 3)}
-    if outcome.killed == "timeout":
-        error = ToolError(ErrorKind.TIMEOUT, "The background command timed out.", details)
-        return CallResult.failure("background", error, call_id=task_id)
-    if outcome.killed is not None:
-        error = ToolError(ErrorKind.CANCELLED, "The background command was killed.", details)
-        return CallResult.failure("background", error, call_id=task_id)
-    return CallResult(
-        name="background",
-        output=ToolOutput.dynamic(details),
-        prompt_text=f"exit: {outcome.exit_code}",
-        call_id=task_id,
+    if reply is None:
+        logger.warning(
+            "call %s: no background holder answered (%s); running it in this worker",
+            running.call_id,
+            client.paths.socket,
+        )
+        return None
+    if not reply.get("ok"):
+        # This attempt no longer owns the call (another one does), or the holder could not
+        # reach Redis: either way the lease decides what happens next, not this worker.
+        logger.warning("call %s: holder refused it: %s", running.call_id, reply.get("error"))
+        return "lease_lost" if reply.get("error") == "lease_lost" else "refused"
+    logger.info(
+        "call %s: attempt %d %s by holder %s",
+        running.call_id,
+        running.attempt,
+        reply.get("state"),
+        reply.get("holder"),
     )
+    return HELD
+
+
+def _run(
+    message: dict[str, Any], running: Running, emitter: Emitter, workspace: Path, log_dir: Path
+) -> CallResult:
+    """The command in this worker process (no holder): it dies with this process."""
+    task_id = message["call_id"]
+    runner = ProcessRunner(workspace, log_dir)
+    try:
+        command, flush = holder.start_command(runner, message, emitter)
+    except Exception as exc:
+        return holder.start_failure(task_id, exc)
+
+    def kill() -> None:
+        command.kill("killed")
+
+    running.token.on_cancel(kill)
+    result = command.wait()
+    assert result is not None
+    flush()
+    return holder.command_result(task_id, result)

@@ -13,19 +13,28 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from typing import Protocol
 
 from redis.exceptions import RedisError
 
 from toolhub.distributed.codec import unpack
 from toolhub.distributed.replies import untyped
-
-from .runtime import WorkerRuntime
+from toolhub.store.redis import RedisStore
 
 logger = logging.getLogger("toolhub.worker.control")
 
 
+class CancelTarget(Protocol):
+    """Whose calls a listener cancels: a worker's runtime, or the background holder."""
+
+    @property
+    def store(self) -> RedisStore: ...
+
+    def cancel_local(self, call_id: str, reason: str = "cancelled") -> bool: ...
+
+
 class ControlListener(threading.Thread):
-    def __init__(self, runtime: WorkerRuntime) -> None:
+    def __init__(self, runtime: CancelTarget) -> None:
         super().__init__(name="toolhub-control", daemon=True)
         self.runtime = runtime
         self.stop_event = threading.Event()

@@ -12,22 +12,34 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 from redis.exceptions import RedisError
 
 from toolhub.core import CallResult, Progress
 from toolhub.distributed.codec import encode_item
+from toolhub.distributed.records import CallRecords
+from toolhub.distributed.settings import Settings
 
-from .runtime import LEASE_LOST, REDIS_LOST, Running, WorkerRuntime
+from .runtime import LEASE_LOST, REDIS_LOST, Running
 
 logger = logging.getLogger("toolhub.worker")
 
 T = TypeVar("T")
 
 
+class EmitterHost(Protocol):
+    """What an emitter writes through: a worker's runtime, or the background holder."""
+
+    @property
+    def records(self) -> CallRecords: ...
+
+    @property
+    def settings(self) -> Settings: ...
+
+
 class Emitter:
-    def __init__(self, runtime: WorkerRuntime, running: Running, session_id: str) -> None:
+    def __init__(self, runtime: EmitterHost, running: Running, session_id: str) -> None:
         self.runtime = runtime
         self.running = running
         self.session_id = session_id

@@ -19,7 +19,10 @@ from typing import Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict
 
-TaskStatus = Literal["running", "exited", "killed", "timeout"]
+#: ``lost``: the task's record says running but nothing keeps it alive any more (its host stopped
+#: renewing it); it is being recovered — re-run from the beginning as its next attempt, or failed
+#: when it has none left. Shown as ``lost, recovering``; not finished.
+TaskStatus = Literal["running", "lost", "exited", "killed", "timeout"]
 WaitMode = Literal["wait_any", "wait_all"]
 KillOutcome = Literal["killed", "already_exited", "not_found"]
 
@@ -41,10 +44,29 @@ class TaskSnapshot(BaseModel):
     call_id: str = ""
     started_at: datetime
     finished_at: datetime | None = None
+    attempt: int = 1
+    """Which run of the command this is: above 1 when it was restarted from the beginning
+    because its host was lost (``output`` is then this run's)."""
+    max_attempts: int = 1
 
     @property
     def finished(self) -> bool:
-        return self.status != "running"
+        return self.status not in ("running", "lost")
+
+    @property
+    def status_text(self) -> str:
+        """The status as a person or model reads it."""
+        return "lost, recovering" if self.status == "lost" else self.status
+
+    @property
+    def restart_note(self) -> str:
+        """One sentence when the command was restarted (empty otherwise)."""
+        if self.attempt <= 1:
+            return ""
+        return (
+            f"It restarted from the beginning after its host was lost (attempt {self.attempt} "
+            f"of {self.max_attempts}); the output shown is from this attempt."
+        )
 
     @property
     def duration_s(self) -> float | None:

@@ -95,7 +95,12 @@ def _write_delta(item: Any) -> None:
         stdout.file.write(payload["delta"])
         stdout.file.flush()
     elif getattr(item, "subkind", None) == "retry":
-        stderr.print("[yellow]-- worker lost: the command started again --[/]")
+        attempt = payload.get("attempt") if isinstance(payload, dict) else None
+        stderr.print(
+            "[yellow]-- host lost: the command restarted from the beginning"
+            + (f" (attempt {attempt})" if attempt else "")
+            + " --[/]"
+        )
 
 
 # -- embedded ------------------------------------------------------------------------------------
@@ -147,13 +152,15 @@ def list_tasks(
         table = Table(title=f"{len(tasks)} background task(s)")
         for column in ("task", "session", "status", "exit", "started (UTC)", "seconds"):
             table.add_column(column, no_wrap=True)
-        table.add_column("command", overflow="ellipsis", no_wrap=True)
+        # Capped: a long command must not squeeze the ids out of the table.
+        table.add_column("command", overflow="ellipsis", no_wrap=True, max_width=60)
         for t in tasks:
             seconds = t.duration_s if t.duration_s is not None else _since(t.started_at)
+            restarted = f", restarted ({t.attempt}/{t.max_attempts})" if t.attempt > 1 else ""
             table.add_row(
                 t.task_id,
                 t.owner_session,
-                t.status,
+                t.status_text + restarted,
                 "" if t.exit_code is None else str(t.exit_code),
                 t.started_at.strftime("%Y-%m-%d %H:%M:%S"),
                 f"{seconds:.1f}",
@@ -198,7 +205,9 @@ def show(
         if as_json:
             print_json(snap.model_dump(mode="json"))
             return
-        stdout.print(f"[bold]{snap.task_id}[/]  {snap.status}", highlight=False)
+        stdout.print(f"[bold]{snap.task_id}[/]  {snap.status_text}", highlight=False)
+        if snap.restart_note:
+            stdout.print(f"  {snap.restart_note}", highlight=False, markup=False)
         for label, value in (
             ("command", snap.command),
             ("session", snap.owner_session),

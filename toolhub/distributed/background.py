@@ -6,6 +6,11 @@ lease renewed while it runs, a re-run as the next attempt on another worker when
 dies (the record lists every attempt), cancellation through the control channel (``kill``), and
 its output as ``output_delta`` events in the call's stream, appended as they are produced. A
 client that disconnects loses nothing: ``snapshot`` and ``task_output`` read the stream.
+
+On a worker the command runs under the host's background holder (``workers/holder.py``), so it
+survives the worker process. A task whose record says running but whose lease expired (its
+host is gone, the sweep has not re-run it yet) is ``lost``, never ``running``; a task that was
+re-run says so through its ``attempt``.
 """
 
 from __future__ import annotations
@@ -102,6 +107,8 @@ class RedisBackgroundTasks:
         record = {k.decode(): v for k, v in raw.items()}
         output, total = self._tail(task_id)
         status, exit_code = _status(record)
+        if status == "running" and _expired(record, self.client):
+            status = "lost"
         finished = record.get("finished_at")
         return TaskSnapshot(
             task_id=task_id,
@@ -114,6 +121,8 @@ class RedisBackgroundTasks:
             call_id=record.get("parent_call", b"").decode(),
             started_at=_time(record.get("started_at") or record.get("created_at")),
             finished_at=_time(finished) if finished else None,
+            attempt=max(int(record.get("attempt") or 0), 1),
+            max_attempts=max(int(record.get("max_attempts") or 0), 1),
         )
 
     def _tail(self, task_id: str) -> tuple[str, int]:
@@ -202,6 +211,14 @@ def _status(record: dict[str, bytes]) -> tuple[TaskStatus, int | None]:
     if status == "cancelled" or (error.get("details") or {}).get("code") == "worker_lost":
         return "killed", exit_code
     return "exited", exit_code
+
+
+def _expired(record: dict[str, bytes], client: Redis) -> bool:
+    """A running attempt whose lease ran out (by Redis's clock, the one leases are set by):
+    nothing renews it, so its host is gone or handed it back."""
+    if record.get("status") != b"running":
+        return False
+    return float(record.get("lease_until") or 0) <= replies.time(client)
 
 
 def _time(raw: bytes | None) -> datetime:

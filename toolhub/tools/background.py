@@ -103,8 +103,8 @@ class TasksOutput(BaseModel):
 
 def describe(task: TaskSnapshot, limit: int) -> str:
     """A task as the model reads it: status, command, the tail of its output, the log path."""
-    if task.status == "running":
-        state = "running"
+    if not task.finished:
+        state = task.status_text
     elif task.status == "exited":
         state = f"exited (exit code {task.exit_code})"
     else:
@@ -118,15 +118,33 @@ def describe(task: TaskSnapshot, limit: int) -> str:
         text = data[-limit:].decode("utf-8", "ignore")
     shown = len(text.encode())
     log = f"; full log: {task.log_path}" if task.log_path else ""
+    if task.restart_note:
+        lines.append(task.restart_note)
     if not task.output_bytes:
-        lines.append(f"(no output yet{log})" if task.status == "running" else f"(no output{log})")
+        lines.append(f"(no output yet{log})" if not task.finished else f"(no output{log})")
     elif shown < task.output_bytes:
         lines.append(f"Output (last {shown} of {task.output_bytes} bytes{log}):\n{text}")
     else:
         lines.append(f"Output ({task.output_bytes} bytes{log}):\n{text}")
     if task.status == "running":
         lines.append("Still running; you will be told when it finishes.")
+    elif task.status == "lost":
+        lines.append(_lost_note(task))
     return "\n".join(lines)
+
+
+def _lost_note(task: TaskSnapshot) -> str:
+    if task.attempt < task.max_attempts:
+        then = (
+            "it will restart from the beginning on another worker (attempt "
+            f"{task.attempt + 1} of {task.max_attempts})"
+        )
+    else:
+        then = "it has no attempts left and will end as failed"
+    return (
+        f"Its host stopped responding, so it is not running now: {then}. "
+        "You will be told when it finishes."
+    )
 
 
 def _visible(
@@ -144,7 +162,7 @@ def _visible(
 
 
 def _known(ctx: ToolContext, tasks: BackgroundTasks) -> list[str]:
-    return [f"{t.task_id} ({t.status})" for t in tasks.list(ctx.session_id)][-20:]
+    return [f"{t.task_id} ({t.status_text})" for t in tasks.list(ctx.session_id)][-20:]
 
 
 async def _wait(
@@ -305,6 +323,11 @@ class TaskCompletionReminder:
         for snap in tasks.list(session):
             if snap.finished and tasks.claim_completion(snap.task_id):
                 what = "completed" if snap.status == "exited" else f"ended ({snap.status})"
+                if snap.attempt > 1:
+                    what += (
+                        " after restarting from the beginning when its host was lost "
+                        f"(attempt {snap.attempt} of {snap.max_attempts})"
+                    )
                 notes.append(
                     f'Background task "{snap.task_id}" {what} (exit code: {snap.exit_code}).\n'
                     + describe(snap, REMINDER_OUTPUT_BYTES).split("\n", 1)[1]

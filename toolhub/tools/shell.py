@@ -196,9 +196,7 @@ class Bash(Tool[BashArgs, BashOutput]):
         )
         snap = tasks.snapshot(task_id)
         others = [
-            t.task_id
-            for t in tasks.list(ctx.session_id)
-            if t.status == "running" and t.task_id != task_id
+            t.task_id for t in tasks.list(ctx.session_id) if not t.finished and t.task_id != task_id
         ]
         reader = kind_name(ctx, ToolKind.BACKGROUND_TASK_ACTION, "task_output")
         killer = kind_name(ctx, ToolKind.KILL_TASK_ACTION, "kill_task")

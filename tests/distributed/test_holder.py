@@ -1,0 +1,218 @@
+"""Background commands run under the host's holder (``workers/holder.py``), so they survive the
+worker process that started them; only when the holder (the host) is gone are they re-run, and
+then they say so. Real redis-server, real ``toolhub worker`` processes, a real holder."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from tests.distributed.helpers import process_gone, wait_until, worker_pid
+from tests.fixtures_stack import Stack
+from toolhub import Progress, Session
+from toolhub.backends.tasks import BackgroundTasks
+from toolhub.distributed.settings import Settings
+from toolhub.store.redis import RedisStore
+from workers.holder import HolderClient
+
+pytestmark = pytest.mark.timeout(60)
+
+TOOLHUB = str(Path(sys.executable).with_name("toolhub"))
+
+TASK_TOOLS = {
+    "tools": [
+        {"id": "Main:bash"},
+        {"id": "Main:task_output"},
+        {"id": "Main:wait_tasks"},
+        {"id": "Main:kill_task"},
+    ]
+}
+
+
+def _session(live: Stack, ws: Path, sid: str) -> Session:
+    return Session.connect(live.url, TASK_TOOLS, ws, session_id=sid)
+
+
+def _start(session: Session, command: str) -> str:
+    started = session.call_sync(
+        "bash", {"command": command, "description": "t", "is_background": True}
+    )
+    assert not started.is_error, started.prompt_text
+    assert started.output is not None
+    return str(started.output.value["task_id"])
+
+
+def _events(store: RedisStore, task_id: str) -> list[Progress]:
+    return [e.item for e in store.read_events(task_id) if isinstance(e.item, Progress)]
+
+
+def _output(store: RedisStore, task_id: str, *, last_attempt: bool = False) -> str:
+    """Every output delta in the stream (or only those after the last ``retry`` marker)."""
+    text = ""
+    for item in _events(store, task_id):
+        if item.subkind == "retry" and last_attempt:
+            text = ""
+        elif item.subkind == "output_delta" and isinstance(item.payload, dict):
+            text += str(item.payload.get("delta", ""))
+    return text
+
+
+def _numbers(text: str) -> list[str]:
+    return text.split()
+
+
+def _holder(live: Stack) -> dict[str, Any]:
+    reply = HolderClient(Settings.from_env(live.url), home=live.home).ping()
+    assert reply is not None, "no holder answers"
+    return reply
+
+
+def _group_alive(pgid: int) -> list[int]:
+    """The live (non-zombie) processes of process group ``pgid``."""
+    alive = []
+    for proc in psutil.process_iter(["status"]):
+        try:
+            if os.getpgid(proc.pid) == pgid and proc.info["status"] != psutil.STATUS_ZOMBIE:
+                alive.append(proc.pid)
+        except (ProcessLookupError, psutil.Error):
+            continue
+    return alive
+
+
+def _counting(n: int) -> str:
+    return f"echo $$ >> pids.txt; for i in $(seq 1 {n}); do echo $i; sleep 1; done"
+
+
+def test_command_keeps_running_through_a_sigkill_of_its_worker(live, store, tmp_path: Path):
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    sid = f"holder-{uuid.uuid4().hex[:8]}"
+    with _session(live, ws, sid) as session:
+        task_id = _start(session, _counting(6))
+        wait_until(lambda: "2" in _numbers(_output(store, task_id)), 10)
+        first = store.get_record(task_id)
+        worker = live.worker_by_pid(worker_pid(first))
+        assert task_id in {c["call_id"] for c in _holder(live)["commands"]}
+        worker.signal(signal.SIGKILL)
+        assert worker.wait(5) is not None
+
+        # Longer than a lease: the holder keeps renewing it, so it never looks lost.
+        tasks = session.resources.get(BackgroundTasks)
+        deadline = time.monotonic() + 2.5
+        while time.monotonic() < deadline:
+            snap = tasks.snapshot(task_id)
+            assert snap is not None and snap.status == "running", snap
+            time.sleep(0.05)
+
+        waited = session.call_sync("task_output", {"task_ids": [task_id], "timeout_ms": 15000})
+        assert not waited.is_error, waited.prompt_text
+        snap = waited.output.value["tasks"][0]
+        assert snap["status"] == "exited" and snap["exit_code"] == 0, snap
+        assert snap["attempt"] == 1 and "restarted" not in waited.prompt_text
+
+    assert _numbers(_output(store, task_id)) == [str(i) for i in range(1, 7)]
+    record = store.get_record(task_id)
+    assert record["status"] == "succeeded" and record["attempt"] == 1
+    assert [a["outcome"] for a in record["attempts"]] == ["succeeded"]
+    assert record["attempts"][0]["worker"] == first["worker"]
+    assert "retry" not in [item.subkind for item in _events(store, task_id)]
+    assert len((ws / "pids.txt").read_text().split()) == 1
+
+
+def test_kill_task_stops_it_after_its_worker_died(live, store, tmp_path: Path):
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    sid = f"holder-{uuid.uuid4().hex[:8]}"
+    with _session(live, ws, sid) as starter:
+        task_id = _start(starter, "echo $$ > pid.txt; sleep 300 & sleep 301 & echo up; wait")
+        wait_until(lambda: "up" in _output(store, task_id), 10)
+    pid = int((ws / "pid.txt").read_text())
+    assert len(_group_alive(pid)) >= 3  # the shell and both sleeps
+    live.worker_by_pid(worker_pid(store.get_record(task_id))).signal(signal.SIGKILL)
+
+    with _session(live, ws, sid) as killer:
+        killed = killer.call_sync("kill_task", {"task_id": task_id})
+        assert not killed.is_error, killed.prompt_text
+        assert killed.output.value["outcome"] == "killed"
+        assert killed.output.value["task"]["status"] == "killed"
+    wait_until(lambda: process_gone(pid) and not _group_alive(pid), 5)
+    record = store.get_record(task_id)
+    assert record["status"] == "cancelled" and record["attempt"] == 1
+
+
+def test_a_lost_holder_shows_lost_then_restarts_and_says_so(live, store, tmp_path: Path):
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    sid = f"holder-{uuid.uuid4().hex[:8]}"
+    with _session(live, ws, sid) as session:
+        task_id = _start(session, _counting(5))
+        wait_until(lambda: "2" in _numbers(_output(store, task_id)), 10)
+        holder = _holder(live)
+        assert task_id in {c["call_id"] for c in holder["commands"]}
+        first_pid = int((ws / "pids.txt").read_text().split()[0])
+        os.kill(holder["pid"], signal.SIGKILL)  # the "host" of the command is gone
+
+        # The command of attempt 1 dies with its holder (parent-death signal).
+        wait_until(lambda: process_gone(first_pid) and not _group_alive(first_pid), 3)
+
+        # Until another worker re-runs it, it is `lost`: never `running` once its lease expired.
+        tasks = session.resources.get(BackgroundTasks)
+        seen: list[tuple[str, int]] = []
+        shown_lost = ""
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            snap = tasks.snapshot(task_id)
+            assert snap is not None
+            seen.append((snap.status, snap.attempt))
+            if snap.attempt == 2:
+                break
+            if snap.status == "lost" and not shown_lost:
+                text = session.call_sync("task_output", {"task_ids": [task_id]}).prompt_text
+                if "lost, recovering" in text:  # (unless it was re-run in between)
+                    shown_lost = text
+                    assert "restart from the beginning on another worker" in text, text
+                    assert "Still running" not in text, text
+            time.sleep(0.02)
+        assert seen[-1][1] == 2, seen[-20:]
+        assert ("lost", 1) in seen, seen
+        after_lost = seen[seen.index(("lost", 1)) :]
+        assert ("running", 1) not in after_lost, after_lost
+        described = session.call_sync("task_output", {"task_ids": [task_id]})
+        assert "attempt 2 of 3" in described.prompt_text, described.prompt_text
+
+        # It runs again from the start; once it ended, the next call's reminder says so.
+        wait_until(lambda: store.get_record(task_id)["status"] == "succeeded", 15)
+        other = session.call_sync("bash", {"command": "true", "description": "t"})
+        assert "after restarting from the beginning when its host was lost" in other.prompt_text
+        assert "attempt 2 of 3" in other.prompt_text, other.prompt_text
+
+        shown = session.call_sync("task_output", {"task_ids": [task_id]})
+        snap_out = shown.output.value["tasks"][0]
+        assert snap_out["status"] == "exited" and snap_out["attempt"] == 2
+        assert "restarted from the beginning after its host was lost" in shown.prompt_text
+        assert "(attempt 2 of 3)" in shown.prompt_text
+
+    env = {**os.environ, "TOOLHUB_REDIS_URL": live.url, "COLUMNS": "200"}
+    cli = [TOOLHUB, "tasks"]
+    shown_cli = subprocess.run([*cli, "show", task_id], env=env, capture_output=True, text=True)
+    assert "restarted from the beginning after its host was lost" in shown_cli.stdout
+    listed = subprocess.run(
+        [*cli, "list", "--session", sid], env=env, capture_output=True, text=True
+    )
+    assert task_id in listed.stdout and "exited, restarted (2/3)" in listed.stdout, listed
+
+    assert _numbers(_output(store, task_id, last_attempt=True)) == [str(i) for i in range(1, 6)]
+    record = store.get_record(task_id)
+    assert [a["outcome"] for a in record["attempts"]] == ["worker_lost", "succeeded"]
+    assert [item.subkind for item in _events(store, task_id)].count("retry") == 1
+    pids = [int(p) for p in (ws / "pids.txt").read_text().split()]
+    assert len(pids) == 2 and all(process_gone(p) for p in pids)
