@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -20,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from toolhub.ports import free_port
 from toolhub.stack import RedisServer
 
 REPO = Path(__file__).resolve().parent.parent
@@ -33,12 +33,6 @@ STACK_ENV = {
     "TOOLHUB_FOLLOW_OUTAGE_SECONDS": "20",
     "TOOLHUB_PLUGINS": "tests.distributed.plugin_tools",
 }
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class WorkerProcess:

@@ -1,6 +1,7 @@
 """toolhub: one typed, extensible tool system for AI agents, run embedded or on Celery workers.
 
-The public API is re-exported here; see CONTRACT.md for the names users rely on.
+The public API is re-exported here; docs/contract.md ("Public API") lists these names, and
+tests/test_exported_members.py keeps the two equal.
 """
 
 from toolhub.core import (
@@ -22,7 +23,7 @@ from toolhub.core import (
     ToolOutput,
     requirements,
 )
-from toolhub.errors import RedisUnavailable, ToolhubError
+from toolhub.errors import ErrorCode, RedisUnavailable, ToolhubError
 from toolhub.session import Session
 from toolhub.toolset import ToolConfig, ToolSet, ToolSetBuilder, ToolSetConfig
 
@@ -35,6 +36,7 @@ __all__ = [
     "ConfigViolation",
     "Container",
     "ContentBlock",
+    "ErrorCode",
     "ErrorKind",
     "Params",
     "Progress",

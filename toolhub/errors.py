@@ -3,21 +3,95 @@
 A tool call never raises: its failures are ``CallResult`` errors the model reads. What does
 raise is setting a session up or reading the store, and those errors share one base,
 ``ToolhubError``, with a stable ``code`` a host can branch on.
+
+``ErrorCode`` names every code toolhub itself sets: the ``code`` of a failed call's
+``ToolError`` (``ToolError.custom(code, ...)``, ``result.error.code``) and the ``code`` of a
+host-side error. It is a ``StrEnum``, so a member equals its wire value
+(``ErrorCode.WORKER_LOST == "worker_lost"``). ``toolhub.core`` spells its few codes as plain
+strings (it imports nothing of toolhub); a test keeps every code used anywhere a member here.
 """
 
 from __future__ import annotations
+
+from enum import StrEnum
+
+
+class ErrorCode(StrEnum):
+    """The codes toolhub sets; see the module docstring."""
+
+    # -- codes of failed calls (``CallResult.error.code``) -------------------------------------
+    #: A resource the tool needs is not in the session's container.
+    MISSING_RESOURCE = "missing_resource"
+    #: The tool's stream ended without an output or an error.
+    STREAM_NO_TERMINAL = "stream_no_terminal"
+    #: The tool's output could not be encoded as JSON (an ``execution`` error).
+    OUTPUT_ENCODING = "output_encoding"
+    #: A description or prompt template failed to render.
+    TEMPLATE_RENDER = "template_render"
+    #: Redis could not be reached, so the call could not be sent or followed.
+    REDIS_UNAVAILABLE = "redis_unavailable"
+    #: The Celery broker refused the call.
+    BROKER_UNAVAILABLE = "broker_unavailable"
+    #: The call id belongs to a call still running.
+    CALL_ID_IN_USE = "call_id_in_use"
+    #: The worker running the call was lost and the call was not (or no longer) re-run.
+    WORKER_LOST = "worker_lost"
+    #: No answer within the call's deadline; toolhub cancelled it (a ``timeout`` error).
+    CALL_TIMEOUT = "call_timeout"
+    #: A worker got a call for a session (or session config) that is not in Redis.
+    SESSION_UNKNOWN = "session_unknown"
+    #: A background command could not be started.
+    START_FAILED = "start_failed"
+    #: A meta-tool tried to dispatch from inside another meta-tool.
+    NO_DISPATCH = "no_dispatch"
+    #: The service a tool needs (web search, media generation) is not configured.
+    NOT_CONFIGURED = "not_configured"
+    #: A network service could not be resolved or reached.
+    NETWORK_ERROR = "network_error"
+    #: The language server is not installed or has gone away.
+    LSP_UNAVAILABLE = "lsp_unavailable"
+    #: The language server answered a request with an error (an ``execution`` error).
+    LSP_ERROR = "lsp_error"
+    #: A program the tool runs (ripgrep) is not installed.
+    MISSING_BINARY = "missing_binary"
+    #: A mutating tool was called while plan mode is on (a ``permission_denied`` error).
+    PLAN_MODE = "plan_mode"
+    #: An upstream service answered 5xx / another failure status (``execution`` errors).
+    UPSTREAM_ERROR = "upstream_error"
+    UPSTREAM_REJECTED = "upstream_rejected"
+    #: An upstream answer that cannot be used (malformed JSON, not a video, a bad redirect).
+    BAD_UPSTREAM_RESPONSE = "bad_upstream_response"
+    #: An upstream answer above the size cap.
+    RESPONSE_TOO_LARGE = "response_too_large"
+    #: A page redirected more often than allowed.
+    TOO_MANY_REDIRECTS = "too_many_redirects"
+    #: A media generation job ended without a result.
+    JOB_FAILED = "job_failed"
+
+    # -- codes of host-side errors (``ToolhubError.code``) -------------------------------------
+    TOOLHUB_ERROR = "toolhub_error"
+    #: The gateway answered an error status (``toolhub.gateway.client.GatewayError``).
+    GATEWAY_ERROR = "gateway_error"
+    #: The local stack (``toolhub up``) could not start (``toolhub.stack.local.StackError``).
+    STACK_ERROR = "stack_error"
+    #: No ``redis-server`` binary was found (``toolhub.stack.RedisServerNotFound``).
+    REDIS_SERVER_NOT_FOUND = "redis_server_not_found"
+    #: Redis has no record of the call followed (``toolhub.store.redis.CallNotFound``).
+    CALL_NOT_FOUND = "call_not_found"
+    #: Redis stayed away longer than a follow rides out (``toolhub.store.redis.FollowLost``).
+    FOLLOW_LOST = "follow_lost"
 
 
 class ToolhubError(Exception):
     """Base of the errors toolhub raises to its host; ``code`` names the failure."""
 
-    code = "toolhub_error"
+    code: str = ErrorCode.TOOLHUB_ERROR
 
 
 class RedisUnavailable(ToolhubError, ConnectionError):
     """The Redis server behind a distributed session cannot be reached."""
 
-    code = "redis_unavailable"
+    code = ErrorCode.REDIS_UNAVAILABLE
 
     def __init__(self, url: str, cause: BaseException | str) -> None:
         super().__init__(f"cannot reach Redis at {redact_url(url)}: {cause}")

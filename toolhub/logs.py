@@ -51,10 +51,6 @@ def call_context(
         _current.reset(token)
 
 
-def current_call() -> CallContext | None:
-    return _current.get()
-
-
 def json_logs() -> bool:
     return os.environ.get(FORMAT_ENV, "").strip().lower() == "json"
 

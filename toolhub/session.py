@@ -9,21 +9,30 @@ rendering and resource access. ``Session.embedded`` runs everything in this proc
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 import os
 import threading
 from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import Future
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from toolhub.core import CallResult, Container, Progress, ToolError
+from toolhub.assembly import SessionParts, connected_parts, embedded_parts
+from toolhub.core import CallResult, Container, Progress, ToolError, drain, new_call_id
 from toolhub.core.container import Key
-from toolhub.executors import Executor, LocalExecutor
+from toolhub.executors import Executor
 from toolhub.executors.deadline import bounded
-from toolhub.store.files import DebouncedWriter, StateFile
-from toolhub.toolset import ConfigSource, ExternalHandler, ExternalSpec, ToolSet, ToolSetBuilder
+from toolhub.store.files import DebouncedWriter
+from toolhub.toolset import (
+    ConfigSource,
+    ExternalHandler,
+    ExternalSpec,
+    ToolSet,
+    ToolSetBuilder,
+)
+
+if TYPE_CHECKING:
+    from toolhub.hub.attach import AttachedSources
 
 T = TypeVar("T")
 
@@ -40,19 +49,6 @@ def default_builder() -> ToolSetBuilder:
         if _default_builder is None:
             _default_builder = ToolSetBuilder()
         return _default_builder
-
-
-def toolhub_home() -> Path:
-    return Path(os.environ.get("TOOLHUB_HOME", "~/.toolhub")).expanduser()
-
-
-def workspace_session_id(workspace: Path) -> str:
-    """A stable id per workspace, so embedded state survives restarts without configuration."""
-    return "ws-" + hashlib.sha256(str(workspace).encode()).hexdigest()[:16]
-
-
-def new_call_id() -> str:
-    return "call_" + os.urandom(8).hex()
 
 
 class Resources:
@@ -86,6 +82,7 @@ class Session:
         workspace: Path,
         writer: DebouncedWriter | None = None,
         warnings: list[str] | None = None,
+        sources: AttachedSources | None = None,
     ) -> None:
         self.toolset = toolset
         self.executor = executor
@@ -96,7 +93,7 @@ class Session:
         self._writer = writer
         self._loop: _LoopThread | None = None
         self._closed = False
-        self._sources: Any = None
+        self._sources = sources
 
     @classmethod
     def embedded(
@@ -112,29 +109,9 @@ class Session:
 
         Runtime state persists to ``<state_dir>/state.json`` (default
         ``$TOOLHUB_HOME/sessions/<session_id>``)."""
-        root = Path(workspace).expanduser().resolve()
-        sid = session_id or workspace_session_id(root)
-        session_dir = Path(state_dir) if state_dir else toolhub_home() / "sessions" / sid
-        container = Container()
-        _install_resources(container, root, session_dir, sid)
-        builder = builder or default_builder()
-        toolset = builder.build(config, container=container, session_id=sid)
-        wire_tool_catalog(toolset)
-        state = StateFile(session_dir / "state.json")
-        state.load_into(container)
-        writer = DebouncedWriter(container, state)
-        toolset.on_finalize = writer.notify
-        warnings = [*builder.plugin_errors, *(w.message for w in toolset.warnings), *state.problems]
-        session = cls(
-            toolset,
-            LocalExecutor(toolset),
-            session_id=sid,
-            workspace=root,
-            writer=writer,
-            warnings=warnings,
+        return cls._of(
+            embedded_parts(config, workspace, session_id, state_dir, builder or default_builder())
         )
-        session.attach_sources()
-        return session
 
     @classmethod
     def connect(
@@ -149,18 +126,21 @@ class Session:
         """A session whose calls run on Celery workers behind Redis at ``redis_url``.
 
         Validation and remapping still happen here, so a bad call never enters a queue."""
-        from toolhub.executors.celery import connect_session
-
-        session = connect_session(
-            cls,
-            redis_url,
-            config,
-            Path(workspace).expanduser().resolve(),
-            session_id=session_id,
-            builder=builder or default_builder(),
+        return cls._of(
+            connected_parts(redis_url, config, workspace, session_id, builder or default_builder())
         )
-        session.attach_sources()
-        return session
+
+    @classmethod
+    def _of(cls, parts: SessionParts) -> Session:
+        return cls(
+            parts.toolset,
+            parts.executor,
+            session_id=parts.session_id,
+            workspace=parts.workspace,
+            writer=parts.writer,
+            warnings=parts.warnings,
+            sources=parts.sources,
+        )
 
     # -- the model-facing surface ---------------------------------------------------------------
 
@@ -178,7 +158,7 @@ class Session:
         """Run one call and return its result. ``timeout``: seconds to wait at most; then the
         call is cancelled and the result is a ``timeout`` error (distributed calls always have
         a deadline, derived from their limits when none is given)."""
-        return await _last(self.stream(name, arguments, call_id=call_id, timeout=timeout))
+        return await drain(self.stream(name, arguments, call_id=call_id, timeout=timeout))
 
     async def stream(
         self,
@@ -265,7 +245,7 @@ class Session:
             result = self.executor.call_sync(prepared)
             if result is not None:
                 return result
-            drained: CallResult = self._run(_last(self._stream_prepared(prepared)))
+            drained: CallResult = self._run(drain(self._stream_prepared(prepared)))
             return drained
         answered: CallResult = self._run(
             self.call(name, arguments, call_id=call_id, timeout=timeout)
@@ -340,14 +320,6 @@ class Session:
     def render_prompt(self, text: str) -> str:
         return self.toolset.render_prompt(text)
 
-    def attach_sources(self) -> None:
-        """Connect the config's MCP servers and hubs; their tools join as external tools."""
-        from toolhub.hub.attach import attach_configured
-
-        self._sources = attach_configured(self)
-        if self._sources is not None:
-            self.warnings += self._sources.warnings
-
     def close(self) -> None:
         if self._closed:
             return
@@ -378,53 +350,6 @@ class Session:
 
     async def __aexit__(self, *exc: object) -> None:
         self.close()
-
-
-async def _last(items: AsyncIterator[Progress | CallResult]) -> CallResult:
-    """The terminal of a stream (every executor ends one with exactly one ``CallResult``)."""
-    result: CallResult | None = None
-    async for item in items:
-        if isinstance(item, CallResult):
-            result = item
-    assert result is not None
-    return result
-
-
-def wire_tool_catalog(toolset: ToolSet) -> None:
-    """Give the meta-tools what they search and check: the enabled built-in names, and an
-    index of external tools kept current as they are registered and unregistered."""
-    from toolhub.backends.tool_index import (
-        EnabledToolNames,
-        InMemoryToolIndex,
-        ToolEntry,
-        ToolIndex,
-    )
-
-    container = toolset.container
-    names = frozenset(name for name, entry in toolset.entries.items() if not entry.external)
-    container.insert(EnabledToolNames(names))
-    index = container.get(ToolIndex)
-    if index is None:
-        index = InMemoryToolIndex()
-        container.insert(index, ToolIndex)
-    if isinstance(index, InMemoryToolIndex):
-        catalog = index
-
-        def sync(spec: ExternalSpec, added: bool) -> None:
-            if added:
-                catalog.add(ToolEntry(spec.name, spec.description, spec.input_schema))
-            else:
-                catalog.remove(spec.name)
-
-        toolset.external_listeners.append(sync)
-        for spec in toolset.external_specs():
-            sync(spec, True)
-
-
-def _install_resources(container: Container, workspace: Path, session_dir: Path, sid: str) -> None:
-    from toolhub.backends import install_local_resources
-
-    install_local_resources(container, workspace=workspace, session_dir=session_dir, session_id=sid)
 
 
 class _LoopThread:

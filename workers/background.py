@@ -23,9 +23,8 @@ from toolhub.backends.process import ProcessRunner
 from toolhub.core import CallResult, ToolError
 
 from . import holder
-from .calls import retry_marker, settle
+from .claimed import Claimed, run_claimed
 from .emitter import Emitter
-from .metrics import metrics, outcome, tool_label
 from .runtime import Running, WorkerRuntime
 
 logger = logging.getLogger("toolhub.worker.background")
@@ -35,32 +34,20 @@ HELD = "held"
 
 
 def run_background(runtime: WorkerRuntime, message: dict[str, Any]) -> str:
-    running = runtime.register(message["call_id"])
-    try:
-        claim = runtime.records.claim(message, runtime.name)
-        if claim.action != "run":
-            metrics.dropped.labels(claim.action).inc()
-            return claim.action
-        running.attempt = claim.attempt
-        with metrics.attempt(tool_label(message), claim.attempt) as attempt:
-            emitter = Emitter(runtime, running, message["session_id"])
-            if claim.attempt > 1:
-                emitter.progress(retry_marker(claim.attempt))
-            place = _place(runtime, message)
-            if isinstance(place, CallResult):
-                result = place
-            else:
-                workspace, log_dir = place
-                handed = _hand_over(runtime, running, message, workspace, log_dir)
-                if handed is not None:
-                    attempt.outcome = handed
-                    return handed
-                result = _run(message, running, emitter, workspace, log_dir)
-            settled = settle(runtime, running, emitter, result)
-            attempt.outcome = outcome(running, settled, result)
-            return settled
-    finally:
-        runtime.unregister(running)
+    return run_claimed(runtime, message, _start)
+
+
+def _start(attempt: Claimed) -> str:
+    runtime, message, running = attempt.runtime, attempt.message, attempt.running
+    place = _place(runtime, message)
+    if isinstance(place, CallResult):
+        return attempt.settle(place)
+    workspace, log_dir = place
+    handed = _hand_over(runtime, running, message, workspace, log_dir)
+    if handed is not None:
+        attempt.metric.outcome = handed
+        return handed
+    return attempt.settle(_run(message, running, attempt.emitter, workspace, log_dir))
 
 
 def _place(runtime: WorkerRuntime, message: dict[str, Any]) -> CallResult | tuple[Path, Path]:

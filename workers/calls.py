@@ -1,6 +1,7 @@
 """The ``toolhub.execute`` task body: claim the call, run it through the tool pipeline, publish.
 
-The pipeline is the embedded one, unchanged: ``ToolSet.prepare`` (lookup, remap, validate) and
+The pipeline is the embedded one, unchanged: ``ToolSet.prepare_canonical`` (lookup and
+validation of the canonical arguments the dispatcher sent; remapping happened there) and
 then either ``ToolSet.execute_sync`` (plain sync tools, inline on the pool thread, as the
 embedded fast path does) or the ``LocalExecutor`` stream (``ToolSet.execute`` raced against the
 cancel token). Only the edges differ: the arguments come from the message, each item goes to
@@ -19,14 +20,15 @@ from typing import Any
 
 from redis.exceptions import RedisError
 
-from toolhub.core import CallResult, Progress, ToolError
+from toolhub.core import CallResult, ToolError, drain
 from toolhub.distributed.records import cancelled_result
 from toolhub.distributed.recovery import announce_rerun
+from toolhub.errors import ErrorCode
 from toolhub.toolset import Prepared
 
+from .claimed import Claimed, run_claimed
 from .emitter import Emitter
-from .metrics import metrics, outcome, tool_label
-from .runtime import HANDOFF, INTERNAL_REASONS, Running, WorkerRuntime
+from .runtime import INTERNAL_REASONS, Running, WorkerRuntime
 from .toolsets import SessionRuntime
 
 logger = logging.getLogger("toolhub.worker")
@@ -34,66 +36,25 @@ logger = logging.getLogger("toolhub.worker")
 
 def run_call(runtime: WorkerRuntime, message: dict[str, Any]) -> str:
     """Run one delivered message; returns what happened (for the worker log)."""
-    running = runtime.register(message["call_id"])
-    try:
-        claim = runtime.records.claim(message, runtime.name)
-        if claim.action == "lost_fail":
-            runtime.recovery.fail_lost(running.call_id, message)
-            logger.warning("call %s: its worker was lost; failed (policy: fail)", running.call_id)
-            return claim.action
-        if claim.action != "run":
-            metrics.dropped.labels(claim.action).inc()
-            logger.info(
-                "call %s: %s (attempt %d); message dropped",
-                running.call_id,
-                claim.action,
-                claim.attempt,
+    return run_claimed(runtime, message, _execute)
+
+
+def _execute(attempt: Claimed) -> str:
+    runtime, message, claim = attempt.runtime, attempt.message, attempt.claim
+    prepared = _prepare(runtime, message, claim.state or {})
+    if isinstance(prepared, CallResult):
+        result = prepared
+    else:
+        session, ready = prepared
+        if ready.entry.handle.is_sync:
+            result = _run_inline(session, ready, attempt.running, attempt.emitter)
+        else:
+            result = runtime.loop().run_until_complete(
+                _stream(session, ready, attempt.running, attempt.emitter)
             )
-            return claim.action
-        running.attempt = claim.attempt
-        with metrics.attempt(tool_label(message), claim.attempt) as attempt:
-            emitter = Emitter(runtime, running, message["session_id"])
-            if claim.attempt > 1:
-                emitter.progress(retry_marker(claim.attempt))
-            prepared = _prepare(runtime, message, claim.state or {})
-            if isinstance(prepared, CallResult):
-                result = prepared
-            else:
-                session, ready = prepared
-                if ready.entry.handle.is_sync:
-                    result = _run_inline(session, ready, running, emitter)
-                else:
-                    result = runtime.loop().run_until_complete(
-                        _stream(session, ready, running, emitter)
-                    )
-            if claim.lost:
-                result = announce_rerun(result, claim.attempt, int(message["max_attempts"]))
-            settled = settle(runtime, running, emitter, result)
-            attempt.outcome = outcome(running, settled, result)
-            return settled
-    finally:
-        runtime.unregister(running)
-
-
-def retry_marker(attempt: int) -> Progress:
-    """Tells the consumer that what follows comes from a new attempt (its worker was lost)."""
-    return Progress.custom("retry", {"attempt": attempt})
-
-
-def settle(runtime: WorkerRuntime, running: Running, emitter: Emitter, result: CallResult) -> str:
-    """Publish the terminal, or hand the call back / leave it to its new owner."""
-    reason = running.token.reason if running.token.cancelled else None
-    if reason == HANDOFF:
-        message = runtime.records.handoff(running.call_id, running.attempt)
-        if message is not None:
-            runtime.enqueue(message)
-            logger.info("call %s: handed back to the queue", running.call_id)
-        return "handed_back"
-    if reason in INTERNAL_REASONS:
-        return str(reason)
-    if emitter.finished:
-        return "cancelled"
-    return "finished" if emitter.finish(result) else "abandoned"
+    if claim.lost:
+        result = announce_rerun(result, claim.attempt, int(message["max_attempts"]))
+    return attempt.settle(result)
 
 
 def _prepare(
@@ -103,13 +64,15 @@ def _prepare(
     try:
         session = runtime.toolsets.get(message["session_id"], message["config_hash"])
         session.state.apply(state, session.toolset.container)
-        return session, session.toolset.prepare(name, message["arguments"], cid)
+        return session, session.toolset.prepare_canonical(name, message["arguments"], cid)
     except ToolError as err:
         return CallResult.failure(name, err, tool_id=message.get("tool"), call_id=cid)
     except RedisError as exc:
         return CallResult.failure(
             name,
-            ToolError.custom("redis_unavailable", f"worker could not load the session: {exc}"),
+            ToolError.custom(
+                ErrorCode.REDIS_UNAVAILABLE, f"worker could not load the session: {exc}"
+            ),
             tool_id=message.get("tool"),
             call_id=cid,
         )
@@ -139,11 +102,4 @@ async def _stream(
     session: SessionRuntime, prepared: Prepared, running: Running, emitter: Emitter
 ) -> CallResult:
     prepared.ctx.cancel = running.token
-    result: CallResult | None = None
-    async for item in session.executor.stream(prepared):
-        if isinstance(item, CallResult):
-            result = item
-        else:
-            emitter.progress(item)
-    assert result is not None
-    return result
+    return await drain(session.executor.stream(prepared), emitter.progress)

@@ -50,6 +50,7 @@ from redis.exceptions import RedisError
 from toolhub.backends.process import KILL_GRACE_S, CommandResult, ProcessRunner, RunningCommand
 from toolhub.core import CallResult, CancelToken, ErrorKind, OutputDeltas, ToolError, ToolOutput
 from toolhub.distributed.settings import Settings
+from toolhub.errors import ErrorCode
 from toolhub.store.redis import RedisStore
 
 from .control import ControlListener
@@ -186,7 +187,9 @@ def command_result(task_id: str, outcome: CommandResult) -> CallResult:
 
 
 def start_failure(task_id: str, exc: BaseException) -> CallResult:
-    error = ToolError.custom("start_failed", f"The background command could not start: {exc}")
+    error = ToolError.custom(
+        ErrorCode.START_FAILED, f"The background command could not start: {exc}"
+    )
     return CallResult.failure("background", error, call_id=task_id)
 
 

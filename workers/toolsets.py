@@ -1,17 +1,16 @@
 """The worker's tool sets: one per (session, config hash), built on first use and cached.
 
 A worker rebuilds exactly the tool set the dispatcher validated against: the config is fetched
-by the hash the message carries, and the container gets the session's workspace, the local
-process resources and the Redis-backed ones, with compare-and-set state attached. The config's
-MCP servers and hubs are connected here too, so a meta-tool (``use_tool``) running on the worker
-reaches their tools; they are disconnected when the tool set leaves the cache.
+by the hash the message carries and assembled by the same code as the dispatcher's
+(``toolhub/assembly.py``: workspace, local and Redis-backed resources, compare-and-set state,
+the config's MCP servers and hubs, so a meta-tool running on the worker reaches their tools).
+Its sources are disconnected when the tool set leaves the cache.
 """
 
 from __future__ import annotations
 
 import importlib
 import logging
-import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -21,13 +20,13 @@ from typing import Any
 
 from celery import Celery
 
-from toolhub.backends import install_local_resources
-from toolhub.core import Container, ToolError
-from toolhub.distributed import install_distributed_resources
+from toolhub.assembly import Fleet, assemble, toolhub_home
+from toolhub.core import ToolError
 from toolhub.distributed.settings import Settings
 from toolhub.distributed.state_sync import RedisStateSync
+from toolhub.errors import ErrorCode
 from toolhub.executors.local import LocalExecutor
-from toolhub.hub.attach import AttachedSources, attach_toolset_sources
+from toolhub.hub.attach import AttachedSources
 from toolhub.store.redis import RedisStore
 from toolhub.toolset import ToolSet, ToolSetBuilder, ToolSetConfig
 
@@ -70,7 +69,7 @@ class ToolSets:
         self.builder = builder
         self._cache: OrderedDict[tuple[str, str], SessionRuntime] = OrderedDict()
         self._lock = threading.Lock()
-        self._home = Path(os.environ.get("TOOLHUB_HOME", "~/.toolhub")).expanduser()
+        self._home = toolhub_home()
 
     def get(self, session_id: str, config_hash: str) -> SessionRuntime:
         key = (session_id, config_hash)
@@ -96,7 +95,9 @@ class ToolSets:
     def workspace(self, session_id: str) -> Path:
         info = self.store.get_session(session_id)
         if info is None:
-            raise ToolError.custom("session_unknown", f"session {session_id!r} is not in Redis")
+            raise ToolError.custom(
+                ErrorCode.SESSION_UNKNOWN, f"session {session_id!r} is not in Redis"
+            )
         return Path(info["workspace"])
 
     def session_dir(self, session_id: str) -> Path:
@@ -106,26 +107,23 @@ class ToolSets:
         text = self.store.get_config(config_hash)
         if text is None:
             raise ToolError.custom(
-                "session_unknown", f"config {config_hash} of session {session_id!r} is not in Redis"
+                ErrorCode.SESSION_UNKNOWN,
+                f"config {config_hash} of session {session_id!r} is not in Redis",
             )
         workspace = self.workspace(session_id)
-        container = Container()
-        install_local_resources(
-            container,
+        parts = assemble(
+            ToolSetConfig.model_validate_json(text),
             workspace=workspace,
-            session_dir=self.session_dir(session_id),
             session_id=session_id,
+            session_dir=self.session_dir(session_id),
+            builder=self.builder,
+            fleet=Fleet(self.store.client, self.app, self.store.settings),
         )
-        settings = self.store.settings
-        install_distributed_resources(
-            container, self.store.client, self.app, settings, session_id=session_id
-        )
-        config = ToolSetConfig.model_validate_json(text)
-        toolset = self.builder.build(config, container=container, session_id=session_id)
-        state = RedisStateSync(self.store.client, self.store.keys.state(session_id))
-        container.attach_state_sync(state)
-        sources = attach_toolset_sources(toolset, session_id=session_id, workspace=workspace)
-        for warning in sources.warnings if sources is not None else ():
+        assert parts.state is not None
+        for warning in parts.warnings:
             logger.warning("session %s: %s", session_id, warning)
         logger.info("built tool set for session %s (config %s)", session_id, config_hash)
-        return SessionRuntime(toolset, LocalExecutor(toolset), state, workspace, sources)
+        toolset = parts.toolset
+        return SessionRuntime(
+            toolset, LocalExecutor(toolset), parts.state, workspace, parts.sources
+        )

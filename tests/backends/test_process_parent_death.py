@@ -17,9 +17,11 @@ import pytest
 from toolhub.backends.limits import PidsCgroups
 
 HOST = r"""
-import sys, time
+import os, sys, time
 from pathlib import Path
 from toolhub.backends.process import ProcessRunner
+if len(sys.argv) > 3:  # run inside a cgroup of its own, out of other sweeps' sight
+    (Path(sys.argv[3]) / "cgroup.procs").write_text(str(os.getpid()))
 root = Path(sys.argv[1])
 runner = ProcessRunner(root, root / "logs")
 runner.start(sys.argv[2], log_name="c")
@@ -78,12 +80,24 @@ def test_a_process_that_left_the_group_dies_too(tmp_path: Path) -> None:
 
 @pytest.mark.skipif(not PidsCgroups.detect().available, reason="needs a writable pids cgroup")
 def test_reap_stale_kills_what_a_dead_process_left_in_its_cgroups(tmp_path: Path) -> None:
-    cgroups = PidsCgroups.detect()
+    base = PidsCgroups.detect().base
+    assert base is not None
+    # A cgroup of this test's own: the sweeps of workers on this host reap their base's
+    # children, and would otherwise do this test's job before it looks.
+    nest = base / f"nest-{os.getpid()}"
+    nest.mkdir()
+    try:
+        _orphan_then_reap(tmp_path, nest)
+    finally:
+        PidsCgroups.remove(nest)
+
+
+def _orphan_then_reap(tmp_path: Path, nest: Path) -> None:
     tag = f"33{os.getpid() % 1000:03d}"
     # A host without the parent-death guard (as if setpriv were missing): its command survives.
     env = {**os.environ, "PATH": "/nonexistent"}
     proc = subprocess.Popen(
-        [sys.executable, "-c", HOST, str(tmp_path), f"/bin/sleep {tag}1"],
+        [sys.executable, "-c", HOST, str(tmp_path), f"/bin/sleep {tag}1", str(nest)],
         stdout=subprocess.PIPE,
         text=True,
         env=env,
@@ -94,9 +108,8 @@ def test_reap_stale_kills_what_a_dead_process_left_in_its_cgroups(tmp_path: Path
     proc.wait()
     time.sleep(0.3)
     assert len(_marked(tag)) == 1  # orphaned: nothing but the sweep can find it now
-    assert cgroups.base is not None
-    mine = [p for p in cgroups.base.glob(f"toolhub-{proc.pid}-*")]
+    mine = list(nest.glob(f"toolhub-{proc.pid}-*"))
     assert mine, "the dead host's cgroup is there"
-    assert cgroups.reap_stale() >= 1
+    assert PidsCgroups(nest).reap_stale() == 1
     _wait_for(lambda: not _marked(tag), 3)
     assert not any(p.exists() for p in mine)

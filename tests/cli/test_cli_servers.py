@@ -19,7 +19,7 @@ from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
-from toolhub.gateway.server import free_port
+from toolhub.ports import free_port
 
 pytestmark = pytest.mark.timeout(90)
 

@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 import psutil
 
 from toolhub import CallResult, Progress, Session
-from toolhub.distributed.codec import Event
+from toolhub.distributed.codec import StreamEvent
 from toolhub.store.redis import RedisStore
 
 T = TypeVar("T")
@@ -44,7 +44,7 @@ async def collect(
     return [item async for item in session.stream(name, args, call_id=call_id)]
 
 
-async def follow_all(store: RedisStore, call_id: str, after_seq: int = 0) -> list[Event]:
+async def follow_all(store: RedisStore, call_id: str, after_seq: int = 0) -> list[StreamEvent]:
     return [event async for event in store.follow(call_id, after_seq)]
 
 
@@ -61,7 +61,7 @@ def process_gone(pid: int) -> bool:
         return True
 
 
-def assert_contiguous(events: list[Event], first: int = 1) -> None:
+def assert_contiguous(events: list[StreamEvent], first: int = 1) -> None:
     seqs = [e.seq for e in events]
     assert seqs == list(range(first, first + len(seqs))), seqs
     assert sum(e.terminal for e in events) == 1 and events[-1].terminal

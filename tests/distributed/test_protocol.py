@@ -12,6 +12,7 @@ from kombu import Connection, Exchange, Producer
 
 from tests.distributed.helpers import assert_contiguous, follow_all, wait_until
 from toolhub import CallResult
+from toolhub.distributed.codec import unpack
 from toolhub.store.redis import CallNotFound
 
 
@@ -52,8 +53,8 @@ def test_no_subscription_is_left_behind_and_records_expire(live, connect, store)
 
     results = asyncio.run(asyncio.wait_for(go(), 30))
     assert all(not r.is_error for r in results)
-    hub = session.executor.store.hub
-    wait_until(lambda: hub.channels() == [], 5)
+    pubsub = session.executor.store.pubsub
+    wait_until(lambda: pubsub.channels() == [], 5)
     channels = [store.keys.channel(c) for c in ids]
     wait_until(lambda: all(n == 0 for _, n in store.client.pubsub_numsub(*channels)), 5)
     for cid in ids:
@@ -250,3 +251,26 @@ def create_rejects_expired(store, sid: str, config_hash: str) -> bool:
     queued = store.client.llen(b"bench.expired")
     store.client.delete(b"bench.expired", store.keys.call("expired-probe"))
     return code == 2 and queued == 0
+
+
+def test_arguments_travel_under_their_canonical_names(live, connect, store):
+    """The dispatcher remaps once; the message carries canonical names and the worker only
+    validates them (a client name on the wire would be refused as an unknown argument)."""
+    config = {
+        "tools": [
+            {"id": "Test:ticks", "rename": {"n": "count", "delay_ms": "pause"}},
+            {"id": "Test:noop"},
+        ]
+    }
+    session = connect(config)
+
+    async def go():
+        stream = session.stream("ticks", {"count": 3, "pause": 300}, call_id="canonical")
+        first = await anext(stream)
+        message = unpack(store.client.hget(store.keys.call("canonical"), "message"))
+        rest = [item async for item in stream]
+        return first, message, rest
+
+    _, message, rest = asyncio.run(asyncio.wait_for(go(), 30))
+    assert message["arguments"] == {"n": 3, "delay_ms": 300}
+    assert not rest[-1].is_error and rest[-1].output.value["total"] == 3

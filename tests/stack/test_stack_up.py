@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from toolhub.gateway.server import free_port
+from toolhub.ports import free_port
 from toolhub.stack.supervisor import descendants
 
 pytestmark = pytest.mark.timeout(120)

@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 import httpx
 
 from toolhub.core import CancelToken, ErrorKind, ToolError
+from toolhub.errors import ErrorCode
 
 T = TypeVar("T")
 
@@ -65,7 +66,7 @@ def status_error(service: str, status: int, body: bytes) -> ToolError:
         return ToolError(ErrorKind.UNAUTHORIZED, detail, {"status": status})
     if status == 429:
         return ToolError(ErrorKind.RATE_LIMITED, detail, {"status": status})
-    code = "upstream_error" if status >= 500 else "upstream_rejected"
+    code = ErrorCode.UPSTREAM_ERROR if status >= 500 else ErrorCode.UPSTREAM_REJECTED
     return ToolError.execution(detail, code=code, status=status)
 
 
@@ -73,7 +74,7 @@ def transport_error(service: str, exc: httpx.HTTPError) -> ToolError:
     if isinstance(exc, httpx.TimeoutException):
         return ToolError.timeout(f"{service} timed out: {type(exc).__name__}")
     return ToolError.custom(
-        "network_error", f"could not reach {service}: {type(exc).__name__}: {exc}"
+        ErrorCode.NETWORK_ERROR, f"could not reach {service}: {type(exc).__name__}: {exc}"
     )
 
 
@@ -112,7 +113,7 @@ def _too_large(service: str, limit: int, declared: int | None) -> ToolError:
     size = f" ({declared} bytes declared)" if declared is not None else ""
     return ToolError.execution(
         f"{service} sent a response larger than the {limit}-byte cap{size}",
-        code="response_too_large",
+        code=ErrorCode.RESPONSE_TOO_LARGE,
         limit=limit,
     )
 
@@ -173,5 +174,6 @@ class JsonApi:
 
     def malformed(self, what: str) -> ToolError:
         return ToolError.execution(
-            f"{self.service} sent a malformed response: {what}", code="bad_upstream_response"
+            f"{self.service} sent a malformed response: {what}",
+            code=ErrorCode.BAD_UPSTREAM_RESPONSE,
         )

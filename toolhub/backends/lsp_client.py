@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from toolhub.core import ErrorKind, ToolError
+from toolhub.errors import ErrorCode
 
 SHUTDOWN_GRACE_S = 2.0
 METHOD_NOT_FOUND = -32601
@@ -91,7 +92,7 @@ class LspFailure(ToolError):
         super().__init__(
             ErrorKind.EXECUTION,
             f"language server failed `{method}`: {message}",
-            {"code": "lsp_error", "rpc_code": code},
+            {"code": ErrorCode.LSP_ERROR, "rpc_code": code},
         )
         self.rpc_code = code
 
@@ -105,7 +106,7 @@ def find_command(command: Sequence[str]) -> list[str]:
     found = shutil.which(program) or shutil.which(program, path=str(Path(sys.executable).parent))
     if found is None:
         raise ToolError.custom(
-            "lsp_unavailable", f"language server `{program}` is not installed (not on PATH)"
+            ErrorCode.LSP_UNAVAILABLE, f"language server `{program}` is not installed (not on PATH)"
         )
     return [found, *command[1:]]
 
@@ -281,7 +282,7 @@ class LspClient:
             pending, self._pending = self._pending, {}
         for _, future in pending.values():
             if not future.done():
-                future.set_exception(ToolError.custom("lsp_unavailable", reason))
+                future.set_exception(ToolError.custom(ErrorCode.LSP_UNAVAILABLE, reason))
 
     def _drain_stderr(self) -> None:
         stderr = self._process.stderr

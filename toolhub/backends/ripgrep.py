@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from toolhub.core import CancelToken, ToolError
+from toolhub.errors import ErrorCode
 
 STDERR_LIMIT = 4000
 
@@ -51,7 +52,7 @@ class Ripgrep:
             found = find_rg()
             if found is None:
                 raise ToolError.custom(
-                    "missing_binary", "ripgrep (`rg`) is not installed on this worker"
+                    ErrorCode.MISSING_BINARY, "ripgrep (`rg`) is not installed on this worker"
                 )
             self._binary = found
         return self._binary

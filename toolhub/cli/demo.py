@@ -77,7 +77,7 @@ class _gateway:
 
     def __enter__(self) -> tuple[str, tuple[str, str, str] | None]:
         from toolhub.gateway import GatewaySettings, ThreadedServer, create_app
-        from toolhub.gateway.server import free_port
+        from toolhub.ports import free_port
         from toolhub.stack.local import LocalStack
 
         if self.embedded:

@@ -15,7 +15,7 @@ from typing import Annotated, Any, NoReturn
 import typer
 from rich.table import Table
 
-from toolhub.core import CallResult, ConfigError, Progress
+from toolhub.core import CallResult, ConfigError, drain
 from toolhub.session import Session, default_builder
 from toolhub.toolset import FORMATS, ToolSetConfig
 
@@ -141,12 +141,5 @@ async def _call(session: Session, name: str, args: str | None, live: bool) -> Ca
     from .progress import ProgressView
 
     view = ProgressView(enabled=live)
-    result: CallResult | None = None
     with view:
-        async for item in session.stream(name, args):
-            if isinstance(item, Progress):
-                view.show(item)
-            else:
-                result = item
-    assert result is not None
-    return result
+        return await drain(session.stream(name, args), view.show)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
@@ -45,7 +46,6 @@ class RedisTasks:
         settings = Settings.from_env(redis_url)
         self.store, app = shared_backend(settings)
         self.tasks = RedisBackgroundTasks(self.store.client, app, settings, "")
-        self.prefix = settings.prefix
 
     @classmethod
     def connect(cls, redis_url: str) -> RedisTasks:
@@ -59,16 +59,8 @@ class RedisTasks:
             fail(f"cannot reach Redis: {exc}")
         return backend
 
-    def list(self, session: str | None) -> list[Any]:
-        if session:
-            return self.tasks.list(session)
-        pattern = f"{self.prefix}session:*:tasks"
-        sessions = [
-            key.decode()[len(f"{self.prefix}session:") : -len(":tasks")]
-            for key in self.store.client.scan_iter(match=pattern, count=500)
-        ]
-        found = [t for sid in sessions for t in self.tasks.list(sid)]
-        return sorted(found, key=lambda t: t.started_at)
+    def list(self, session: str | None) -> Sequence[Any]:
+        return self.tasks.list(session) if session else self.tasks.list_all()
 
     def logs(self, task_id: str, follow: bool) -> None:
         from toolhub.core import CallResult
@@ -107,7 +99,7 @@ def _write_delta(item: Any) -> None:
 
 
 def _terminal_dir(workspace: Path | None, session: str | None) -> Path:
-    from toolhub.session import toolhub_home, workspace_session_id
+    from toolhub.assembly import toolhub_home, workspace_session_id
 
     root = (workspace or Path(os.environ.get("TOOLHUB_WORKSPACE", "."))).expanduser().resolve()
     sid = session or workspace_session_id(root)

@@ -12,7 +12,7 @@ themselves in plain words when they fail, so a violation says what is missing.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -244,8 +244,3 @@ def unmet(expr: Expr, ctx: EvalContext) -> list[Expr]:
     if isinstance(expr, IfParams):
         return unmet(expr.then, ctx) or [expr.then]
     return [expr]
-
-
-def all_of(items: Iterable[Expr]) -> Expr:
-    parts = tuple(items)
-    return TRUE if not parts else parts[0] if len(parts) == 1 else AllOf(parts)

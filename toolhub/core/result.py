@@ -8,12 +8,14 @@ is kept as is; after a process boundary only JSON is left, and ``parse`` rebuild
 from __future__ import annotations
 
 import json
+import os
+from collections.abc import AsyncIterator, Callable
 from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel
 
 from .errors import ToolError
-from .stream import ContentBlock
+from .stream import ContentBlock, Progress
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -183,3 +185,25 @@ def default_model_text(value: Any) -> str:
         if isinstance(only, str):
             return only
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def new_call_id() -> str:
+    """A fresh, unguessable call id (``call_`` + 16 hex digits)."""
+    return "call_" + os.urandom(8).hex()
+
+
+async def drain(
+    items: AsyncIterator[Progress | CallResult],
+    on_progress: Callable[[Progress], None] | None = None,
+) -> CallResult:
+    """The ``CallResult`` that ends a call's stream (every executor ends one with exactly one),
+    handing each progress item to ``on_progress`` on the way."""
+    result: CallResult | None = None
+    async for item in items:
+        if isinstance(item, CallResult):
+            result = item
+        elif on_progress is not None:
+            on_progress(item)
+    if result is None:
+        raise RuntimeError("the call's stream ended without a CallResult")
+    return result

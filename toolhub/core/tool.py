@@ -177,7 +177,6 @@ class Tool(Generic[ArgsT, OutputT]):
     kind: ClassVar[ToolKind] = ToolKind.OTHER
     description_template: ClassVar[str] = ""
     read_only: ClassVar[bool | None] = None
-    emitted_notifications: ClassVar[tuple[str, ...]] = ()
     requires: ClassVar[Expr] = TRUE
     versions: ClassVar[tuple[BehaviorVersion, ...]] = ()
     params_model: ClassVar[type[BaseModel] | None] = None

@@ -27,6 +27,7 @@ from redis import Redis
 
 from toolhub.backends.tasks import KillOutcome, TaskSnapshot, TaskStatus, WaitMode
 from toolhub.core import CallResult
+from toolhub.errors import ErrorCode
 
 from . import replies
 from .celery_app import BACKGROUND_TASK
@@ -188,6 +189,16 @@ class RedisBackgroundTasks:
         ids = [i.decode() for i in replies.zrange(self.client, self.keys.session_tasks(sid))]
         return self._collect(ids)
 
+    def list_all(self) -> Sequence[TaskSnapshot]:
+        """Every session's background tasks, oldest first (the operator's view)."""
+        pattern = self.keys.every_session_tasks
+        sessions = [
+            self.keys.session_of_tasks(key.decode())
+            for key in self.client.scan_iter(match=pattern, count=500)
+        ]
+        found = [task for sid in sessions for task in self.list(sid)]
+        return sorted(found, key=lambda task: task.started_at)
+
     def claim_completion(self, task_id: str) -> bool:
         key = self.keys.call(task_id)
         status = replies.hget(self.client, key, "status")
@@ -208,7 +219,7 @@ def _status(record: dict[str, bytes]) -> tuple[TaskStatus, int | None]:
     exit_code = (error.get("details") or {}).get("exit_code")
     if error.get("kind") == "timeout":
         return "timeout", exit_code
-    if status == "cancelled" or (error.get("details") or {}).get("code") == "worker_lost":
+    if status == "cancelled" or (error.get("details") or {}).get("code") == ErrorCode.WORKER_LOST:
         return "killed", exit_code
     return "exited", exit_code
 

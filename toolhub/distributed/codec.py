@@ -37,7 +37,7 @@ def decode_item(payload: bytes) -> Progress | CallResult:
 
 
 @dataclass(frozen=True, slots=True)
-class Event:
+class StreamEvent:
     """One item of a call's event stream, with its sequence number (an SSE event id)."""
 
     seq: int

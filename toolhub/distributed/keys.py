@@ -56,3 +56,12 @@ class Keys:
     def session_tasks(self, sid: str) -> str:
         """Sorted set of one session's background task ids, by start time."""
         return f"{self.prefix}session:{sid}:tasks"
+
+    @property
+    def every_session_tasks(self) -> str:
+        """The SCAN pattern that matches ``session_tasks`` of every session."""
+        return self.session_tasks("*")
+
+    def session_of_tasks(self, key: str) -> str:
+        """The session id in a ``session_tasks`` key."""
+        return key[len(self.session("")) : -len(":tasks")]

@@ -14,6 +14,7 @@ from typing import Any
 from redis import Redis
 
 from toolhub.core import CallResult, ToolError
+from toolhub.errors import ErrorCode
 
 from . import replies
 from .codec import encode_item, pack, unpack
@@ -241,7 +242,7 @@ def lost_result(name: str, cid: str, tool: str | None, attempts: int) -> CallRes
     return CallResult.failure(
         name,
         ToolError.custom(
-            "worker_lost",
+            ErrorCode.WORKER_LOST,
             f"The worker running this call was lost {attempts} time(s); it was not retried "
             "again. The command may have crashed its worker: check it before calling again.",
             attempts=attempts,

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from toolhub.core import CallResult, ToolError
+from toolhub.errors import ErrorCode
 
 from . import replies
 from .codec import encode_item, pack, unpack
@@ -142,7 +143,7 @@ def partly_run_result(name: str, cid: str, tool: str | None) -> CallResult:
     return CallResult.failure(
         name,
         ToolError.custom(
-            "worker_lost",
+            ErrorCode.WORKER_LOST,
             "The worker running this call was lost while the call ran, so it has no result. "
             "It was not run again (this tool's policy on worker loss is `fail`): the command "
             "may have partly run. Check its effects before calling it again.",
@@ -157,7 +158,7 @@ def never_claimed_result(name: str, cid: str, tool: str | None, times: int) -> C
     return CallResult.failure(
         name,
         ToolError.custom(
-            "worker_lost",
+            ErrorCode.WORKER_LOST,
             f"The call was taken off its queue {times} time(s) by workers that were lost before "
             "they started it; it never ran. It may be crashing its workers: check it before "
             "calling again.",

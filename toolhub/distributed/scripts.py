@@ -3,8 +3,9 @@ so it is atomic against every other dispatcher and worker: no read-modify-write 
 event that announces a transition is appended in the same step as the transition itself.
 
 The index of queued calls' claim deadlines is ``<leases>:pending`` (``Keys.pending``), and a
-queued call's pushed message sits in ``<call>:payload``; the scripts reach both by those names. toolhub runs on one Redis (as kombu
-does), so keys a script derives need no cluster slot.
+queued call's pushed message sits in ``<call>:payload``; the scripts reach both by those
+names. toolhub runs on one Redis (as kombu does), so keys a script derives need no cluster
+slot.
 
 Fencing: every write by a worker names the attempt it runs; a write from an attempt that is no
 longer current (its lease expired and another worker took over) is refused, so a zombie worker

@@ -1,11 +1,12 @@
 """The distributed executor: calls run on Celery workers, results come back through Redis.
 
 The dispatcher stays thin. The session has already looked the tool up, remapped and validated
-the arguments, so a bad call never enters a queue. Here the call record is written, the message
-goes to the queue of the tool's workload, and the caller follows the call's own event stream
-(pub/sub for live items, the stream for replay): no Celery result backend, no subscription per
-call left behind. External tools are the exception: their handlers live in this process, so
-they run here, through the embedded executor.
+the arguments, so a bad call never enters a queue; the message carries them under their
+canonical names, which the worker validates again but never remaps. Here the call record is
+written, the message goes to the queue of the tool's workload, and the caller follows the
+call's own event stream (pub/sub for live items, the stream for replay): no Celery result
+backend, no subscription per call left behind. External tools are the exception: their
+handlers live in this process, so they run here, through the embedded executor.
 """
 
 from __future__ import annotations
@@ -13,30 +14,25 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import AsyncIterator
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from celery import Celery
 from kombu.exceptions import KombuError, OperationalError
 from redis.exceptions import RedisError
 
-from toolhub.core import CallResult, Container, Progress, ToolError
+from toolhub.core import CallResult, Progress, ToolError
 from toolhub.distributed.celery_app import EXECUTE_TASK, make_celery
 from toolhub.distributed.codec import pack
 from toolhub.distributed.enqueue import Enqueuer
-from toolhub.distributed.hub import Subscription
+from toolhub.distributed.pubsub import Subscription
 from toolhub.distributed.records import new_run_id
-from toolhub.distributed.resources import install_distributed_resources
 from toolhub.distributed.settings import Settings, queue_for
 from toolhub.distributed.state_sync import RedisStateSync
-from toolhub.errors import RedisUnavailable
+from toolhub.errors import ErrorCode, RedisUnavailable
 from toolhub.store.redis import CallNotFound, FollowLost, RedisStore
-from toolhub.toolset import ConfigSource, Prepared, ToolSet, ToolSetBuilder, ToolSetConfig
+from toolhub.toolset import Prepared, ToolSet
 
 from .local import LocalExecutor, unknown_call
-
-if TYPE_CHECKING:
-    from toolhub.session import Session
 
 logger = logging.getLogger("toolhub.executor.celery")
 
@@ -68,13 +64,6 @@ def close_shared_backends() -> None:
     for store, app in backends:
         store.close()
         app.close()
-
-
-def client_arguments(prepared: Prepared) -> dict[str, Any]:
-    """The validated arguments under the client's own names: the worker runs the same
-    ``ToolSet.prepare`` on them, so remapping and validation happen identically there."""
-    to_client = prepared.entry.to_client
-    return {to_client.get(key, key): value for key, value in prepared.arguments.items()}
 
 
 class CeleryExecutor:
@@ -129,7 +118,7 @@ class CeleryExecutor:
                         self._refresh_state(event.state_version)
                     yield event.item
             except FollowLost as lost:
-                yield _failure(prepared, "redis_unavailable", str(lost))
+                yield _failure(prepared, ErrorCode.REDIS_UNAVAILABLE, str(lost))
         finally:
             subscription.close()
 
@@ -147,7 +136,7 @@ class CeleryExecutor:
             "config_hash": self.config_hash,
             "name": entry.client_name,
             "tool": entry.fq_id,
-            "arguments": client_arguments(prepared),
+            "arguments": prepared.arguments,
             "max_attempts": self.settings.max_attempts,
         }
         fields = {
@@ -180,17 +169,21 @@ class CeleryExecutor:
             else:
                 created = self.store.records.create(cid, run_id, fields)
         except RedisError as exc:
-            return _failure(prepared, "redis_unavailable", f"cannot reach Redis: {exc}")
+            return _failure(prepared, ErrorCode.REDIS_UNAVAILABLE, f"cannot reach Redis: {exc}")
         if not created:
             return _failure(
-                prepared, "call_id_in_use", f"call id {cid!r} belongs to a call still running"
+                prepared,
+                ErrorCode.CALL_ID_IN_USE,
+                f"call id {cid!r} belongs to a call still running",
             )
         if captured is not None:
             return fresh
         try:
             self.app.send_task(EXECUTE_TASK, **options)
         except (OperationalError, KombuError, RedisError, OSError) as exc:
-            result = _failure(prepared, "broker_unavailable", f"cannot enqueue the call: {exc}")
+            result = _failure(
+                prepared, ErrorCode.BROKER_UNAVAILABLE, f"cannot enqueue the call: {exc}"
+            )
             try:
                 self.store.records.mark_failed_dispatch(cid, self.session_id, result)
             except RedisError:
@@ -249,12 +242,12 @@ class CeleryExecutor:
             yield unknown_call(call_id)
         except FollowLost as lost:
             yield CallResult.failure(
-                "", ToolError.custom("redis_unavailable", str(lost)), call_id=call_id
+                "", ToolError.custom(ErrorCode.REDIS_UNAVAILABLE, str(lost)), call_id=call_id
             )
         except RedisError as exc:
             yield CallResult.failure(
                 "",
-                ToolError.custom("redis_unavailable", f"cannot reach Redis: {exc}"),
+                ToolError.custom(ErrorCode.REDIS_UNAVAILABLE, f"cannot reach Redis: {exc}"),
                 call_id=call_id,
             )
 
@@ -283,54 +276,3 @@ def _failure(prepared: Prepared, code: str, detail: str) -> CallResult:
         tool_id=prepared.entry.fq_id,
         call_id=prepared.ctx.call_id,
     )
-
-
-def connect_session(
-    cls: type[Session],
-    redis_url: str,
-    config: ConfigSource,
-    workspace_path: Path,
-    *,
-    session_id: str | None,
-    builder: ToolSetBuilder,
-) -> Session:
-    """A session whose calls run on the workers behind ``redis_url``.
-
-    The config is stored under ``session:{sid}`` (and by hash) for the workers; the session's
-    state is read from Redis and every ``Container.update`` goes through compare-and-set."""
-    from toolhub.backends import install_local_resources
-    from toolhub.session import toolhub_home, workspace_session_id
-
-    settings = Settings.from_env(redis_url)
-    store, app = shared_backend(settings)
-    cfg = ToolSetConfig.load(config)
-    sid = session_id or workspace_session_id(workspace_path)
-    container = Container()
-    install_local_resources(
-        container,
-        workspace=workspace_path,
-        session_dir=toolhub_home() / "sessions" / sid,
-        session_id=sid,
-    )
-    install_distributed_resources(container, store.client, app, settings, session_id=sid)
-    toolset = builder.build(cfg, container=container, session_id=sid)
-    state = RedisStateSync(store.client, store.keys.state(sid))
-    container.attach_state_sync(state)
-    try:
-        version = state.load_into(container)
-        config_hash = store.put_session(sid, cfg, str(workspace_path))
-    except RedisError as exc:
-        raise RedisUnavailable(redis_url, exc) from None
-    executor = CeleryExecutor(
-        toolset,
-        store,
-        app,
-        settings=settings,
-        session_id=sid,
-        config_hash=config_hash,
-        workspace=str(workspace_path),
-        state=state,
-        state_version=version,
-    )
-    warnings = [*builder.plugin_errors, *(w.message for w in toolset.warnings)]
-    return cls(toolset, executor, session_id=sid, workspace=workspace_path, warnings=warnings)

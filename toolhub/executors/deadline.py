@@ -19,6 +19,7 @@ from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any
 
 from toolhub.core import CallResult, ErrorKind, Progress, ToolError
+from toolhub.errors import ErrorCode
 
 #: How long after the deadline's cancel the call may take to answer before the wait ends.
 CANCEL_GRACE_SECONDS = 2.0
@@ -83,7 +84,7 @@ def timeout_result(
         ErrorKind.TIMEOUT,
         f"No answer within {seconds:g}s, so toolhub cancelled the call. {shown}",
         {
-            "code": "call_timeout",
+            "code": ErrorCode.CALL_TIMEOUT,
             "timeout_s": seconds,
             "status": (record or {}).get("status", "unknown"),
             "attempt": (record or {}).get("attempt"),

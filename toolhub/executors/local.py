@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from toolhub.core import CallResult, CancelToken, Progress, ToolError
+from toolhub.errors import ErrorCode
 from toolhub.toolset import Prepared, ToolSet
 
 MAX_RECORDS = 10_000
@@ -186,7 +187,9 @@ def unknown_call(call_id: str) -> CallResult:
 def _missing_terminal(prepared: Prepared) -> CallResult:
     return CallResult.failure(
         prepared.name,
-        ToolError.custom("stream_no_terminal", f"{prepared.entry.fq_id} ended without a result"),
+        ToolError.custom(
+            ErrorCode.STREAM_NO_TERMINAL, f"{prepared.entry.fq_id} ended without a result"
+        ),
         tool_id=prepared.entry.fq_id,
         call_id=prepared.ctx.call_id,
     )

@@ -17,9 +17,9 @@ from fastapi import FastAPI
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 import toolhub
+from toolhub.http_guard import Guard
 
 from .calls import Calls, RemoteCalls
-from .guard import Guard
 from .metrics import Metrics, QueueDepths
 from .routes import router
 from .sessions import Recover, SessionFactory, Sessions

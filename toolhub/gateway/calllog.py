@@ -18,7 +18,7 @@ EventKind = Literal["progress", "result"]
 
 
 @dataclass(frozen=True, slots=True)
-class Event:
+class LoggedEvent:
     seq: int
     kind: EventKind
     data: dict[str, Any]
@@ -28,7 +28,7 @@ class Event:
 class CallLog:
     call_id: str
     session_id: str
-    events: list[Event] = field(default_factory=list)
+    events: list[LoggedEvent] = field(default_factory=list)
     finished_at: float | None = None
     _changed: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -36,10 +36,10 @@ class CallLog:
     def done(self) -> bool:
         return self.finished_at is not None
 
-    def append(self, kind: EventKind, data: dict[str, Any]) -> Event:
+    def append(self, kind: EventKind, data: dict[str, Any]) -> LoggedEvent:
         if self.done:
             raise RuntimeError(f"call {self.call_id} already has its result")
-        event = Event(len(self.events) + 1, kind, data)
+        event = LoggedEvent(len(self.events) + 1, kind, data)
         self.events.append(event)
         if kind == "result":
             self.finished_at = time.monotonic()
@@ -47,7 +47,7 @@ class CallLog:
         self._changed = asyncio.Event()
         return event
 
-    async def follow(self, after: int = 0) -> AsyncIterator[Event]:
+    async def follow(self, after: int = 0) -> AsyncIterator[LoggedEvent]:
         """Every event with ``seq > after``, waiting for new ones until the result."""
         while True:
             waiter = self._changed

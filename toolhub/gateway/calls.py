@@ -15,11 +15,12 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any, Protocol
 
-from toolhub.core import CallResult, Progress, ToolError
+from toolhub.core import CallResult, Progress, ToolError, new_call_id
+from toolhub.errors import ErrorCode
 from toolhub.logs import call_context
-from toolhub.session import Session, new_call_id
+from toolhub.session import Session
 
-from .calllog import CallLog, CallLogs, Event
+from .calllog import CallLog, CallLogs, LoggedEvent
 from .metrics import UNKNOWN_TOOL, Metrics
 
 logger = logging.getLogger("toolhub.gateway.calls")
@@ -32,7 +33,7 @@ class CallConflict(RuntimeError):
 class RemoteCalls(Protocol):
     """The shared store of a distributed deployment, as the gateway reads it."""
 
-    async def follow(self, call_id: str, after: int) -> AsyncIterator[Event] | None: ...
+    async def follow(self, call_id: str, after: int) -> AsyncIterator[LoggedEvent] | None: ...
 
     async def record(self, call_id: str) -> dict[str, Any] | None: ...
 
@@ -94,14 +95,16 @@ class Calls:
         finally:
             if result is None:
                 result = CallResult.failure(
-                    name, ToolError.custom("stream_no_terminal", "no result"), call_id=log.call_id
+                    name,
+                    ToolError.custom(ErrorCode.STREAM_NO_TERMINAL, "no result"),
+                    call_id=log.call_id,
                 )
             log.append("result", result_dict(result))
             self.metrics.in_flight.dec()
             self.metrics.observe_call(tool, outcome_of(result), time.perf_counter() - started)
             self._owners.pop(log.call_id, None)
 
-    async def follow(self, call_id: str, after: int = 0) -> AsyncIterator[Event] | None:
+    async def follow(self, call_id: str, after: int = 0) -> AsyncIterator[LoggedEvent] | None:
         """The call's events after ``after``, replayed then live; None for an unknown call."""
         log = self.logs.get(call_id)
         if log is not None:
@@ -116,8 +119,7 @@ class Calls:
             if found is not None:
                 return found
         for session in sessions:
-            lookup = getattr(session.executor, "record", None)
-            local: dict[str, Any] | None = lookup(call_id) if lookup is not None else None
+            local = session.record_sync(call_id)
             if local is not None:
                 return local
         return None

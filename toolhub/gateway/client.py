@@ -1,14 +1,17 @@
 """A small synchronous client of the gateway API, for scripts and agent loops in Python (the
-demo uses it). Other languages speak the same HTTP + SSE; see docs/interfaces.md."""
+demo uses it). Other languages speak the same HTTP + SSE; see docs/interfaces.md. The event
+stream is decoded by ``httpx-sse``."""
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
+from httpx_sse import EventSource, connect_sse
+
+from toolhub.errors import ErrorCode, ToolhubError
 
 
 @dataclass(frozen=True)
@@ -18,7 +21,11 @@ class SseEvent:
     data: dict[str, Any]
 
 
-class GatewayError(RuntimeError):
+class GatewayError(ToolhubError, RuntimeError):
+    """The gateway answered an error status; ``status`` and ``detail`` are its answer."""
+
+    code = ErrorCode.GATEWAY_ERROR
+
     def __init__(self, status: int, detail: Any) -> None:
         super().__init__(f"gateway answered {status}: {detail}")
         self.status = status
@@ -71,24 +78,25 @@ class GatewayClient:
     ) -> Iterator[SseEvent]:
         """The call's events as they happen: progress events, then the result event."""
         body = {"name": name, "arguments": arguments, "call_id": call_id}
-        with self.http.stream(
-            "POST",
-            f"/v1/sessions/{session_id}/calls",
-            json=body,
-            headers={"Accept": "text/event-stream"},
-        ) as response:
-            if response.status_code >= 400:
-                response.read()
-                self._json(response)
-            yield from parse_sse(response.iter_lines())
+        with connect_sse(
+            self.http, "POST", f"/v1/sessions/{session_id}/calls", json=body
+        ) as source:
+            yield from self._events(source)
 
     def events(self, call_id: str, after: int = 0) -> Iterator[SseEvent]:
+        """The call's events after sequence number ``after`` (sent as ``Last-Event-ID``): the
+        replay of what was missed, then the live ones."""
         headers = {"Last-Event-ID": str(after)} if after else {}
-        with self.http.stream("GET", f"/v1/calls/{call_id}/events", headers=headers) as response:
-            if response.status_code >= 400:
-                response.read()
-                self._json(response)
-            yield from parse_sse(response.iter_lines())
+        with connect_sse(
+            self.http, "GET", f"/v1/calls/{call_id}/events", headers=headers
+        ) as source:
+            yield from self._events(source)
+
+    def _events(self, source: EventSource) -> Iterator[SseEvent]:
+        if source.response.status_code >= 400:
+            source.response.read()
+            self._json(source.response)
+        yield from sse_events(source)
 
     def record(self, call_id: str) -> dict[str, Any]:
         return self._json(self.http.get(f"/v1/calls/{call_id}"))  # type: ignore[no-any-return]
@@ -103,18 +111,19 @@ class GatewayClient:
         return bool(self._json(response)["delivered"])
 
 
-def parse_sse(lines: Iterator[str]) -> Iterator[SseEvent]:
-    event: str | None = None
-    ident = 0
-    data: list[str] = []
-    for line in lines:
-        if line == "":
-            if event is not None and data:
-                yield SseEvent(ident, event, json.loads("\n".join(data)))
-            event, data = None, []
-        elif line.startswith("id:"):
-            ident = int(line[3:].strip())
-        elif line.startswith("event:"):
-            event = line[6:].strip()
-        elif line.startswith("data:"):
-            data.append(line[5:].lstrip())
+def sse_events(source: EventSource) -> Iterator[SseEvent]:
+    """The gateway's events on an SSE response; comments and keepalives carry no data and are
+    skipped. An event's id is its sequence number, the ``Last-Event-ID`` to resume after."""
+    for sse in source.iter_sse():
+        if sse.data:
+            yield SseEvent(int(sse.id or 0), sse.event, sse.json())
+
+
+def parse_sse(lines: Iterable[str]) -> Iterator[SseEvent]:
+    """The same from lines already read off a response (``response.iter_lines()``)."""
+    replay = httpx.Response(
+        200,
+        headers={"Content-Type": "text/event-stream"},
+        content=(f"{line}\n".encode() for line in lines),
+    )
+    yield from sse_events(EventSource(replay))

@@ -20,7 +20,7 @@ from toolhub.session import Session
 from toolhub.store.redis import CallNotFound, RedisStore
 from toolhub.toolset import ToolSetConfig
 
-from .calllog import Event
+from .calllog import LoggedEvent
 from .sessions import SessionFactory, WorkspaceError, resolve_workspace
 
 #: kombu's Redis transport keeps one list per queue and priority step (``q``, ``q\x06\x163`` …).
@@ -35,19 +35,19 @@ class StoreCalls:
     def __init__(self, store: RedisStore) -> None:
         self.store = store
 
-    async def follow(self, call_id: str, after: int) -> AsyncIterator[Event] | None:
+    async def follow(self, call_id: str, after: int) -> AsyncIterator[LoggedEvent] | None:
         keys = (self.store.keys.call(call_id), self.store.keys.events(call_id))
         if not await asyncio.to_thread(self.store.client.exists, *keys):
             return None
         return self._events(call_id, after)
 
-    async def _events(self, call_id: str, after: int) -> AsyncIterator[Event]:
+    async def _events(self, call_id: str, after: int) -> AsyncIterator[LoggedEvent]:
         try:
             async for event in self.store.follow(call_id, after, must_exist=False):
                 data = event.item.to_dict()
                 if event.terminal:
                     data["is_error"] = data.get("error") is not None
-                yield Event(event.seq, "result" if event.terminal else "progress", data)
+                yield LoggedEvent(event.seq, "result" if event.terminal else "progress", data)
         except CallNotFound:
             return
 

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import logging
-import socket
 import threading
 import time
 from typing import Any
@@ -13,6 +12,7 @@ import uvicorn
 from fastapi import FastAPI
 
 from toolhub.logs import configure_json, json_logs
+from toolhub.ports import free_port
 
 from .app import create_app
 from .settings import GatewaySettings
@@ -45,12 +45,6 @@ def serve(settings: GatewaySettings, host: str = "127.0.0.1", port: int = 8000) 
         timeout_graceful_shutdown=10,
         proxy_headers=False,
     )
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
 
 
 class ThreadedServer:

@@ -6,7 +6,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-DEFAULT_MAX_BODY = 8 * 1024 * 1024
+from toolhub.http_guard import DEFAULT_MAX_BODY
 
 
 @dataclass(frozen=True)

@@ -12,12 +12,12 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 from starlette.responses import StreamingResponse
 
-from .calllog import Event
+from .calllog import LoggedEvent
 
 MEDIA_TYPE = "text/event-stream"
 
 
-def encode(event: Event) -> bytes:
+def encode(event: LoggedEvent) -> bytes:
     data = json.dumps(event.data, ensure_ascii=False, separators=(",", ":"))
     return f"id: {event.seq}\nevent: {event.kind}\ndata: {data}\n\n".encode()
 
@@ -33,7 +33,7 @@ def parse_last_event_id(raw: str | None) -> int:
 
 
 async def _frames(
-    events: AsyncIterator[Event],
+    events: AsyncIterator[LoggedEvent],
     keepalive_s: float,
     on_abandon: Callable[[], Awaitable[object]] | None,
 ) -> AsyncIterator[bytes]:
@@ -43,7 +43,7 @@ async def _frames(
     event source. When the client goes away before the result, ``on_abandon`` runs (cancel on
     disconnect)."""
     finished = False
-    step: asyncio.Future[Event] | None = None
+    step: asyncio.Future[LoggedEvent] | None = None
     try:
         yield b": connected\n\n"
         while True:
@@ -79,7 +79,7 @@ async def _quietly(action: Callable[[], Awaitable[object]]) -> None:
 
 
 def stream_events(
-    events: AsyncIterator[Event],
+    events: AsyncIterator[LoggedEvent],
     *,
     keepalive_s: float = 15.0,
     on_abandon: Callable[[], Awaitable[object]] | None = None,

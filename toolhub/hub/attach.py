@@ -1,6 +1,6 @@
 """Connect a config's MCP servers and hubs to a tool set, so their tools join it (and leave it
-on close). ``Session.embedded`` and ``Session.connect`` call ``attach_configured``; a worker
-building a session's tool set calls ``attach_toolset_sources`` with the same config."""
+on close). The session assembler (``toolhub/assembly.py``) calls ``attach_toolset_sources``
+for embedded sessions, connected ones and workers alike."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from toolhub.session import Session
     from toolhub.toolset import ToolSet
 
 
@@ -48,9 +47,3 @@ def attach_toolset_sources(
         attached.connections.append(hubs)
         attached.warnings += hubs.warnings
     return attached
-
-
-def attach_configured(session: Session) -> AttachedSources | None:
-    return attach_toolset_sources(
-        session.toolset, session_id=session.session_id, workspace=session.workspace
-    )

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import os
 import threading
@@ -21,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+from httpx_sse import SSEError, aconnect_sse
 
 from toolhub.backends.interaction import AnswerBox
 from toolhub.core import CallResult, Outcome, Progress, ToolContext, ToolError, ToolOutput
@@ -85,12 +85,6 @@ def attach_hubs_sync(
     return connections
 
 
-async def attach_hubs(
-    toolset: ToolSet, hubs: Mapping[str, HubConfig], *, session_id: str
-) -> HubConnections:
-    return await asyncio.to_thread(attach_hubs_sync, toolset, hubs, session_id=session_id)
-
-
 def _discover(hub: Hub, session_id: str) -> list[ExternalSpec]:
     with httpx.Client(base_url=hub.url, headers=hub.headers, timeout=CONNECT_TIMEOUT_S) as http:
         created = http.post("/v1/sessions", json={"session_id": f"hub-{session_id}"[:128]})
@@ -109,7 +103,6 @@ def _handler(hub: Hub, name: str) -> Any:
         remote_id = f"{ctx.call_id}.{os.urandom(3).hex()}"
         body = {"name": name, "arguments": args, "call_id": remote_id}
         url = f"/v1/sessions/{hub.remote_session}/calls"
-        headers = {**hub.headers, "Accept": "text/event-stream"}
         timeout = httpx.Timeout(CONNECT_TIMEOUT_S, read=None)
         finished = False
         # A cancel reaches the hub at once, from the canceller's thread: it must not depend on
@@ -118,24 +111,35 @@ def _handler(hub: Hub, name: str) -> Any:
         async with httpx.AsyncClient(base_url=hub.url, timeout=timeout) as http:
             answering: asyncio.Task[None] | None = None
             try:
-                async with http.stream(
-                    "POST", url, json=body, headers=headers, params={"cancel_on_disconnect": "true"}
-                ) as response:
+                async with aconnect_sse(
+                    http,
+                    "POST",
+                    url,
+                    json=body,
+                    headers=hub.headers,
+                    params={"cancel_on_disconnect": "true"},
+                ) as source:
+                    response = source.response
                     if response.status_code != 200:
                         text = (await response.aread()).decode(errors="replace")[:2000]
                         raise ToolError.execution(
                             f"hub {hub.name!r} answered {response.status_code}: {text}"
                         )
-                    async for kind, data in _sse(response):
-                        if kind == "progress":
-                            item = Progress.from_dict(data)
-                            if item.kind == "custom" and item.subkind == "input_required":
-                                item, answering = _relay_question(hub, http, ctx, remote_id, item)
-                            yield item
-                        elif kind == "result":
-                            finished = True
-                            yield _outcome(CallResult.from_dict(data), name)
-                            return
+                    with contextlib.suppress(SSEError):  # not an event stream: no result
+                        async for sse in source.aiter_sse():
+                            if not sse.data:  # comments, keepalives
+                                continue
+                            if sse.event == "progress":
+                                item = Progress.from_dict(sse.json())
+                                if item.kind == "custom" and item.subkind == "input_required":
+                                    item, answering = _relay_question(
+                                        hub, http, ctx, remote_id, item
+                                    )
+                                yield item
+                            elif sse.event == "result":
+                                finished = True
+                                yield _outcome(CallResult.from_dict(sse.json()), name)
+                                return
                 raise ToolError.execution(f"hub {hub.name!r} closed the call without a result")
             finally:
                 remove()
@@ -192,17 +196,3 @@ def _outcome(result: CallResult, name: str) -> Outcome:
         else ToolOutput.dynamic(value, tool_id)
     )
     return Outcome(output, result.prompt_text)
-
-
-async def _sse(response: httpx.Response) -> AsyncIterator[tuple[str, dict[str, Any]]]:
-    kind: str | None = None
-    data: list[str] = []
-    async for line in response.aiter_lines():
-        if line == "":
-            if kind is not None and data:
-                yield kind, json.loads("\n".join(data))
-            kind, data = None, []
-        elif line.startswith("event:"):
-            kind = line[6:].strip()
-        elif line.startswith("data:"):
-            data.append(line[5:].lstrip())

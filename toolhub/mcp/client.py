@@ -31,7 +31,6 @@ from mcp.shared.exceptions import MCPError
 from toolhub.core import Outcome, Progress, ToolContext, ToolError
 from toolhub.hub.env import expand_all, expand_env
 from toolhub.hub.sources import ExternalSources, SourceTool
-from toolhub.session import Session
 from toolhub.toolset import ExternalSpec, McpServerConfig, ToolSet
 
 from .loop import BackgroundLoop
@@ -316,12 +315,6 @@ def _config_problem(name: str, config: McpServerConfig) -> str | None:
     return None
 
 
-def _toolset_and_cwd(target: Session | ToolSet, cwd: str | None) -> tuple[ToolSet, str | None]:
-    if isinstance(target, Session):
-        return target.toolset, cwd or str(target.workspace)
-    return target, cwd
-
-
 def _servers(servers: Mapping[str, McpServerConfig | dict[str, Any]]) -> dict[str, McpServerConfig]:
     return {
         name: cfg if isinstance(cfg, McpServerConfig) else McpServerConfig.model_validate(cfg)
@@ -330,7 +323,7 @@ def _servers(servers: Mapping[str, McpServerConfig | dict[str, Any]]) -> dict[st
 
 
 async def attach_mcp_servers(
-    session_or_toolset: Session | ToolSet,
+    toolset: ToolSet,
     servers: Mapping[str, McpServerConfig | dict[str, Any]],
     *,
     timeout: float = CONNECT_TIMEOUT_S,
@@ -338,8 +331,7 @@ async def attach_mcp_servers(
 ) -> McpConnections:
     """Connect the servers and register their tools; returns once each server has connected
     or failed its first attempt (failed ones keep retrying in the background). Stdio servers
-    run in ``cwd`` (default: the session's workspace)."""
-    toolset, cwd = _toolset_and_cwd(session_or_toolset, cwd)
+    run in ``cwd`` (the session's workspace, as the assembler passes it)."""
     connections = McpConnections(toolset, _servers(servers), cwd)
     future = connections.start()
     try:
@@ -350,14 +342,13 @@ async def attach_mcp_servers(
 
 
 def attach_mcp_servers_sync(
-    session_or_toolset: Session | ToolSet,
+    toolset: ToolSet,
     servers: Mapping[str, McpServerConfig | dict[str, Any]],
     *,
     timeout: float = CONNECT_TIMEOUT_S,
     cwd: str | None = None,
 ) -> McpConnections:
-    """``attach_mcp_servers`` for callers without a running loop (``Session.embedded``)."""
-    toolset, cwd = _toolset_and_cwd(session_or_toolset, cwd)
+    """``attach_mcp_servers`` for callers without a running loop (the session assembler)."""
     connections = McpConnections(toolset, _servers(servers), cwd)
     try:
         connections.start().result(timeout=timeout)

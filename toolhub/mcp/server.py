@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import mcp_types as types
@@ -24,11 +24,13 @@ from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 
 import toolhub
-from toolhub.core import CallResult, Progress
-from toolhub.session import Session, new_call_id
+from toolhub.core import CallResult, Progress, new_call_id
 
 from .elicit import answers_from, questions_message, questions_schema, unanswerable_text
 from .progress import ProgressRelay
+
+if TYPE_CHECKING:
+    from toolhub.session import Session
 
 INPUT_REQUIRED = "input_required"
 CANCEL_GRACE_S = 5.0

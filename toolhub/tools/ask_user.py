@@ -67,7 +67,6 @@ class AskUser(Tool[AskUserArgs, AskUserOutput]):
         "is one of a few. Do not ask what you can find out yourself."
     )
     params_model = AskUserParams
-    emitted_notifications = ("user_question_asked",)
 
     async def execute(
         self, ctx: ToolContext, args: AskUserArgs

@@ -94,7 +94,6 @@ class ApplyPatch(Tool[ApplyPatchArgs, ApplyPatchOutput]):
         "none does."
     )
     variant_family = FAMILY
-    emitted_notifications = ("file_written",)
 
     def run(self, ctx: ToolContext, args: ApplyPatchArgs) -> ApplyPatchOutput:
         ensure_not_planning(ctx, "applying patches")

@@ -84,7 +84,6 @@ class EditFile(Tool[EditFileArgs, EditFileOutput]):
         BehaviorVersion(LEGACY, summary="a failed match says only that nothing matched"),
     )
     variant_family = "file_tools"
-    emitted_notifications = ("file_written",)
 
     def run(self, ctx: ToolContext, args: EditFileArgs) -> EditFileOutput:
         ensure_not_planning(ctx, "editing files")

@@ -46,7 +46,6 @@ class WriteFile(Tool[WriteFileArgs, WriteFileOutput]):
         "For changes to part of an existing file prefer `${{ tools.by_kind.edit }}`."
     )
     variant_family = "file_tools"
-    emitted_notifications = ("file_written",)
 
     def run(self, ctx: ToolContext, args: WriteFileArgs) -> WriteFileOutput:
         ensure_not_planning(ctx, "writing files")
@@ -84,7 +83,6 @@ class DeleteFile(Tool[DeleteFileArgs, DeleteFileOutput]):
     id = "delete_file"
     kind = ToolKind.DELETE
     description_template = "Delete one file (or symlink) from the workspace."
-    emitted_notifications = ("file_deleted",)
 
     def run(self, ctx: ToolContext, args: DeleteFileArgs) -> DeleteFileOutput:
         ensure_not_planning(ctx, "deleting files")
@@ -129,7 +127,6 @@ class MoveFile(Tool[MoveFileArgs, MoveFileOutput]):
         "Move or rename a file or directory inside the workspace. Missing parent directories of "
         "the destination are created; an existing destination is never overwritten."
     )
-    emitted_notifications = ("file_moved",)
 
     def run(self, ctx: ToolContext, args: MoveFileArgs) -> MoveFileOutput:
         ensure_not_planning(ctx, "moving files")

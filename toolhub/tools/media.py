@@ -40,6 +40,7 @@ from toolhub.core import (
     ToolError,
     ToolKind,
 )
+from toolhub.errors import ErrorCode
 
 CANCEL_GRACE_S = 5.0
 
@@ -149,7 +150,7 @@ class ImageGen(Tool[ImageGenArgs, ImageGenOutput]):
 
 
 def _not_configured(what: str, variable: str) -> ToolError:
-    return ToolError.custom("not_configured", f"{what} is not configured: set {variable}")
+    return ToolError.custom(ErrorCode.NOT_CONFIGURED, f"{what} is not configured: set {variable}")
 
 
 # -- video_gen / image_to_video --------------------------------------------------------------------
@@ -231,7 +232,7 @@ class _VideoTool(Tool[VideoArgs, VideoOutput]):
             if job.status != "completed":
                 raise ToolError.execution(
                     f"video job {job.id} {job.status}: {job.error or 'no reason given'}",
-                    code="job_failed",
+                    code=ErrorCode.JOB_FAILED,
                     job_id=job.id,
                 )
             data = await cancellable(ctx.cancel, provider.content(job.id))
@@ -243,7 +244,7 @@ class _VideoTool(Tool[VideoArgs, VideoOutput]):
         if kind is None:
             raise ToolError.execution(
                 f"video job {job.id} returned content that is not MP4 or WebM",
-                code="bad_upstream_response",
+                code=ErrorCode.BAD_UPSTREAM_RESPONSE,
             )
         target = output_path(workspace, params.output_dir, ctx.call_id, kind[1])
         atomic_write(target, data)

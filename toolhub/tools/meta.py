@@ -17,6 +17,7 @@ from pydantic import BaseModel, Field
 from toolhub.backends.tool_index import EnabledToolNames, ToolIndex
 from toolhub.core import Params, Tool, ToolContext, ToolError, ToolKind
 from toolhub.core.requirements import Kind
+from toolhub.errors import ErrorCode
 
 from .text import kind_name
 
@@ -61,7 +62,8 @@ class UseTool(Tool[UseToolArgs, UseToolOutput]):
         arguments = _arguments(args.tool_input, ctx.param_name("tool_input"))
         if ctx.dispatch is None:
             raise ToolError.custom(
-                "no_dispatch", "use_tool cannot call other tools from inside another meta-tool"
+                ErrorCode.NO_DISPATCH,
+                "use_tool cannot call other tools from inside another meta-tool",
             )
         result = await ctx.dispatch(name, arguments)
         if result.error is not None:

@@ -13,6 +13,7 @@ from pydantic import BaseModel
 
 from toolhub.core import State, Tool, ToolContext, ToolError, ToolKind
 from toolhub.core.requirements import Tool as NeedTool
+from toolhub.errors import ErrorCode
 
 
 class PlanMode(BaseModel):
@@ -54,7 +55,7 @@ def ensure_not_planning(ctx: ToolContext, action: str) -> None:
         raise ToolError.permission_denied(
             f"Plan mode is on: {action} is not allowed while planning. Finish the plan and exit "
             "plan mode first.",
-            code="plan_mode",
+            code=ErrorCode.PLAN_MODE,
         )
 
 
@@ -80,7 +81,6 @@ class EnterPlanMode(Tool[NoArgs, PlanModeOutput]):
     )
     requires = NeedTool("Main", "exit_plan_mode")
     state_models = (PlanMode,)
-    emitted_notifications = ("plan_mode_entered",)
 
     def run(self, ctx: ToolContext, args: NoArgs) -> PlanModeOutput:
         return _switch(ctx, True)
@@ -96,7 +96,6 @@ class ExitPlanMode(Tool[NoArgs, PlanModeOutput]):
     )
     requires = NeedTool("Main", "enter_plan_mode")
     state_models = (PlanMode,)
-    emitted_notifications = ("plan_mode_exited",)
 
     def run(self, ctx: ToolContext, args: NoArgs) -> PlanModeOutput:
         return _switch(ctx, False)

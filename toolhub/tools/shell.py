@@ -135,12 +135,6 @@ class Bash(Tool[BashArgs, BashOutput]):
     )
     params_model = BashParams
     workload = "command"
-    emitted_notifications = (
-        "execution_complete",
-        "execution_failed",
-        "execution_timeout",
-        "execution_backgrounded",
-    )
 
     def template_extra(self, params: BaseModel | None) -> dict[str, Any]:
         p = params if isinstance(params, BashParams) else BashParams()

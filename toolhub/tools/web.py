@@ -19,6 +19,7 @@ from toolhub.backends.providers.fetcher import FetchedPage, TtlCache, fetch, pag
 from toolhub.backends.providers.netguard import NetGuard, Resolver, SystemResolver, TransportFactory
 from toolhub.backends.providers.search import SearchHit, SearchProvider, SearxngProvider
 from toolhub.core import Params, Tool, ToolContext, ToolError, ToolKind
+from toolhub.errors import ErrorCode
 
 # -- web_fetch -------------------------------------------------------------------------------------
 
@@ -234,7 +235,7 @@ def search_provider(ctx: ToolContext, params: WebSearchParams) -> SearchProvider
     )
     if built is None:
         raise ToolError.custom(
-            "not_configured",
+            ErrorCode.NOT_CONFIGURED,
             "web search is not configured: set TOOLHUB_SEARCH_URL to a SearxNG instance",
         )
     ctx.container.insert(built, SearchProvider)

@@ -30,6 +30,7 @@ from toolhub.core import (
     ToolError,
     ToolKind,
     VersionWarning,
+    drain,
     parse_arguments,
     wrap_reminders,
 )
@@ -151,11 +152,26 @@ class ToolSet:
             client_names=entry.to_client,
             original=original if original is not None else args,
         )
+        return self._prepared(entry, typed, canonical, call_id)
+
+    def prepare_canonical(self, name: str, arguments: dict[str, Any], call_id: str) -> Prepared:
+        """Validate arguments that are already under their canonical names (what a dispatcher
+        put on the wire after its own ``prepare``): the worker validates again, it never
+        remaps, so remapping lives in one place."""
+        entry = self.lookup(name)
+        typed = entry.handle.parse_args(
+            arguments, client_name=name, client_names=entry.to_client, original=arguments
+        )
+        return self._prepared(entry, typed, arguments, call_id)
+
+    def _prepared(
+        self, entry: Entry, typed: Any, canonical: dict[str, Any], call_id: str
+    ) -> Prepared:
         ctx = ToolContext(
             call_id=call_id,
             container=self.container,
             renderer=self.renderer,
-            client_name=name,
+            client_name=entry.client_name,
             param_names=entry.to_client,
             behavior_version=entry.version,
             cancel=CancelToken(),
@@ -230,12 +246,7 @@ class ToolSet:
             return CallResult.failure(name, err, call_id=parent.call_id)
         prepared.ctx.cancel = parent.cancel
         prepared.ctx.dispatch = None
-        result: CallResult | None = None
-        async for item in self.execute(prepared, internal=True):
-            if isinstance(item, CallResult):
-                result = item
-        assert result is not None
-        return result
+        return await drain(self.execute(prepared, internal=True))
 
     # -- external tools --------------------------------------------------------------------------
 

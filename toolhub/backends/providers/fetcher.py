@@ -19,6 +19,7 @@ from markdownify import MarkdownConverter
 
 from toolhub.backends.http import read_capped, transport_error
 from toolhub.core import ToolError
+from toolhub.errors import ErrorCode
 
 from .netguard import NetGuard, TransportFactory
 
@@ -96,7 +97,7 @@ async def fetch(
             redirects=redirects,
         )
     raise ToolError.execution(
-        f"`{url}` redirected more than {max_redirects} times", code="too_many_redirects"
+        f"`{url}` redirected more than {max_redirects} times", code=ErrorCode.TOO_MANY_REDIRECTS
     )
 
 
@@ -105,7 +106,8 @@ def _follow(current: httpx.URL, location: str) -> httpx.URL:
         return current.join(location)
     except httpx.InvalidURL as exc:
         raise ToolError.execution(
-            f"`{current.host}` redirected to an invalid URL: {exc}", code="bad_upstream_response"
+            f"`{current.host}` redirected to an invalid URL: {exc}",
+            code=ErrorCode.BAD_UPSTREAM_RESPONSE,
         ) from None
 
 

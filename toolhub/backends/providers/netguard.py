@@ -24,6 +24,7 @@ from typing import Protocol
 import httpx
 
 from toolhub.core import ToolError
+from toolhub.errors import ErrorCode
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
@@ -97,7 +98,7 @@ class SystemResolver:
             infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
         except (socket.gaierror, UnicodeError) as exc:
             raise ToolError.custom(
-                "network_error", f"could not resolve `{host}`: {exc}", host=host
+                ErrorCode.NETWORK_ERROR, f"could not resolve `{host}`: {exc}", host=host
             ) from None
         found: list[IPAddress] = []
         for info in infos:
@@ -180,7 +181,7 @@ class NetGuard:
         port = url.port or (443 if url.scheme == "https" else 80)
         addresses = [literal] if literal is not None else await self.resolver.resolve(host, port)
         if not addresses:
-            raise ToolError.custom("network_error", f"`{host}` has no addresses", host=host)
+            raise ToolError.custom(ErrorCode.NETWORK_ERROR, f"`{host}` has no addresses", host=host)
         for address in addresses:
             reason = refusal(address, allow_local=self.allow_local)
             if reason is not None:

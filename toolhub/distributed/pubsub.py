@@ -20,7 +20,7 @@ from typing import Any, Final
 
 from .resp import PubSubConnection
 
-logger = logging.getLogger("toolhub.hub")
+logger = logging.getLogger("toolhub.pubsub")
 
 
 class _Resync:
@@ -37,10 +37,12 @@ Frame = bytes | _Resync
 class Subscription:
     """One follower's channel: frames arrive in the follower's own event loop."""
 
-    __slots__ = ("_closed", "_hub", "_loop", "_queue", "channel", "confirmed")
+    __slots__ = ("_closed", "_loop", "_queue", "_router", "channel", "confirmed")
 
-    def __init__(self, hub: PubSubHub, channel: bytes, loop: asyncio.AbstractEventLoop) -> None:
-        self._hub = hub
+    def __init__(
+        self, router: PubSubRouter, channel: bytes, loop: asyncio.AbstractEventLoop
+    ) -> None:
+        self._router = router
         self.channel = channel
         self._loop = loop
         self._queue: asyncio.Queue[Frame] = asyncio.Queue()
@@ -49,7 +51,7 @@ class Subscription:
         self.confirmed = threading.Event()
 
     def deliver(self, frame: Frame) -> bool:
-        """Called from the hub thread; False when the follower's loop is gone."""
+        """Called from the pub/sub thread; False when the follower's loop is gone."""
         try:
             self._loop.call_soon_threadsafe(self._queue.put_nowait, frame)
         except RuntimeError:
@@ -70,10 +72,10 @@ class Subscription:
     def close(self) -> None:
         if not self._closed:
             self._closed = True
-            self._hub.release(self)
+            self._router.release(self)
 
 
-class PubSubHub:
+class PubSubRouter:
     """The process-wide pub/sub reader. Thread-safe; start it once, share it everywhere."""
 
     def __init__(self, url: str) -> None:

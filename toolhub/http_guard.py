@@ -1,5 +1,7 @@
-"""What every request passes before a route sees it: the bearer token (when
-``TOOLHUB_API_TOKEN`` is set) and the body size limit.
+"""What every HTTP request passes before a route sees it, in the gateway and in the MCP server
+over streamable HTTP alike: the bearer token (when ``TOOLHUB_API_TOKEN`` is set) and the body
+size limit. It needs only Starlette, which both the ``[gateway]`` and the ``[mcp]`` extras bring,
+so ``toolhub mcp`` runs without the gateway installed.
 
 The token is compared with ``hmac.compare_digest`` so its value cannot be guessed from response
 timing. The size limit holds for chunked bodies too: the body is counted as it streams in, and
@@ -15,6 +17,8 @@ from typing import Any
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+#: Request body limit when none is configured (``TOOLHUB_MAX_BODY_BYTES`` for the gateway).
+DEFAULT_MAX_BODY = 8 * 1024 * 1024
 PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/openapi.json", "/docs", "/docs/oauth2-redirect"})
 
 

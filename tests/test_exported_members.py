@@ -1,0 +1,48 @@
+"""The declared public surface: ``toolhub.__all__`` is exactly the list in docs/contract.md
+("Public API"), and every name in it is importable and is toolhub's own (after httpx's
+``test_exported_members``)."""
+
+from __future__ import annotations
+
+import inspect
+import re
+from pathlib import Path
+from types import ModuleType
+
+import toolhub
+
+ROOT = Path(__file__).resolve().parent.parent
+CONTRACT = ROOT / "docs" / "contract.md"
+
+
+def documented_names() -> list[str]:
+    text = CONTRACT.read_text()
+    block = re.search(r"<!-- public-api:start -->(.*?)<!-- public-api:end -->", text, re.DOTALL)
+    assert block is not None, "docs/contract.md lost its Public API list"
+    return re.findall(r"`([A-Za-z_][A-Za-z0-9_]*)`", block.group(1))
+
+
+def test_exported_names_are_the_documented_ones() -> None:
+    documented = documented_names()
+    assert len(documented) == len(set(documented)), "a name is listed twice"
+    assert len(toolhub.__all__) == len(set(toolhub.__all__)), "a name is exported twice"
+    assert sorted(toolhub.__all__) == sorted(documented)
+
+
+def test_every_exported_name_is_importable_and_defined_by_toolhub() -> None:
+    namespace: dict[str, object] = {}
+    exec("from toolhub import *", namespace)
+    assert set(namespace) - {"__builtins__"} == set(toolhub.__all__)
+    for name in toolhub.__all__:
+        value = getattr(toolhub, name)
+        if name == "__version__":
+            assert isinstance(value, str) and value
+        elif isinstance(value, ModuleType):
+            assert value.__name__.startswith("toolhub."), name
+        else:
+            module = inspect.getmodule(value)
+            assert module is not None and module.__name__.startswith("toolhub."), name
+
+
+def test_the_package_is_typed() -> None:
+    assert (ROOT / "toolhub" / "py.typed").is_file()

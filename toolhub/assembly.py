@@ -1,0 +1,226 @@
+"""Assembling a session's tool set: the one place that does it, for every way a session runs.
+
+``Session.embedded``, ``Session.connect`` and a worker building the tool set a call was
+dispatched with all need the same thing: a container with the workspace's local resources
+(and, on a fleet, the Redis-backed ones, with compare-and-set state attached), the tool set
+built from the config into it, the tool catalog the meta-tools search, and the MCP servers and
+hubs the config names. Doing it in one place means a worker runs exactly the tool set its
+dispatcher validated against. What differs stays with the caller: the embedded session's state
+file, the dispatcher's stored session and executor, the worker's cache.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from toolhub.backends import install_local_resources
+from toolhub.backends.tool_index import EnabledToolNames, InMemoryToolIndex, ToolEntry, ToolIndex
+from toolhub.core import Container
+from toolhub.toolset import ConfigSource, ExternalSpec, ToolSet, ToolSetBuilder, ToolSetConfig
+
+if TYPE_CHECKING:
+    from celery import Celery
+    from redis import Redis
+
+    from toolhub.distributed.settings import Settings
+    from toolhub.distributed.state_sync import RedisStateSync
+    from toolhub.executors import Executor
+    from toolhub.hub.attach import AttachedSources
+    from toolhub.store.files import DebouncedWriter
+
+
+def toolhub_home() -> Path:
+    """Where toolhub keeps per-session files: ``$TOOLHUB_HOME``, default ``~/.toolhub``."""
+    return Path(os.environ.get("TOOLHUB_HOME", "~/.toolhub")).expanduser()
+
+
+def workspace_session_id(workspace: Path) -> str:
+    """A stable id per workspace, so embedded state survives restarts without configuration."""
+    return "ws-" + hashlib.sha256(str(workspace).encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True, slots=True)
+class Fleet:
+    """What a session on a fleet needs for its Redis-backed resources."""
+
+    client: Redis
+    app: Celery
+    settings: Settings
+
+
+@dataclass(slots=True)
+class Assembled:
+    toolset: ToolSet
+    #: The compare-and-set state attached to the container (fleet sessions only).
+    state: RedisStateSync | None = None
+    sources: AttachedSources | None = None
+    warnings: list[str] = field(default_factory=list)
+
+    def close_sources(self) -> None:
+        if self.sources is not None:
+            self.sources.close()
+
+
+def assemble(
+    config: ToolSetConfig,
+    *,
+    workspace: Path,
+    session_id: str,
+    session_dir: Path,
+    builder: ToolSetBuilder,
+    fleet: Fleet | None = None,
+) -> Assembled:
+    """Build a session's tool set; ``fleet`` for one whose calls and state live in Redis."""
+    container = Container()
+    install_local_resources(
+        container, workspace=workspace, session_dir=session_dir, session_id=session_id
+    )
+    state = None
+    if fleet is not None:
+        from toolhub.distributed import install_distributed_resources
+        from toolhub.distributed.keys import Keys
+        from toolhub.distributed.state_sync import RedisStateSync
+
+        install_distributed_resources(
+            container, fleet.client, fleet.app, fleet.settings, session_id=session_id
+        )
+        state = RedisStateSync(fleet.client, Keys(fleet.settings.prefix).state(session_id))
+        container.attach_state_sync(state)
+    toolset = builder.build(config, container=container, session_id=session_id)
+    wire_tool_catalog(toolset)
+    from toolhub.hub.attach import attach_toolset_sources
+
+    sources = attach_toolset_sources(toolset, session_id=session_id, workspace=workspace)
+    warnings = [*builder.plugin_errors, *(w.message for w in toolset.warnings)]
+    if sources is not None:
+        warnings += sources.warnings
+    return Assembled(toolset, state, sources, warnings)
+
+
+def wire_tool_catalog(toolset: ToolSet) -> None:
+    """Give the meta-tools what they search and check: the enabled built-in names, and an
+    index of external tools kept current as they are registered and unregistered."""
+    container = toolset.container
+    names = frozenset(name for name, entry in toolset.entries.items() if not entry.external)
+    container.insert(EnabledToolNames(names))
+    index = container.get(ToolIndex)
+    if index is None:
+        index = InMemoryToolIndex()
+        container.insert(index, ToolIndex)
+    if isinstance(index, InMemoryToolIndex):
+        catalog = index
+
+        def sync(spec: ExternalSpec, added: bool) -> None:
+            if added:
+                catalog.add(ToolEntry(spec.name, spec.description, spec.input_schema))
+            else:
+                catalog.remove(spec.name)
+
+        toolset.external_listeners.append(sync)
+        for spec in toolset.external_specs():
+            sync(spec, True)
+
+
+@dataclass(slots=True)
+class SessionParts:
+    """What a ``Session`` is made of."""
+
+    toolset: ToolSet
+    executor: Executor
+    session_id: str
+    workspace: Path
+    warnings: list[str]
+    sources: AttachedSources | None = None
+    writer: DebouncedWriter | None = None
+
+
+def embedded_parts(
+    config: ConfigSource,
+    workspace: str | os.PathLike[str],
+    session_id: str | None,
+    state_dir: str | os.PathLike[str] | None,
+    builder: ToolSetBuilder,
+) -> SessionParts:
+    """The ``Session`` of ``Session.embedded``: the assembled tool set, its state file (loaded,
+    and written back debounced after calls) and the in-process executor."""
+    from toolhub.executors import LocalExecutor
+    from toolhub.store.files import DebouncedWriter, StateFile
+
+    root = Path(workspace).expanduser().resolve()
+    sid = session_id or workspace_session_id(root)
+    session_dir = Path(state_dir) if state_dir else toolhub_home() / "sessions" / sid
+    parts = assemble(
+        ToolSetConfig.load(config),
+        workspace=root,
+        session_id=sid,
+        session_dir=session_dir,
+        builder=builder,
+    )
+    toolset = parts.toolset
+    state = StateFile(session_dir / "state.json")
+    state.load_into(toolset.container)
+    writer = DebouncedWriter(toolset.container, state)
+    toolset.on_finalize = writer.notify
+    return SessionParts(
+        toolset,
+        LocalExecutor(toolset),
+        sid,
+        root,
+        [*parts.warnings, *state.problems],
+        parts.sources,
+        writer,
+    )
+
+
+def connected_parts(
+    redis_url: str,
+    config: ConfigSource,
+    workspace: str | os.PathLike[str],
+    session_id: str | None,
+    builder: ToolSetBuilder,
+) -> SessionParts:
+    """The ``Session`` of ``Session.connect``: the assembled tool set on the fleet behind
+    ``redis_url``, its state read from Redis, the session stored for the workers (config by
+    hash), and the Celery executor. ``RedisUnavailable`` when Redis cannot be reached."""
+    from redis.exceptions import RedisError
+
+    from toolhub.distributed.settings import Settings
+    from toolhub.errors import RedisUnavailable
+    from toolhub.executors.celery import CeleryExecutor, shared_backend
+
+    root = Path(workspace).expanduser().resolve()
+    settings = Settings.from_env(redis_url)
+    store, app = shared_backend(settings)
+    cfg = ToolSetConfig.load(config)
+    sid = session_id or workspace_session_id(root)
+    parts = assemble(
+        cfg,
+        workspace=root,
+        session_id=sid,
+        session_dir=toolhub_home() / "sessions" / sid,
+        builder=builder,
+        fleet=Fleet(store.client, app, settings),
+    )
+    assert parts.state is not None
+    try:
+        version = parts.state.load_into(parts.toolset.container)
+        config_hash = store.put_session(sid, cfg, str(root))
+    except RedisError as exc:
+        parts.close_sources()
+        raise RedisUnavailable(redis_url, exc) from None
+    executor = CeleryExecutor(
+        parts.toolset,
+        store,
+        app,
+        settings=settings,
+        session_id=sid,
+        config_hash=config_hash,
+        workspace=str(root),
+        state=parts.state,
+        state_version=version,
+    )
+    return SessionParts(parts.toolset, executor, sid, root, parts.warnings, parts.sources)

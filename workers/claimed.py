@@ -1,0 +1,93 @@
+"""What every task body does around its work: claim the call, then run it as that attempt.
+
+``toolhub.execute`` and ``toolhub.background`` differ only in the work itself. Both register the
+call before claiming it (so a cancel that lands right after the claim finds its token), drop a
+message the claim says not to run (a duplicate, a finished or stale call), fail one whose policy
+on worker loss says so, count the attempt in the metrics, and put a ``retry`` marker in the
+stream when an earlier attempt was lost. ``settle`` publishes what the work returned.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from toolhub.core import CallResult, Progress
+from toolhub.distributed.records import Claim
+
+from .emitter import Emitter
+from .metrics import Attempt, metrics, outcome, tool_label
+from .runtime import HANDOFF, INTERNAL_REASONS, Running, WorkerRuntime
+
+logger = logging.getLogger("toolhub.worker")
+
+
+@dataclass(slots=True)
+class Claimed:
+    """One attempt this worker owns: its token, its claim, where its events go."""
+
+    runtime: WorkerRuntime
+    message: dict[str, Any]
+    running: Running
+    claim: Claim
+    emitter: Emitter
+    metric: Attempt
+
+    def settle(self, result: CallResult) -> str:
+        settled = settle(self.runtime, self.running, self.emitter, result)
+        self.metric.outcome = outcome(self.running, settled, result)
+        return settled
+
+
+def run_claimed(
+    runtime: WorkerRuntime, message: dict[str, Any], work: Callable[[Claimed], str]
+) -> str:
+    """Claim ``message``'s call and hand the attempt to ``work``; returns what happened (for
+    the worker log)."""
+    running = runtime.register(message["call_id"])
+    try:
+        claim = runtime.records.claim(message, runtime.name)
+        if claim.action == "lost_fail":
+            runtime.recovery.fail_lost(running.call_id, message)
+            logger.warning("call %s: its worker was lost; failed (policy: fail)", running.call_id)
+            return claim.action
+        if claim.action != "run":
+            metrics.dropped.labels(claim.action).inc()
+            logger.info(
+                "call %s: %s (attempt %d); message dropped",
+                running.call_id,
+                claim.action,
+                claim.attempt,
+            )
+            return claim.action
+        running.attempt = claim.attempt
+        with metrics.attempt(tool_label(message), claim.attempt) as metric:
+            emitter = Emitter(runtime, running, message["session_id"])
+            if claim.attempt > 1:
+                emitter.progress(retry_marker(claim.attempt))
+            return work(Claimed(runtime, message, running, claim, emitter, metric))
+    finally:
+        runtime.unregister(running)
+
+
+def retry_marker(attempt: int) -> Progress:
+    """Tells the consumer that what follows comes from a new attempt (its worker was lost)."""
+    return Progress.custom("retry", {"attempt": attempt})
+
+
+def settle(runtime: WorkerRuntime, running: Running, emitter: Emitter, result: CallResult) -> str:
+    """Publish the terminal, or hand the call back / leave it to its new owner."""
+    reason = running.token.reason if running.token.cancelled else None
+    if reason == HANDOFF:
+        message = runtime.records.handoff(running.call_id, running.attempt)
+        if message is not None:
+            runtime.enqueue(message)
+            logger.info("call %s: handed back to the queue", running.call_id)
+        return "handed_back"
+    if reason in INTERNAL_REASONS:
+        return str(reason)
+    if emitter.finished:
+        return "cancelled"
+    return "finished" if emitter.finish(result) else "abandoned"
