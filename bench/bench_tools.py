@@ -26,7 +26,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from toolhub.backends import install_local_resources  # noqa: E402
+from toolhub.assembly import install_local_resources  # noqa: E402
 from toolhub.backends.ripgrep import find_rg  # noqa: E402
 from toolhub.core import Container, ErasedTool, Outcome, Progress, ToolContext  # noqa: E402
 from toolhub.tools.read_file import ReadFile  # noqa: E402

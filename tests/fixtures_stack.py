@@ -175,7 +175,7 @@ class Stack:
         return "\n".join(f"--- {w.name} ---\n{w.tail()}" for w in self.workers)
 
     def stop(self) -> None:
-        from toolhub.executors.celery import close_shared_backends
+        from toolhub.distributed.shared import close_shared_backends
 
         close_shared_backends()
         for worker in self.workers:

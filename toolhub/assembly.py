@@ -17,9 +17,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from toolhub.backends import install_local_resources
+from toolhub.answers import AnswerBox, LocalAnswerBox
+from toolhub.backends import (
+    PathLocks,
+    ProcessRunner,
+    ResourceLimits,
+    Ripgrep,
+    SessionInfo,
+    Workspace,
+)
 from toolhub.backends.tool_index import EnabledToolNames, InMemoryToolIndex, ToolEntry, ToolIndex
 from toolhub.core import Container
+from toolhub.tasks import BackgroundTasks, LocalBackgroundTasks
 from toolhub.toolset import ConfigSource, ExternalSpec, ToolSet, ToolSetBuilder, ToolSetConfig
 
 if TYPE_CHECKING:
@@ -27,10 +36,10 @@ if TYPE_CHECKING:
     from redis import Redis
 
     from toolhub.distributed.settings import Settings
-    from toolhub.distributed.state_sync import RedisStateSync
     from toolhub.executors import Executor
     from toolhub.hub.attach import AttachedSources
-    from toolhub.store.files import DebouncedWriter
+    from toolhub.state import DebouncedWriter
+    from toolhub.state.redis import RedisStateSync
 
 
 def toolhub_home() -> Path:
@@ -41,6 +50,32 @@ def toolhub_home() -> Path:
 def workspace_session_id(workspace: Path) -> str:
     """A stable id per workspace, so embedded state survives restarts without configuration."""
     return "ws-" + hashlib.sha256(str(workspace).encode()).hexdigest()[:16]
+
+
+def install_local_resources(
+    container: Container,
+    *,
+    workspace: Path,
+    session_dir: Path,
+    session_id: str,
+    limits: ResourceLimits | None = None,
+    tasks: BackgroundTasks | None = None,
+) -> None:
+    """Insert the embedded implementations: workspace, process runner (logs under
+    ``session_dir/terminal``), background tasks, answer box, path locks and ripgrep.
+
+    Pass ``tasks`` to share one background-task backend between sessions (each task remembers
+    its owning session, and the tools only show a session its own tasks).
+    """
+    ws = Workspace(workspace)
+    runner = ProcessRunner(ws.root, Path(session_dir) / "terminal", limits=limits)
+    container.insert(ws)
+    container.insert(SessionInfo(session_id, Path(session_dir)))
+    container.insert(runner)
+    container.insert(tasks if tasks is not None else LocalBackgroundTasks(runner), BackgroundTasks)
+    container.insert(LocalAnswerBox(), AnswerBox)
+    container.insert(PathLocks())
+    container.insert(Ripgrep())
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,15 +116,7 @@ def assemble(
     )
     state = None
     if fleet is not None:
-        from toolhub.distributed import install_distributed_resources
-        from toolhub.distributed.keys import Keys
-        from toolhub.distributed.state_sync import RedisStateSync
-
-        install_distributed_resources(
-            container, fleet.client, fleet.app, fleet.settings, session_id=session_id
-        )
-        state = RedisStateSync(fleet.client, Keys(fleet.settings.prefix).state(session_id))
-        container.attach_state_sync(state)
+        state = _install_fleet_resources(container, fleet, session_id)
     toolset = builder.build(config, container=container, session_id=session_id)
     wire_tool_catalog(toolset)
     from toolhub.hub.attach import attach_toolset_sources
@@ -99,6 +126,25 @@ def assemble(
     if sources is not None:
         warnings += sources.warnings
     return Assembled(toolset, state, sources, warnings)
+
+
+def _install_fleet_resources(container: Container, fleet: Fleet, session_id: str) -> RedisStateSync:
+    """Replace the per-process background tasks and answer box with the Redis ones, so that
+    ``task_output``/``wait_tasks``/``kill_task`` and ``Session.answer`` work from any
+    dispatcher and worker, and attach compare-and-set state (returned)."""
+    from toolhub.answers.redis import RedisAnswerBox
+    from toolhub.distributed.keys import Keys
+    from toolhub.state.redis import RedisStateSync
+    from toolhub.tasks.redis import RedisBackgroundTasks
+
+    settings, keys = fleet.settings, Keys(fleet.settings.prefix)
+    tasks = RedisBackgroundTasks(fleet.client, fleet.app, settings, session_id)
+    container.insert(tasks, BackgroundTasks)
+    answers = RedisAnswerBox(fleet.client, keys, session_id, settings.record_ttl_seconds)
+    container.insert(answers, AnswerBox)
+    state = RedisStateSync(fleet.client, keys.state(session_id))
+    container.attach_state_sync(state)
+    return state
 
 
 def wire_tool_catalog(toolset: ToolSet) -> None:
@@ -148,7 +194,7 @@ def embedded_parts(
     """The ``Session`` of ``Session.embedded``: the assembled tool set, its state file (loaded,
     and written back debounced after calls) and the in-process executor."""
     from toolhub.executors import LocalExecutor
-    from toolhub.store.files import DebouncedWriter, StateFile
+    from toolhub.state import DebouncedWriter, StateFile
 
     root = Path(workspace).expanduser().resolve()
     sid = session_id or workspace_session_id(root)
@@ -189,8 +235,9 @@ def connected_parts(
     from redis.exceptions import RedisError
 
     from toolhub.distributed.settings import Settings
+    from toolhub.distributed.shared import shared_backend
     from toolhub.errors import RedisUnavailable
-    from toolhub.executors.celery import CeleryExecutor, shared_backend
+    from toolhub.executors.celery import CeleryExecutor
 
     root = Path(workspace).expanduser().resolve()
     settings = Settings.from_env(redis_url)

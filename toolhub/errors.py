@@ -76,9 +76,9 @@ class ErrorCode(StrEnum):
     STACK_ERROR = "stack_error"
     #: No ``redis-server`` binary was found (``toolhub.stack.RedisServerNotFound``).
     REDIS_SERVER_NOT_FOUND = "redis_server_not_found"
-    #: Redis has no record of the call followed (``toolhub.store.redis.CallNotFound``).
+    #: Redis has no record of the call followed (``toolhub.distributed.store.CallNotFound``).
     CALL_NOT_FOUND = "call_not_found"
-    #: Redis stayed away longer than a follow rides out (``toolhub.store.redis.FollowLost``).
+    #: Redis stayed away longer than a follow rides out (``toolhub.distributed.store.FollowLost``).
     FOLLOW_LOST = "follow_lost"
 
 

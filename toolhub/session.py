@@ -22,7 +22,7 @@ from toolhub.core import CallResult, Container, Progress, ToolError, drain, new_
 from toolhub.core.container import Key
 from toolhub.executors import Executor
 from toolhub.executors.deadline import bounded
-from toolhub.store.files import DebouncedWriter
+from toolhub.state import DebouncedWriter
 from toolhub.toolset import (
     ConfigSource,
     ExternalHandler,
@@ -221,7 +221,7 @@ class Session:
 
     def answer(self, call_id: str, answers: Any) -> bool:
         """Deliver the user's answer to a waiting ``ask_user`` call."""
-        from toolhub.backends.interaction import AnswerBox
+        from toolhub.answers import AnswerBox
 
         box = self.toolset.container.get(AnswerBox)
         return box.answer(call_id, answers) if box is not None else False

@@ -22,12 +22,12 @@ from toolhub.distributed.celery_app import make_celery
 from toolhub.distributed.settings import Settings
 from workers.heartbeat import beat
 
+from .celery_tasks import register_tasks
 from .control import ControlListener
 from .kombu_redis import install as install_kombu_guard
 from .leases import LeaseKeeper
 from .observe import install as install_observability
 from .runtime import WorkerRuntime
-from .tasks import register_tasks
 
 logger = logging.getLogger("toolhub.worker")
 

@@ -19,7 +19,7 @@ from redis.exceptions import RedisError
 
 from toolhub.distributed.codec import unpack
 from toolhub.distributed.replies import untyped
-from toolhub.store.redis import RedisStore
+from toolhub.distributed.store import RedisStore
 
 logger = logging.getLogger("toolhub.worker.control")
 

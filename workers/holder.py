@@ -50,8 +50,8 @@ from redis.exceptions import RedisError
 from toolhub.backends.process import KILL_GRACE_S, CommandResult, ProcessRunner, RunningCommand
 from toolhub.core import CallResult, CancelToken, ErrorKind, OutputDeltas, ToolError, ToolOutput
 from toolhub.distributed.settings import Settings
+from toolhub.distributed.store import RedisStore
 from toolhub.errors import ErrorCode
-from toolhub.store.redis import RedisStore
 
 from .control import ControlListener
 from .emitter import Emitter

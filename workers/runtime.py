@@ -22,7 +22,7 @@ from toolhub.distributed.celery_app import EXECUTE_TASK
 from toolhub.distributed.enqueue import Enqueuer
 from toolhub.distributed.recovery import Recovery
 from toolhub.distributed.settings import Settings, queue_for
-from toolhub.store.redis import RedisStore
+from toolhub.distributed.store import RedisStore
 
 from .toolsets import ToolSets, worker_builder
 

@@ -23,11 +23,11 @@ from celery import Celery
 from toolhub.assembly import Fleet, assemble, toolhub_home
 from toolhub.core import ToolError
 from toolhub.distributed.settings import Settings
-from toolhub.distributed.state_sync import RedisStateSync
+from toolhub.distributed.store import RedisStore
 from toolhub.errors import ErrorCode
 from toolhub.executors.local import LocalExecutor
 from toolhub.hub.attach import AttachedSources
-from toolhub.store.redis import RedisStore
+from toolhub.state.redis import RedisStateSync
 from toolhub.toolset import ToolSet, ToolSetBuilder, ToolSetConfig
 
 logger = logging.getLogger("toolhub.worker")

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from toolhub.answers import AnswerBox, LocalAnswerBox
 from toolhub.backends.ignore import IgnoreRules
-from toolhub.backends.interaction import AnswerBox, LocalAnswerBox
 from toolhub.backends.locks import PathLocks
 from toolhub.backends.tool_index import InMemoryToolIndex, ToolEntry, ToolIndex
 from toolhub.backends.workspace import Workspace
@@ -125,15 +125,10 @@ def test_resolve_entry_keeps_links_and_refuses_escapes(tmp_path: Path) -> None:
 
 
 def test_install_local_resources_fills_the_container(tmp_path: Path) -> None:
-    from toolhub.backends import (
-        BackgroundTasks,
-        PathLocks,
-        ProcessRunner,
-        Ripgrep,
-        SessionInfo,
-        install_local_resources,
-    )
+    from toolhub.assembly import install_local_resources
+    from toolhub.backends import PathLocks, ProcessRunner, Ripgrep, SessionInfo
     from toolhub.core import Container
+    from toolhub.tasks import BackgroundTasks
 
     container = Container()
     (tmp_path / "ws").mkdir()

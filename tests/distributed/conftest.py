@@ -14,7 +14,7 @@ from tests.distributed.plugin_tools import CONFIG, make_builder
 from tests.fixtures_stack import Stack, shared_stack
 from toolhub import Session
 from toolhub.distributed.settings import Settings
-from toolhub.store.redis import RedisStore
+from toolhub.distributed.store import RedisStore
 
 
 @pytest.fixture

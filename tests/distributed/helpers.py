@@ -11,7 +11,7 @@ import psutil
 
 from toolhub import CallResult, Progress, Session
 from toolhub.distributed.codec import StreamEvent
-from toolhub.store.redis import RedisStore
+from toolhub.distributed.store import RedisStore
 
 T = TypeVar("T")
 

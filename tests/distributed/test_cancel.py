@@ -10,9 +10,9 @@ import psutil
 
 from tests.distributed.helpers import async_wait_until, process_gone, wait_until, worker_pid
 from toolhub import CallResult, Progress
-from toolhub.backends.tasks import BackgroundTasks
 from toolhub.distributed.settings import Settings
-from toolhub.store.redis import RedisStore
+from toolhub.distributed.store import RedisStore
+from toolhub.tasks import BackgroundTasks
 
 
 def test_cancel_from_another_dispatcher_kills_the_process_group(live, connect, store):

@@ -19,9 +19,9 @@ import pytest
 from tests.distributed.helpers import process_gone, wait_until, worker_pid
 from tests.fixtures_stack import Stack
 from toolhub import Progress, Session
-from toolhub.backends.tasks import BackgroundTasks
 from toolhub.distributed.settings import Settings
-from toolhub.store.redis import RedisStore
+from toolhub.distributed.store import RedisStore
+from toolhub.tasks import BackgroundTasks
 from workers.holder import HolderClient
 
 pytestmark = pytest.mark.timeout(60)

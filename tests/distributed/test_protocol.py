@@ -13,7 +13,7 @@ from kombu import Connection, Exchange, Producer
 from tests.distributed.helpers import assert_contiguous, follow_all, wait_until
 from toolhub import CallResult
 from toolhub.distributed.codec import unpack
-from toolhub.store.redis import CallNotFound
+from toolhub.distributed.store import CallNotFound
 
 
 def test_late_and_resuming_followers_see_no_gap_and_no_duplicate(live, connect, store):

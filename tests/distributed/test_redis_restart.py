@@ -26,7 +26,7 @@ from tests.fixtures_stack import STACK_ENV, Stack
 from toolhub import CallResult, Session
 from toolhub.distributed.codec import unpack
 from toolhub.distributed.settings import Settings
-from toolhub.store.redis import RedisStore
+from toolhub.distributed.store import RedisStore
 
 
 @pytest.fixture

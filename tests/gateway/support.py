@@ -15,7 +15,7 @@ from pydantic import BaseModel, Field
 
 from tests.sample_tools import Count, Echo
 from toolhub import Progress, Session, Tool, ToolContext, ToolKind
-from toolhub.backends.interaction import AnswerBox
+from toolhub.answers import AnswerBox
 from toolhub.toolset import ConfigSource, ToolSetBuilder
 
 TOOL_IDS = ["Main:echo", "Main:count", "Main:nap", "Main:ask"]

@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from toolhub.backends import install_local_resources
+from toolhub.assembly import install_local_resources
 from toolhub.core import (
     CancelToken,
     Container,

@@ -8,8 +8,8 @@ import time
 from pathlib import Path
 
 from tests.tools.harness import Harness
-from toolhub.backends.tasks import BackgroundTasks
 from toolhub.core import CancelToken, ErrorKind
+from toolhub.tasks import BackgroundTasks
 from toolhub.tools.background import KillTask, TaskOutput, TaskParams, WaitTasks
 from toolhub.tools.shell import Bash
 from toolhub.tools.todo import TodoWrite

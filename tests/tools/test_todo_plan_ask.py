@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from tests.tools.harness import Harness
-from toolhub.backends.interaction import AnswerBox
+from toolhub.answers import AnswerBox
 from toolhub.core import CancelToken, Container, ErrorKind, State
 from toolhub.tools.ask_user import AskUser, AskUserParams
 from toolhub.tools.codex import ApplyPatch

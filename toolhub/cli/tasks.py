@@ -39,9 +39,9 @@ def register(app: typer.Typer) -> None:
 
 class RedisTasks:
     def __init__(self, redis_url: str) -> None:
-        from toolhub.distributed.background import RedisBackgroundTasks
         from toolhub.distributed.settings import Settings
-        from toolhub.executors.celery import shared_backend
+        from toolhub.distributed.shared import shared_backend
+        from toolhub.tasks.redis import RedisBackgroundTasks
 
         settings = Settings.from_env(redis_url)
         self.store, app = shared_backend(settings)

@@ -12,7 +12,6 @@ handlers live in this process, so they run here, through the embedded executor.
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -21,15 +20,15 @@ from kombu.exceptions import KombuError, OperationalError
 from redis.exceptions import RedisError
 
 from toolhub.core import CallResult, Progress, ToolError
-from toolhub.distributed.celery_app import EXECUTE_TASK, make_celery
+from toolhub.distributed.celery_app import EXECUTE_TASK
 from toolhub.distributed.codec import pack
-from toolhub.distributed.enqueue import Enqueuer
 from toolhub.distributed.pubsub import Subscription
 from toolhub.distributed.records import new_run_id
 from toolhub.distributed.settings import Settings, queue_for
-from toolhub.distributed.state_sync import RedisStateSync
+from toolhub.distributed.shared import enqueuer_for
+from toolhub.distributed.store import CallNotFound, FollowLost, RedisStore
 from toolhub.errors import ErrorCode, RedisUnavailable
-from toolhub.store.redis import CallNotFound, FollowLost, RedisStore
+from toolhub.state.redis import RedisStateSync
 from toolhub.toolset import Prepared, ToolSet
 
 from .local import LocalExecutor, unknown_call
@@ -38,32 +37,6 @@ logger = logging.getLogger("toolhub.executor.celery")
 
 #: How long dispatch waits for the call's subscription to be confirmed before enqueueing.
 CONFIRM_WAIT_SECONDS = 0.005
-
-_shared: dict[tuple[str, str], tuple[RedisStore, Celery]] = {}
-_enqueuers: dict[int, Enqueuer] = {}
-_shared_lock = threading.Lock()
-
-
-def shared_backend(settings: Settings) -> tuple[RedisStore, Celery]:
-    """One store (so one pub/sub connection) and one Celery producer pool per Redis URL and
-    prefix, shared by every session of this process."""
-    key = (settings.redis_url, settings.prefix)
-    with _shared_lock:
-        if key not in _shared:
-            _shared[key] = (RedisStore.from_settings(settings), make_celery(settings))
-        return _shared[key]
-
-
-def close_shared_backends() -> None:
-    """Close every shared store and Celery producer pool (tests and scripts that start and
-    stop Redis servers call this so no reader thread outlives its server)."""
-    with _shared_lock:
-        backends = list(_shared.values())
-        _shared.clear()
-        _enqueuers.clear()
-    for store, app in backends:
-        store.close()
-        app.close()
 
 
 class CeleryExecutor:
@@ -90,8 +63,7 @@ class CeleryExecutor:
         self.state = state
         self._state_version = state_version
         self._local = LocalExecutor(toolset)
-        with _shared_lock:
-            self.enqueuer = _enqueuers.setdefault(id(app), Enqueuer(app))
+        self.enqueuer = enqueuer_for(app)
 
     def call_sync(self, prepared: Prepared) -> CallResult | None:
         if prepared.entry.external:

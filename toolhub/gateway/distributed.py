@@ -15,9 +15,9 @@ from typing import Any
 from redis.exceptions import RedisError
 
 from toolhub.distributed.settings import ALL_QUEUES, Settings
-from toolhub.executors.celery import shared_backend
+from toolhub.distributed.shared import shared_backend
+from toolhub.distributed.store import CallNotFound, RedisStore
 from toolhub.session import Session
-from toolhub.store.redis import CallNotFound, RedisStore
 from toolhub.toolset import ToolSetConfig
 
 from .calllog import LoggedEvent

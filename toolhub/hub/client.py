@@ -22,7 +22,7 @@ from typing import Any
 import httpx
 from httpx_sse import SSEError, aconnect_sse
 
-from toolhub.backends.interaction import AnswerBox
+from toolhub.answers import AnswerBox
 from toolhub.core import CallResult, Outcome, Progress, ToolContext, ToolError, ToolOutput
 from toolhub.toolset import ExternalSpec, HubConfig, ToolSet
 

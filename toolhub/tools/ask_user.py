@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from toolhub.backends.interaction import AnswerBox, Answers
+from toolhub.answers import AnswerBox, Answers
 from toolhub.core import Params, Progress, Tool, ToolContext, ToolError, ToolKind
 
 INPUT_REQUIRED = "input_required"

@@ -18,10 +18,10 @@ from typing import Any, Literal
 from pydantic import AliasChoices, BaseModel, Field, field_validator
 
 from toolhub.backends.session_info import SessionInfo
-from toolhub.backends.tasks import BackgroundTasks, TaskSnapshot, WaitMode
 from toolhub.core import Container, Params, Tool, ToolContext, ToolError, ToolKind, ToolOutput
 from toolhub.core.requirements import Expr, ParamIs
 from toolhub.core.requirements import Tool as NeedTool
+from toolhub.tasks import BackgroundTasks, TaskSnapshot, WaitMode
 
 MAX_IDS = 20
 MAX_WAIT_MS = 600_000

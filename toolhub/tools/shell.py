@@ -26,7 +26,6 @@ from pydantic import BaseModel, Field
 
 from toolhub.backends.limits import ResourceLimits
 from toolhub.backends.process import CommandResult, ProcessRunner
-from toolhub.backends.tasks import BackgroundTasks
 from toolhub.backends.workspace import Workspace
 from toolhub.core import (
     BehaviorVersion,
@@ -40,6 +39,7 @@ from toolhub.core import (
     ToolKind,
 )
 from toolhub.core.requirements import IfParams, Kind, ParamIs
+from toolhub.tasks import BackgroundTasks
 
 from .plan import ensure_not_planning
 from .text import kind_name

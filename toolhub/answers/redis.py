@@ -14,11 +14,11 @@ from typing import Any
 
 from redis import Redis
 
-from toolhub.backends.interaction import Answers
+from toolhub.distributed import replies
+from toolhub.distributed.codec import pack, unpack
+from toolhub.distributed.keys import Keys
 
-from . import replies
-from .codec import pack, unpack
-from .keys import Keys
+from .base import Answers
 
 #: Block at most this long per BLPOP, below the client's socket timeout.
 _BLOCK_SLICE_S = 5.0

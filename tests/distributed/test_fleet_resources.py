@@ -9,7 +9,7 @@ from pathlib import Path
 
 from tests.distributed.helpers import wait_until, worker_pid
 from toolhub import CallResult, Progress, Session
-from toolhub.backends.tasks import BackgroundTasks
+from toolhub.tasks import BackgroundTasks
 
 TASK_TOOLS = {
     "tools": [
@@ -89,7 +89,7 @@ def test_ask_user_is_answered_through_another_dispatcher(live, store, tmp_path: 
         ):
             items.append(item)
             if isinstance(item, Progress) and item.subkind == "input_required":
-                from toolhub.backends.interaction import AnswerBox
+                from toolhub.answers import AnswerBox
 
                 box = answerer.resources.get(AnswerBox)
                 assert list(box.pending()) == [cid]

@@ -25,16 +25,16 @@ from typing import Any
 from celery import Celery
 from redis import Redis
 
-from toolhub.backends.tasks import KillOutcome, TaskSnapshot, TaskStatus, WaitMode
 from toolhub.core import CallResult
+from toolhub.distributed import replies
+from toolhub.distributed.celery_app import BACKGROUND_TASK
+from toolhub.distributed.codec import decode_item, pack, unpack
+from toolhub.distributed.keys import Keys
+from toolhub.distributed.records import TERMINAL_STATUSES, CallRecords, new_run_id
+from toolhub.distributed.settings import QUEUES, Settings
 from toolhub.errors import ErrorCode
 
-from . import replies
-from .celery_app import BACKGROUND_TASK
-from .codec import decode_item, pack, unpack
-from .keys import Keys
-from .records import TERMINAL_STATUSES, CallRecords, new_run_id
-from .settings import QUEUES, Settings
+from .base import KillOutcome, TaskSnapshot, TaskStatus, WaitMode
 
 TAIL_BYTES = 16_000
 _POLL_S = 0.05

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from toolhub.backends.process import ProcessRunner
-from toolhub.backends.tasks import BackgroundTasks
-from toolhub.backends.tasks_local import LocalBackgroundTasks
+from toolhub.tasks import BackgroundTasks
+from toolhub.tasks.local import LocalBackgroundTasks
 
 
 @pytest.fixture

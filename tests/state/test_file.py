@@ -5,7 +5,7 @@ import time
 from pydantic import BaseModel, Field
 
 from toolhub.core import Container, State
-from toolhub.store.files import FORMAT, DebouncedWriter, StateFile
+from toolhub.state.file import FORMAT, DebouncedWriter, StateFile
 
 
 class Todo(BaseModel):

@@ -23,10 +23,9 @@ from redis import Redis
 from redis.exceptions import WatchError
 
 from toolhub.core import Container
-
-from . import replies
-from .codec import pack, unpack
-from .replies import untyped
+from toolhub.distributed import replies
+from toolhub.distributed.codec import pack, unpack
+from toolhub.distributed.replies import untyped
 
 logger = logging.getLogger("toolhub.state")
 

@@ -16,8 +16,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from .process import CommandResult, ProcessRunner, RunningCommand
-from .tasks import KillOutcome, TaskSnapshot, TaskStatus, WaitMode
+from toolhub.backends.process import CommandResult, ProcessRunner, RunningCommand
+
+from .base import KillOutcome, TaskSnapshot, TaskStatus, WaitMode
 
 MAX_RUNTIME_S = 10 * 3600
 TAIL_BYTES = 16_000

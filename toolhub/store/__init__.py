@@ -1,1 +1,0 @@
-"""Where records and runtime state live: files when embedded, Redis when distributed."""
