@@ -15,6 +15,16 @@ from toolhub.distributed.store import RedisStore
 
 T = TypeVar("T")
 
+#: The built-in bash and background-task tools (the durable background command tests).
+TASK_TOOLS = {
+    "tools": [
+        {"id": "Main:bash"},
+        {"id": "Main:task_output"},
+        {"id": "Main:wait_tasks"},
+        {"id": "Main:kill_task"},
+    ]
+}
+
 
 def wait_until(check: Callable[[], T], timeout: float = 10.0, every: float = 0.02) -> T:
     deadline = time.monotonic() + timeout

@@ -7,18 +7,9 @@ import asyncio
 import signal
 from pathlib import Path
 
-from tests.distributed.helpers import wait_until, worker_pid
+from tests.distributed.helpers import TASK_TOOLS, wait_until, worker_pid
 from toolhub import CallResult, Progress, Session
 from toolhub.tasks import BackgroundTasks
-
-TASK_TOOLS = {
-    "tools": [
-        {"id": "Main:bash"},
-        {"id": "Main:task_output"},
-        {"id": "Main:wait_tasks"},
-        {"id": "Main:kill_task"},
-    ]
-}
 
 
 def test_background_command_survives_its_worker_and_its_client(live, store, tmp_path: Path):

@@ -16,7 +16,7 @@ from typing import Any
 import psutil
 import pytest
 
-from tests.distributed.helpers import process_gone, wait_until, worker_pid
+from tests.distributed.helpers import TASK_TOOLS, process_gone, wait_until, worker_pid
 from tests.fixtures_stack import Stack
 from toolhub import Progress, Session
 from toolhub.distributed.settings import Settings
@@ -27,15 +27,6 @@ from workers.holder import HolderClient
 pytestmark = pytest.mark.timeout(60)
 
 TOOLHUB = str(Path(sys.executable).with_name("toolhub"))
-
-TASK_TOOLS = {
-    "tools": [
-        {"id": "Main:bash"},
-        {"id": "Main:task_output"},
-        {"id": "Main:wait_tasks"},
-        {"id": "Main:kill_task"},
-    ]
-}
 
 
 def _session(live: Stack, ws: Path, sid: str) -> Session:
