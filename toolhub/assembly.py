@@ -27,8 +27,10 @@ from toolhub.backends import (
     Workspace,
 )
 from toolhub.backends.tool_index import EnabledToolNames, InMemoryToolIndex, ToolEntry, ToolIndex
-from toolhub.core import Container
+from toolhub.core import Container, Params
+from toolhub.sandbox import SandboxPolicy, default_settings, enforce
 from toolhub.tasks import BackgroundTasks, LocalBackgroundTasks
+from toolhub.tools.shell import BashParams
 from toolhub.toolset import ConfigSource, ExternalSpec, ToolSet, ToolSetBuilder, ToolSetConfig
 
 if TYPE_CHECKING:
@@ -78,6 +80,34 @@ def install_local_resources(
     container.insert(Ripgrep())
 
 
+def configure_sandbox(
+    container: Container, *, workspace: Path, session_dir: Path
+) -> SandboxPolicy | None:
+    """Confine the session's commands as the ``bash`` tool's ``sandbox`` param says, else as
+    the process default (``toolhub.sandbox.use_by_default``; none unless a worker turned it
+    on). The policy hides toolhub's state dirs and gives the session a private tmp under
+    ``session_dir``; an unenforceable one raises ``SandboxUnavailable`` or, when not required,
+    falls back loudly to unconfined (``toolhub.sandbox.enforcement``). Returns what applies."""
+    runner = container.get(ProcessRunner)
+    if runner is None:
+        return None
+    params = container.get(Params[BashParams])
+    chosen = params.sandbox if params is not None else None
+    default, require = default_settings()
+    settings = chosen if chosen is not None else default
+    if settings is None:
+        return None
+    session_dir = Path(session_dir)
+    policy = settings.policy(
+        Path(workspace),
+        tmp_dir=session_dir / "tmp",
+        hidden=(toolhub_home(), session_dir),
+    )
+    must = settings.require if settings.require is not None else require
+    runner.sandbox = enforce(policy, require=must)
+    return runner.sandbox
+
+
 @dataclass(frozen=True, slots=True)
 class Fleet:
     """What a session on a fleet needs for its Redis-backed resources."""
@@ -118,6 +148,7 @@ def assemble(
     if fleet is not None:
         state = _install_fleet_resources(container, fleet, session_id)
     toolset = builder.build(config, container=container, session_id=session_id)
+    configure_sandbox(container, workspace=workspace, session_dir=session_dir)
     wire_tool_catalog(toolset)
     from toolhub.hub.attach import attach_toolset_sources
 

@@ -14,12 +14,19 @@ Stopping never waits on the command: ``kill`` sends SIGTERM to the whole group (
 at once and SIGKILL after a grace period, from any thread. A command that exits while processes
 it started still hold its output pipe does not hang the call: after a short drain those
 leftovers are killed too (a command that should outlive its call belongs in the background).
+
+A runner given a ``SandboxPolicy`` (``toolhub.sandbox``) runs each command inside bubblewrap,
+with the allowlisted environment only. The guard, the cgroup join, the limits and the death
+trap stay outside and around it, unchanged: the shell joins the cgroup and then starts bwrap as
+its job, so everything in the sandbox is in the command's process group and cgroup, and every
+way of stopping a command stops a sandboxed one too.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import os
 import select
 import shlex
@@ -32,6 +39,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
+
+from toolhub.sandbox import SandboxPolicy, bwrap_argv, find_bwrap, scrubbed_env
+from toolhub.sandbox.bwrap import SANDBOX_HOME, SANDBOX_TMP
 
 from .capture import DEFAULT_LOG_LIMIT, CapturedOutput, OutputCapture
 from .limits import PidsCgroups, ResourceLimits
@@ -239,7 +249,13 @@ class RunningCommand:
 
 
 class ProcessRunner:
-    """Runs shell commands under a workspace with resource limits and per-call logs."""
+    """Runs shell commands under a workspace with resource limits and per-call logs.
+
+    ``sandbox`` confines every command it starts (``None``: unconfined, as before; it may be
+    set after construction, before the first command). ``scrub_env`` gives unconfined commands
+    the allowlisted environment too; sandboxed ones always get it. ``env`` is set on top, in
+    both cases: what the caller names explicitly.
+    """
 
     def __init__(
         self,
@@ -251,8 +267,14 @@ class ProcessRunner:
         kill_grace_s: float = KILL_GRACE_S,
         log_limit_bytes: int = DEFAULT_LOG_LIMIT,
         cgroups: PidsCgroups | None = None,
+        sandbox: SandboxPolicy | None = None,
+        scrub_env: bool = False,
     ) -> None:
         self.root = Path(root)
+        self.sandbox = sandbox
+        self.scrub_env = scrub_env
+        self._overrides = dict(env or {})
+        self._bwrap: str | None = None
         self.log_dir = Path(log_dir)
         self.limits = limits or ResourceLimits()
         self.kill_grace_s = kill_grace_s
@@ -288,15 +310,16 @@ class ProcessRunner:
         prelude = [PidsCgroups.join_prelude(cgroup)] if cgroup is not None else []
         if ulimits := limits.ulimit_prelude():
             prelude.append(ulimits)
-        script = "; ".join([*prelude, _death_trap(cgroup), _RUN_COMMAND])
+        argv, env, run = self._command_line(command, cwd or self.root)
+        script = "; ".join([*prelude, _death_trap(cgroup), run])
         capture = OutputCapture(
             keep_bytes, self.log_dir / f"{_safe_name(log_name)}.log", self.log_limit_bytes
         )
         try:
             proc = subprocess.Popen(
-                [*self._guard, self._shell, "-c", script, "bash", command],
+                [*self._guard, self._shell, "-c", script, "bash", command, *argv],
                 cwd=cwd or self.root,
-                env=self._env,
+                env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
@@ -321,6 +344,33 @@ class ProcessRunner:
             on_output=on_output,
             kill_grace_s=self.kill_grace_s,
         )
+
+    def _command_line(self, command: str, cwd: Path) -> tuple[list[str], dict[str, str], str]:
+        """What follows ``bash -c <script> bash <command>`` (the bwrap argv, when sandboxed),
+        the environment and the script's last part, which runs the command."""
+        policy = self.sandbox
+        if policy is None or not policy.confined:
+            if (policy is not None and policy.scrub_env) or self.scrub_env:
+                tmp = policy.tmp_dir if policy is not None else None
+                if tmp is not None:
+                    Path(tmp).mkdir(parents=True, exist_ok=True)
+                env = scrubbed_env(
+                    os.environ,
+                    home=os.environ.get("HOME", str(self.root)),
+                    tmpdir=str(tmp) if tmp is not None else SANDBOX_TMP,
+                    extra_names=policy.env if policy is not None else (),
+                    overrides=self._overrides,
+                )
+                return [], env, _RUN_COMMAND
+            return [], self._env, _RUN_COMMAND
+        env = scrubbed_env(
+            os.environ, home=SANDBOX_HOME, extra_names=policy.env, overrides=self._overrides
+        )
+        if self._bwrap is None:
+            self._bwrap = find_bwrap()
+        reset = _signal_reset()
+        inner = bwrap_argv(policy, [*reset, self._shell, "-c"], env=env, cwd=cwd, bwrap=self._bwrap)
+        return inner, env, _RUN_SANDBOXED if reset else _RUN_SANDBOXED_PLAIN
 
     def run(
         self,
@@ -351,6 +401,18 @@ _RUN_COMMAND = (
     '( trap - INT QUIT TERM; eval "unset __toolhub_cmd; $__toolhub_cmd" ) & '
     "wait $!; s=$?; while kill -0 $! 2>/dev/null; do wait $!; s=$?; done; exit $s"
 )
+#: The sandboxed variant: the arguments after the command are the bwrap argv, and the command
+#: is its last argument. bwrap's monitor dies of a TERM at once, which would SIGKILL the
+#: sandbox (``--die-with-parent``) before the command handled the TERM it got from the group
+#: signal; so bwrap starts with TERM ignored and ``env --default-signal=TERM`` restores it for
+#: the command inside. Without that ``env``, the plain variant: TERM then ends the command at
+#: once, a harder stop but still a stop.
+_RUN_SANDBOXED = (
+    "trap : TERM; __toolhub_cmd=$1; shift; "
+    '( trap - INT QUIT; trap \'\' TERM; exec "$@" "$__toolhub_cmd" ) & '
+    "wait $!; s=$?; while kill -0 $! 2>/dev/null; do wait $!; s=$?; done; exit $s"
+)
+_RUN_SANDBOXED_PLAIN = _RUN_SANDBOXED.replace("trap '' TERM; ", "")
 PARENT_DEATH_SIGNAL = "HUP"
 
 
@@ -371,6 +433,20 @@ def _death_trap(cgroup: Path | None) -> str:
         procs = shlex.quote(str(cgroup / "cgroup.procs"))
         members = f"for p in $(< {procs}); do [ $p = $$ ] || kill -KILL $p; done 2>/dev/null; "
     return f"trap '{members}kill -KILL 0' {PARENT_DEATH_SIGNAL}"
+
+
+@functools.cache
+def _signal_reset() -> tuple[str, ...]:
+    """``env --default-signal=TERM`` where coreutils' env has it (9.x), else nothing."""
+    env = shutil.which("env")
+    if env is None:
+        return ()
+    argv = (env, "--default-signal=TERM")
+    try:
+        ok = subprocess.run([*argv, "true"], capture_output=True, timeout=10).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        ok = False
+    return argv if ok else ()
 
 
 def _pidfd(pid: int) -> int | None:

