@@ -13,6 +13,7 @@ duplicated side effect counts as unsaid.
 
 from __future__ import annotations
 
+import gc
 import os
 import random
 import subprocess
@@ -20,6 +21,8 @@ import sys
 import threading
 import time
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC
 from pathlib import Path
 from typing import Any
@@ -57,6 +60,32 @@ def run_command(command: str) -> dict[str, Any]:
     return {"exit_code": proc.returncode, "output": proc.stdout[-2000:].decode(errors="replace")}
 
 
+@contextmanager
+def counted_unraisable(notes: list[str]) -> Iterator[None]:
+    """Count the exceptions Celery's client raises in ``AsyncResult`` finalizers (after the
+    Redis restart its result consumer gives up: "Retry limit exceeded ... must be restarted")
+    into one note, instead of a traceback each on stderr; the ones raised later, when the
+    interpreter exits, are dropped. Any other unraisable exception is reported as usual."""
+    seen: Counter[str] = Counter()
+    previous = sys.unraisablehook
+
+    def count(unraisable: Any) -> None:
+        if "AsyncResult.__del__" not in repr(unraisable.object):
+            previous(unraisable)
+        elif counting:
+            error = unraisable.exc_value
+            seen[" ".join(f"{type(error).__name__}: {error}".split())] += 1
+
+    counting = True
+    sys.unraisablehook = count
+    try:
+        yield
+    finally:
+        counting = False
+        for text, times in seen.items():
+            notes.append(f"Celery client errors in AsyncResult finalizers ({times}x): {text[:160]}")
+
+
 class CeleryChaos:
     system = "Celery (acks_late + reject_on_worker_lost)"
 
@@ -76,7 +105,7 @@ class CeleryChaos:
         self.notes: list[str] = []
 
     def run(self, redis: Any = None) -> Any:
-        from bench.chaos_procs import CeleryWorker, ProcessScanner, Supervisor, wait_all_ready
+        from bench.chaos_procs import CeleryWorker, supervised
         from toolhub.stack import RedisServer
 
         own = redis is None
@@ -88,21 +117,18 @@ class CeleryChaos:
             CeleryWorker(f"celery{i + 1}", url, self.home, self.profile.concurrency, QUEUE, {})
             for i in range(self.profile.workers)
         ]
-        self.scanner = ProcessScanner(self.run_tag)
-        self.supervisor = Supervisor(self.workers, self.redis_is_up, marker=self.run_tag)
         try:
-            for worker in self.workers:
-                worker.start()
-            wait_all_ready(self.workers)
-            self.scanner.start()
-            self.supervisor.start()
-            return self._run()
+            with (
+                supervised(self.workers, self.redis_is_up, self.run_tag) as (scanner, sup),
+                counted_unraisable(self.notes),
+            ):
+                self.scanner, self.supervisor = scanner, sup
+                try:
+                    return self._run()
+                finally:
+                    self.results.clear()  # their finalizers raise once the backend gave up
+                    gc.collect()
         finally:
-            self.supervisor.stop()
-            self.scanner.stop()
-            self.scanner.kill_leftovers()
-            for worker in self.workers:
-                worker.stop()
             app.close()
             if own:
                 self.redis.stop()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
 import threading
 import time
 from typing import Any
@@ -19,11 +20,15 @@ from bench.chaos_procs import call_command, wait_all_ready
 from bench.chaos_report import Outcome
 
 COMMAND_QUEUE = "toolhub.command"
+#: How long the probe keeps freezing its victim at random instants, looking for a message it
+#: took and has not claimed, and how long each freeze lasts before it looks.
+HUNT_SECONDS = 3.0
+SETTLE_SECONDS = 0.03
 
 
 def take_before_claim(chaos: Any, attempt: int) -> dict[str, Any]:
-    """One probe: a burst of short calls, a worker SIGKILLed 30-90 ms after the enqueue, and
-    which of the burst's messages were taken by a worker but not claimed at the kill."""
+    """One probe: a burst of short calls, a worker SIGKILLed while it holds a message it took
+    and has not claimed, and how soon that call ran again."""
     p = chaos.profile
     wait_all_ready(chaos.workers)
     calls = probe_calls(p, attempt)
@@ -53,29 +58,26 @@ def take_before_claim(chaos: Any, attempt: int) -> dict[str, Any]:
     while sum(client.exists(*keys[i : i + 100]) for i in range(0, len(keys), 100)) < len(keys):
         time.sleep(0.002)
     enqueued = time.time()
-    delay = chaos.rng.uniform(0.030, 0.090)
-    time.sleep(max(0.0, enqueued + delay - time.time()))
+    time.sleep(max(0.0, enqueued + chaos.rng.uniform(0.005, 0.030) - time.time()))
     victim = chaos.supervisor.pick(chaos.rng)
-    killed_at = time.time()
+    frozen_at, candidates, freezes = time.time(), [], 0
     if victim is not None:
+        # Freeze the victim at random instants until it holds a message it took and has not
+        # claimed, then SIGKILL it: a SIGKILL at the instant of the freeze (a stopped process
+        # does nothing more), aimed at a window only milliseconds wide.
+        while not loop_done.is_set() and time.time() < enqueued + HUNT_SECONDS:
+            victim.signal(signal.SIGSTOP)
+            frozen_at = time.time()
+            freezes += 1
+            time.sleep(SETTLE_SECONDS)  # live workers claim what they took within this
+            candidates = taken_unclaimed(client, keys, cids)
+            if candidates:
+                break
+            victim.signal(signal.SIGCONT)
+            time.sleep(chaos.rng.uniform(0.002, 0.020))
         chaos.supervisor.kill(victim)
+    killed_at = frozen_at
     deadline[0] = killed_at + p.hung_after
-    # Right after the kill: queued records whose message is no longer in the queue were
-    # taken by a worker and not claimed yet (by the dead one, or by a live one about to).
-    pipe = client.pipeline(transaction=True)
-    pipe.lrange(COMMAND_QUEUE, 0, -1)
-    for key in keys:
-        pipe.hmget(key, "status", "attempt")
-    queued_blob, *states = pipe.execute()
-    blob = b"".join(queued_blob)
-    candidates = [
-        cid
-        for cid, (status, att) in zip(cids, states, strict=True)
-        if status == b"queued"
-        and int(att or 0) == 0
-        and f"'{cid}'".encode() not in blob
-        and f'"{cid}"'.encode() not in blob
-    ]
     thread.join(p.hung_after + 30)
     # A live worker claims what it took within milliseconds; what the dead one took starts
     # only once recovered (one claim deadline, about a lease), or never.
@@ -91,6 +93,7 @@ def take_before_claim(chaos: Any, attempt: int) -> dict[str, Any]:
         "cids": cids,
         "killed_at": killed_at,
         "delay_ms": (killed_at - enqueued) * 1000,
+        "freezes": freezes,
         "candidates": candidates,
         "taken": taken,
         "starts": starts,
@@ -98,6 +101,24 @@ def take_before_claim(chaos: Any, attempt: int) -> dict[str, Any]:
     }
     (chaos.home / f"probe{attempt}.json").write_text(json.dumps(probe, indent=1))
     return probe
+
+
+def taken_unclaimed(client: Any, keys: list[bytes], cids: list[str]) -> list[str]:
+    """Queued calls whose message is no longer in the queue: taken by a worker, not claimed."""
+    pipe = client.pipeline(transaction=True)
+    pipe.lrange(COMMAND_QUEUE, 0, -1)
+    for key in keys:
+        pipe.hmget(key, "status", "attempt")
+    queued_blob, *states = pipe.execute()
+    blob = b"".join(queued_blob)
+    return [
+        cid
+        for cid, (status, att) in zip(cids, states, strict=True)
+        if status == b"queued"
+        and int(att or 0) == 0
+        and f"'{cid}'".encode() not in blob
+        and f'"{cid}"'.encode() not in blob
+    ]
 
 
 def summary(
@@ -123,4 +144,5 @@ def summary(
         "slowest_start": max(starts, default=None),
         "lease": lease,
         "tries": len(probes),
+        "freezes": probe.get("freezes", 0),
     }

@@ -16,7 +16,8 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -405,3 +406,26 @@ class Supervisor:
         if self._thread is not None:
             self._thread.join(10)
         self.check()  # account for exits since the last pass (no restart: stopping)
+
+
+@contextmanager
+def supervised(
+    workers: list[Any], redis_is_up: Callable[[], bool], run_tag: str
+) -> Iterator[tuple[ProcessScanner, Supervisor]]:
+    """Start ``workers`` under a supervisor and a process scanner; on exit stop both, kill what
+    is left of the run's commands and stop the workers. Both systems run their phase in it."""
+    scanner = ProcessScanner(run_tag)
+    supervisor = Supervisor(workers, redis_is_up, marker=run_tag)
+    try:
+        for worker in workers:
+            worker.start()
+        wait_all_ready(workers)
+        scanner.start()
+        supervisor.start()
+        yield scanner, supervisor
+    finally:
+        supervisor.stop()
+        scanner.stop()
+        scanner.kill_leftovers()
+        for worker in workers:
+            worker.stop()

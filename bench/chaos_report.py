@@ -119,7 +119,7 @@ def probe_cell(probe: dict[str, Any] | None) -> str:
         )
     text = (
         f"{probe['taken']} of {probe['burst']} taken before claim (try {probe['tries']}, kill "
-        f"{probe['delay_ms']:.0f} ms after the enqueue); "
+        f"{probe['delay_ms']:.0f} ms after the enqueue, at freeze {probe['freezes']}); "
     )
     if not probe["taken"]:
         return text + "not exercised"

@@ -29,11 +29,10 @@ from bench.chaos_dispatcher import (  # noqa: E402
 )
 from bench.chaos_plan import Profile, faults, last_fault_at, make_calls  # noqa: E402
 from bench.chaos_procs import (  # noqa: E402
-    ProcessScanner,
-    Supervisor,
     ancestor_among,
     background_command,
     side_effect_lines,
+    supervised,
     wait_all_ready,
 )
 from bench.chaos_report import Outcome, Score, is_worker_lost  # noqa: E402
@@ -89,22 +88,12 @@ class ToolhubChaos:
             )
             for i in range(self.profile.workers)
         ]
-        self.scanner = ProcessScanner(self.run_tag)
-        self.supervisor = Supervisor(self.workers, self.redis_is_up, marker=self.run_tag)
         try:
-            for worker in self.workers:
-                worker.start()
-            wait_all_ready(self.workers)
-            self.scanner.start()
-            self.supervisor.start()
-            return self._run()
+            with supervised(self.workers, self.redis_is_up, self.run_tag) as (scanner, sup):
+                self.scanner, self.supervisor = scanner, sup
+                return self._run()
         finally:
-            self.supervisor.stop()
-            self.scanner.stop()
-            self.scanner.kill_leftovers()
             close_shared_backends()
-            for worker in self.workers:
-                worker.stop()
             if own:
                 self.redis.stop()
             for key, value in saved.items():

@@ -3,11 +3,13 @@ sweeps for calls whose worker died.
 
 Why leases and not Celery's redelivery: on Redis the visibility timeout is the only backstop,
 it must sit above the longest run (hours), and a redelivered message cannot tell a dead
-worker from a slow one. A lease renewed every third of its length says exactly that: a call
+worker from a slow one. A lease renewed every sixth of its length says exactly that: a call
 whose lease expired has no live worker, and any worker's sweep re-enqueues it as the next
 attempt (bounded by the call's attempt limit), while a redelivery of a call with a live lease
 is dropped as a duplicate. The sweep itself (``sweeper.py``) also recovers messages a dead
-worker took off the queue before claiming them, and reaps lost commands' cgroups.
+worker took off the queue before claiming them, and reaps lost commands' cgroups. It runs
+every quarter lease (jittered, so a fleet's sweeps spread out): with a claim deadline of half a
+lease, a message taken by a dead worker is running again within three quarters of a lease.
 """
 
 from __future__ import annotations
@@ -43,13 +45,13 @@ class LeaseKeeper(threading.Thread):
                 self.renew()
                 if time.monotonic() >= next_sweep:
                     metrics.recovered.inc(sweep(self.runtime))
-                    next_sweep = time.monotonic() + lease / 2 * random.uniform(0.5, 1.0)
+                    next_sweep = time.monotonic() + lease / 4 * random.uniform(0.5, 1.0)
                     metrics.unacked_removed.inc(clean_unacked(self.runtime))
             except RedisError as exc:
                 logger.warning("lease keeper: Redis unreachable: %s", exc)
             except Exception:
                 logger.exception("lease keeper failed; continuing")
-            if self.stop_event.wait(lease / 3):
+            if self.stop_event.wait(lease / 6):
                 return
 
     def renew(self) -> None:

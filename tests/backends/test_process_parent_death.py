@@ -11,9 +11,9 @@ import sys
 import time
 from pathlib import Path
 
-import psutil
 import pytest
 
+from tests.processes import seconds_until, tagged_sleeps
 from toolhub.backends.limits import PidsCgroups
 
 HOST = r"""
@@ -38,32 +38,14 @@ def _host(tmp_path: Path, command: str) -> subprocess.Popen[str]:
     return proc
 
 
-def _marked(tag: str) -> list[psutil.Process]:
-    found = []
-    for proc in psutil.process_iter(["name", "cmdline", "status"]):
-        cmdline = " ".join(proc.info["cmdline"] or [])
-        if proc.info["name"] == "sleep" and tag in cmdline and proc.info["status"] != "zombie":
-            found.append(proc)
-    return found
-
-
-def _wait_for(check, timeout: float) -> float:
-    started = time.monotonic()
-    while not check():
-        if time.monotonic() - started > timeout:
-            raise AssertionError(f"not within {timeout}s")
-        time.sleep(0.02)
-    return time.monotonic() - started
-
-
 @pytest.mark.skipif(not Path("/usr/bin/setpriv").exists(), reason="needs util-linux setpriv")
 def test_command_and_its_children_die_with_the_host_process(tmp_path: Path) -> None:
     tag = f"31{os.getpid() % 1000:03d}"
     proc = _host(tmp_path, f"sleep {tag}1 & sleep {tag}2 & echo up; wait")
-    _wait_for(lambda: len(_marked(tag)) == 2, 5)
+    seconds_until(lambda: len(tagged_sleeps(tag)) == 2, 5)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    took = _wait_for(lambda: not _marked(tag), 5)
+    took = seconds_until(lambda: not tagged_sleeps(tag), 5)
     assert took < 1.0
 
 
@@ -72,10 +54,10 @@ def test_command_and_its_children_die_with_the_host_process(tmp_path: Path) -> N
 def test_a_process_that_left_the_group_dies_too(tmp_path: Path) -> None:
     tag = f"32{os.getpid() % 1000:03d}"
     proc = _host(tmp_path, f"setsid sleep {tag}1 & sleep {tag}2")
-    _wait_for(lambda: len(_marked(tag)) == 2, 5)
+    seconds_until(lambda: len(tagged_sleeps(tag)) == 2, 5)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    assert _wait_for(lambda: not _marked(tag), 5) < 1.0
+    assert seconds_until(lambda: not tagged_sleeps(tag), 5) < 1.0
 
 
 @pytest.mark.skipif(not PidsCgroups.detect().available, reason="needs a writable pids cgroup")
@@ -103,13 +85,13 @@ def _orphan_then_reap(tmp_path: Path, nest: Path) -> None:
         env=env,
     )
     assert proc.stdout is not None and proc.stdout.readline().strip() == "started"
-    _wait_for(lambda: len(_marked(tag)) == 1, 5)
+    seconds_until(lambda: len(tagged_sleeps(tag)) == 1, 5)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     time.sleep(0.3)
-    assert len(_marked(tag)) == 1  # orphaned: nothing but the sweep can find it now
+    assert len(tagged_sleeps(tag)) == 1  # orphaned: nothing but the sweep can find it now
     mine = list(nest.glob(f"toolhub-{proc.pid}-*"))
     assert mine, "the dead host's cgroup is there"
     assert PidsCgroups(nest).reap_stale() == 1
-    _wait_for(lambda: not _marked(tag), 3)
+    seconds_until(lambda: not tagged_sleeps(tag), 3)
     assert not any(p.exists() for p in mine)

@@ -15,7 +15,7 @@ pytestmark = pytest.mark.timeout(60)
 
 
 def test_probes_and_openapi(client: httpx.Client) -> None:
-    assert client.get("/healthz").json() == {"status": "ok", "mode": "embedded", "checks": {}}
+    assert client.get("/healthz").json() == {"status": "ok", "deployment": "embedded", "checks": {}}
     assert client.get("/readyz").status_code == 200
     spec = client.get("/openapi.json").json()
     for path in (

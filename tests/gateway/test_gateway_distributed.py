@@ -49,7 +49,7 @@ def replicas(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[s
 def test_distributed_calls_resume_on_another_replica(replicas: tuple[str, str]) -> None:
     first, second = replicas
     with httpx.Client(base_url=first, timeout=30) as a, httpx.Client(base_url=second) as b:
-        assert a.get("/healthz").json()["mode"] == "distributed"
+        assert a.get("/healthz").json()["deployment"] == "distributed"
         ready = a.get("/readyz")
         assert ready.status_code == 200, ready.text
         assert ready.json()["checks"] == {"redis": "ok", "workers": "ok"}

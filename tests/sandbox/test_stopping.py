@@ -12,33 +12,15 @@ import sys
 import time
 from pathlib import Path
 
-import psutil
 import pytest
 
+from tests.processes import seconds_until, tagged_sleeps
 from toolhub.backends.limits import PidsCgroups, ResourceLimits
 from toolhub.sandbox import SandboxMode
 
 from .conftest import Layout, requires_bwrap, text
 
 pytestmark = requires_bwrap
-
-
-def _marked(tag: str) -> list[psutil.Process]:
-    found = []
-    for proc in psutil.process_iter(["name", "cmdline", "status"]):
-        cmdline = " ".join(proc.info["cmdline"] or [])
-        if proc.info["name"] == "sleep" and tag in cmdline and proc.info["status"] != "zombie":
-            found.append(proc)
-    return found
-
-
-def _wait_for(check, timeout: float) -> float:  # type: ignore[no-untyped-def]
-    started = time.monotonic()
-    while not check():
-        if time.monotonic() - started > timeout:
-            raise AssertionError(f"not within {timeout}s")
-        time.sleep(0.02)
-    return time.monotonic() - started
 
 
 def _tag(n: int) -> str:
@@ -55,20 +37,20 @@ def test_timeout_ends_every_process_of_the_sandbox(layout: Layout, mode: Sandbox
     )
     assert res.killed == "timeout"
     assert time.monotonic() - started < 0.5 + runner.kill_grace_s + 1
-    _wait_for(lambda: not _marked(tag), 2)
+    seconds_until(lambda: not tagged_sleeps(tag), 2)
 
 
 def test_kill_ends_the_sandbox_at_once(layout: Layout) -> None:
     tag = _tag(2)
     runner = layout.runner(layout.policy(SandboxMode.WORKSPACE_WRITE))
     running = runner.start(f"sleep {tag}1 & sleep {tag}2; wait", log_name="k")
-    _wait_for(lambda: len(_marked(tag)) == 2, 5)
+    seconds_until(lambda: len(tagged_sleeps(tag)) == 2, 5)
     started = time.monotonic()
     assert running.kill("cancelled") is True
     result = running.wait(5)
     assert result is not None and result.killed == "cancelled"
     assert time.monotonic() - started < 1.0
-    _wait_for(lambda: not _marked(tag), 2)
+    seconds_until(lambda: not tagged_sleeps(tag), 2)
 
 
 def test_a_command_that_handles_term_gets_to_finish(layout: Layout) -> None:
@@ -98,8 +80,8 @@ def test_sandboxed_processes_are_in_the_commands_pids_cgroup(layout: Layout) -> 
     runner = layout.runner(layout.policy(SandboxMode.WORKSPACE_WRITE))
     running = runner.start(f"sleep {tag}1", log_name="cg", limits=ResourceLimits(max_processes=64))
     try:
-        _wait_for(lambda: len(_marked(tag)) == 1, 5)
-        pid = _marked(tag)[0].pid
+        seconds_until(lambda: len(tagged_sleeps(tag)) == 1, 5)
+        pid = tagged_sleeps(tag)[0].pid
         assert f"toolhub-{os.getpid()}-" in Path(f"/proc/{pid}/cgroup").read_text()
     finally:
         running.kill()
@@ -133,7 +115,7 @@ def test_sandboxed_command_dies_with_the_host_process(layout: Layout) -> None:
         text=True,
     )
     assert proc.stdout is not None and proc.stdout.readline().strip() == "started"
-    _wait_for(lambda: len(_marked(tag)) == 2, 5)
+    seconds_until(lambda: len(tagged_sleeps(tag)) == 2, 5)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    assert _wait_for(lambda: not _marked(tag), 5) < 1.0
+    assert seconds_until(lambda: not tagged_sleeps(tag), 5) < 1.0

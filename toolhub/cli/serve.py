@@ -52,7 +52,7 @@ def serve(
         )
     except ValueError as err:
         fail(str(err))
-    mode = "distributed" if settings.distributed else "embedded"
+    deployment = "distributed" if settings.distributed else "embedded"
     auth = "bearer token" if settings.api_token else "no auth"
-    stderr.print(f"toolhub gateway on http://{host}:{port} ({mode}, {auth})", highlight=False)
+    stderr.print(f"toolhub gateway on http://{host}:{port} ({deployment}, {auth})", highlight=False)
     run(settings, host=host, port=port)

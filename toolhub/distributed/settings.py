@@ -50,7 +50,7 @@ class Settings:
 
     redis_url: str = DEFAULT_REDIS_URL
     prefix: str = "toolhub:"
-    #: A running call's lease; renewed every third of it. A dead worker's calls are re-run
+    #: A running call's lease; renewed every sixth of it. A dead worker's calls are re-run
     #: once it has expired, so this bounds recovery time.
     lease_seconds: float = 15.0
     #: How many times a call may lose its worker before it fails with ``worker_lost``.
@@ -113,7 +113,11 @@ class Settings:
 
     @property
     def claim_deadline_seconds(self) -> float:
-        return self.claim_seconds or self.lease_seconds
+        """How long a queued call's message may be out of its queue unclaimed: half a lease by
+        default, so with sweeps every quarter lease a message taken by a worker that died is
+        re-enqueued within three quarters of a lease. Live workers touch the deadline of what
+        they hold unstarted every sixth of a lease, so it never passes for them."""
+        return self.claim_seconds or self.lease_seconds / 2
 
     def call_deadline_seconds(self, workload: str) -> float:
         """How long a caller waits for a call at most, from the call's own limits: its queue

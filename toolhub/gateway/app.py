@@ -49,7 +49,7 @@ class Gateway:
         self._readiness = readiness
 
     @property
-    def mode(self) -> Literal["embedded", "distributed"]:
+    def deployment(self) -> Literal["embedded", "distributed"]:
         return "distributed" if self.settings.distributed else "embedded"
 
     async def readiness(self) -> tuple[bool, dict[str, str]]:

@@ -116,7 +116,7 @@ class ExternalToolRegistered(BaseModel):
 
 class Health(BaseModel):
     status: str
-    mode: Literal["embedded", "distributed"]
+    deployment: Literal["embedded", "distributed"]
     checks: dict[str, str] = Field(default_factory=dict)
 
 

@@ -284,14 +284,14 @@ async def delete_external_tool(session_id: str, name: str, request: Request) -> 
 
 @router.get("/healthz", response_model=Health)
 async def healthz(request: Request) -> Health:
-    return Health(status="ok", mode=gateway(request).mode)
+    return Health(status="ok", deployment=gateway(request).deployment)
 
 
 @router.get("/readyz", response_model=Health, responses={503: {"model": Health}})
 async def readyz(request: Request) -> Any:
     gw = gateway(request)
     ready, checks = await gw.readiness()
-    body = Health(status="ready" if ready else "unready", mode=gw.mode, checks=checks)
+    body = Health(status="ready" if ready else "unready", deployment=gw.deployment, checks=checks)
     return JSONResponse(body.model_dump(), status_code=200 if ready else 503)
 
 

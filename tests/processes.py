@@ -1,0 +1,29 @@
+"""Finding a test command's processes from outside: ``sleep`` processes whose argument carries
+a tag, so a test can tell that a command (and what it started) is still alive or gone."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import psutil
+
+
+def tagged_sleeps(tag: str) -> list[psutil.Process]:
+    """Live (non-zombie) ``sleep`` processes whose command line contains ``tag``."""
+    found = []
+    for proc in psutil.process_iter(["name", "cmdline", "status"]):
+        cmdline = " ".join(proc.info["cmdline"] or [])
+        if proc.info["name"] == "sleep" and tag in cmdline and proc.info["status"] != "zombie":
+            found.append(proc)
+    return found
+
+
+def seconds_until(check: Callable[[], object], timeout: float) -> float:
+    """How long until ``check()`` is true; AssertionError when not within ``timeout``."""
+    started = time.monotonic()
+    while not check():
+        if time.monotonic() - started > timeout:
+            raise AssertionError(f"not within {timeout}s")
+        time.sleep(0.02)
+    return time.monotonic() - started
