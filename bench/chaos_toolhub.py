@@ -51,9 +51,10 @@ class ToolhubChaos:
         self.say = say
         self.rng = random.Random(profile.seed)
         self.run_tag = f"chaos{os.getpid()}th{int(time.time())}"
-        self.sidefx = home / "sidefx-toolhub"
         self.workdir = home / "dispatch"
         self.workspace = home / "ws"
+        # Inside the workspace: workers sandbox commands, so a side effect can only land there.
+        self.sidefx = self.workspace / "sidefx"
         for path in (self.sidefx, self.workdir, self.workspace):
             path.mkdir(parents=True, exist_ok=True)
         self.redis_down = threading.Event()

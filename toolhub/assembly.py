@@ -146,7 +146,7 @@ def assemble(
     )
     state = None
     if fleet is not None:
-        state = _install_fleet_resources(container, fleet, session_id)
+        state = _install_fleet_resources(container, fleet, session_id, config.config_hash())
     toolset = builder.build(config, container=container, session_id=session_id)
     configure_sandbox(container, workspace=workspace, session_dir=session_dir)
     wire_tool_catalog(toolset)
@@ -159,7 +159,9 @@ def assemble(
     return Assembled(toolset, state, sources, warnings)
 
 
-def _install_fleet_resources(container: Container, fleet: Fleet, session_id: str) -> RedisStateSync:
+def _install_fleet_resources(
+    container: Container, fleet: Fleet, session_id: str, config_hash: str
+) -> RedisStateSync:
     """Replace the per-process background tasks and answer box with the Redis ones, so that
     ``task_output``/``wait_tasks``/``kill_task`` and ``Session.answer`` work from any
     dispatcher and worker, and attach compare-and-set state (returned)."""
@@ -169,7 +171,7 @@ def _install_fleet_resources(container: Container, fleet: Fleet, session_id: str
     from toolhub.tasks.redis import RedisBackgroundTasks
 
     settings, keys = fleet.settings, Keys(fleet.settings.prefix)
-    tasks = RedisBackgroundTasks(fleet.client, fleet.app, settings, session_id)
+    tasks = RedisBackgroundTasks(fleet.client, fleet.app, settings, session_id, config_hash)
     container.insert(tasks, BackgroundTasks)
     answers = RedisAnswerBox(fleet.client, keys, session_id, settings.record_ttl_seconds)
     container.insert(answers, AnswerBox)

@@ -36,6 +36,9 @@ class ErrorCode(StrEnum):
     CALL_ID_IN_USE = "call_id_in_use"
     #: The worker running the call was lost and the call was not (or no longer) re-run.
     WORKER_LOST = "worker_lost"
+    #: The worker failed handling the call itself (a toolhub bug or a malformed message): the
+    #: call is answered at once instead of being retried as if its worker had died.
+    WORKER_FAILED = "worker_failed"
     #: No answer within the call's deadline; toolhub cancelled it (a ``timeout`` error).
     CALL_TIMEOUT = "call_timeout"
     #: A worker got a call for a session (or session config) that is not in Redis.

@@ -2,8 +2,9 @@
 
 Configuration comes from ``toolhub.distributed.celery_app`` (msgpack only, late acks, reject on
 worker lost, prefetch 1, visibility timeout above the longest run, soft shutdown, task events)
-with every tunable read from ``TOOLHUB_*`` variables. Worker signals wire up the process:
-heartbeat ``starting`` at init, the lease keeper and control listener once the broker connection
+with every tunable read from ``TOOLHUB_*`` variables. Worker signals wire up the process: at
+init the command sandbox (``sandboxing.py``: the worker refuses to start if it cannot enforce
+it) and heartbeat ``starting``, the lease keeper and control listener once the broker connection
 is up (heartbeat ``ready``), and on warm shutdown a timer that hands calls still running after
 ``TOOLHUB_SOFT_SHUTDOWN_SECONDS`` back to the queue.
 """
@@ -28,6 +29,7 @@ from .kombu_redis import install as install_kombu_guard
 from .leases import LeaseKeeper
 from .observe import install as install_observability
 from .runtime import WorkerRuntime
+from .sandboxing import install_worker_sandbox
 
 logger = logging.getLogger("toolhub.worker")
 
@@ -77,6 +79,7 @@ install_observability(settings)
 
 
 def _on_init(**_: Any) -> None:
+    install_worker_sandbox(settings)  # refuses to start (exit 2) when it cannot be enforced
     beat(state="starting")
     threading.Thread(target=process.heartbeat, name="toolhub-heartbeat", daemon=True).start()
     process.get()

@@ -16,11 +16,14 @@ worker process as before (and then dies with it).
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from toolhub.backends.process import ProcessRunner
 from toolhub.core import CallResult, ToolError
+from toolhub.errors import ErrorCode
+from toolhub.sandbox import SandboxPolicy
 
 from . import holder
 from .claimed import Claimed, run_claimed
@@ -42,30 +45,48 @@ def _start(attempt: Claimed) -> str:
     place = _place(runtime, message)
     if isinstance(place, CallResult):
         return attempt.settle(place)
-    workspace, log_dir = place
-    handed = _hand_over(runtime, running, message, workspace, log_dir)
+    handed = _hand_over(runtime, running, message, place)
     if handed is not None:
         attempt.metric.outcome = handed
         return handed
-    return attempt.settle(_run(message, running, attempt.emitter, workspace, log_dir))
+    return attempt.settle(_run(message, running, attempt.emitter, place))
 
 
-def _place(runtime: WorkerRuntime, message: dict[str, Any]) -> CallResult | tuple[Path, Path]:
-    """The session's workspace and the directory of the command's log."""
-    sid = message["session_id"]
+@dataclass(frozen=True, slots=True)
+class Place:
+    """Where a background command runs: the session's workspace, the directory of its log, and
+    the sandbox of the session's commands (the one its foreground commands run under)."""
+
+    workspace: Path
+    log_dir: Path
+    sandbox: SandboxPolicy | None
+
+    def runner(self) -> ProcessRunner:
+        return ProcessRunner(self.workspace, self.log_dir, sandbox=self.sandbox)
+
+
+def _place(runtime: WorkerRuntime, message: dict[str, Any]) -> CallResult | Place:
+    sid, config_hash = message["session_id"], message.get("config_hash")
+    if not config_hash:
+        # Its sandbox comes from the session's config; a command without one does not run.
+        error = ToolError.custom(
+            ErrorCode.SESSION_UNKNOWN, "background command without its session's config hash"
+        )
+        return CallResult.failure("background", error, call_id=message["call_id"])
     try:
-        workspace = runtime.toolsets.workspace(sid)
+        session = runtime.toolsets.get(sid, config_hash)
     except ToolError as err:
         return CallResult.failure("background", err, call_id=message["call_id"])
-    return workspace, runtime.toolsets.session_dir(sid) / "terminal"
+    runner = session.toolset.container.get(ProcessRunner)
+    sandbox = runner.sandbox if runner is not None else None
+    return Place(session.workspace, runtime.toolsets.session_dir(sid) / "terminal", sandbox)
 
 
 def _hand_over(
     runtime: WorkerRuntime,
     running: Running,
     message: dict[str, Any],
-    workspace: Path,
-    log_dir: Path,
+    place: Place,
 ) -> str | None:
     """Give the attempt to this host's holder. Returns what became of it, or None when no
     holder could take it (the caller then runs it in this process)."""
@@ -77,8 +98,9 @@ def _hand_over(
             "op": "start",
             "message": message,
             "attempt": running.attempt,
-            "workspace": str(workspace),
-            "log_dir": str(log_dir),
+            "workspace": str(place.workspace),
+            "log_dir": str(place.log_dir),
+            "sandbox": None if place.sandbox is None else place.sandbox.to_wire(),
             "worker": runtime.name,
         }
     )
@@ -104,12 +126,10 @@ def _hand_over(
     return HELD
 
 
-def _run(
-    message: dict[str, Any], running: Running, emitter: Emitter, workspace: Path, log_dir: Path
-) -> CallResult:
+def _run(message: dict[str, Any], running: Running, emitter: Emitter, place: Place) -> CallResult:
     """The command in this worker process (no holder): it dies with this process."""
     task_id = message["call_id"]
-    runner = ProcessRunner(workspace, log_dir)
+    runner = place.runner()
     try:
         command, flush = holder.start_command(runner, message, emitter)
     except Exception as exc:

@@ -14,8 +14,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from toolhub.core import CallResult, Progress
+from toolhub.core import CallResult, Progress, ToolError
 from toolhub.distributed.records import Claim
+from toolhub.errors import ErrorCode
 
 from .emitter import Emitter
 from .metrics import Attempt, metrics, outcome, tool_label
@@ -67,9 +68,28 @@ def run_claimed(
             emitter = Emitter(runtime, running, message["session_id"])
             if claim.attempt > 1:
                 emitter.progress(retry_marker(claim.attempt))
-            return work(Claimed(runtime, message, running, claim, emitter, metric))
+            attempt = Claimed(runtime, message, running, claim, emitter, metric)
+            try:
+                return work(attempt)
+            except Exception as exc:
+                # Not a lost worker: retrying would fail the same way, attempt after attempt.
+                logger.exception("call %s: the worker failed handling it", running.call_id)
+                return attempt.settle(worker_failed(message, exc))
     finally:
         runtime.unregister(running)
+
+
+def worker_failed(message: dict[str, Any], exc: Exception) -> CallResult:
+    """The answer to a call the worker itself failed on: typed, said once, never retried."""
+    error = ToolError.custom(
+        ErrorCode.WORKER_FAILED,
+        f"the worker failed handling this call ({type(exc).__name__}: {exc}); it is not "
+        "retried, and what it started may have partly run",
+        may_have_run=True,
+    )
+    return CallResult.failure(
+        message.get("name", "call"), error, tool_id=message.get("tool"), call_id=message["call_id"]
+    )
 
 
 def retry_marker(attempt: int) -> Progress:

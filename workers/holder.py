@@ -52,6 +52,7 @@ from toolhub.core import CallResult, CancelToken, ErrorKind, OutputDeltas, ToolE
 from toolhub.distributed.settings import Settings
 from toolhub.distributed.store import RedisStore
 from toolhub.errors import ErrorCode
+from toolhub.sandbox import SandboxPolicy
 
 from .control import ControlListener
 from .emitter import Emitter
@@ -490,7 +491,12 @@ class Holder:
             return {"ok": False, "error": "lease_lost"}
         running = Running(cid, CancelToken(), attempt)
         emitter = Emitter(self, running, message["session_id"])
-        runner = ProcessRunner(Path(request["workspace"]), Path(request["log_dir"]))
+        sandbox = request.get("sandbox")
+        runner = ProcessRunner(
+            Path(request["workspace"]),
+            Path(request["log_dir"]),
+            sandbox=None if sandbox is None else SandboxPolicy.from_wire(sandbox),
+        )
         try:
             command, flush = start_command(runner, message, emitter)
         except Exception as exc:  # a missing workspace, no shell, ...

@@ -34,8 +34,10 @@ def test_workspace_write_writes_only_in_the_workspace_and_private_tmp(layout: La
     )
     out = text(res)
     assert res.exit_code == 0 and out.startswith("work\n") and out.endswith("done\n")
-    assert out.count("Read-only file system") == 4, out
-    assert "outside-readable" in out  # reads outside are allowed; writes are not
+    assert out.count("Read-only file system") == 2, out  # /etc and .git/hooks
+    # Outside the readable roots nothing exists: no write, no read, even through a symlink.
+    assert out.count("No such file or directory") == 3, out
+    assert "outside-readable" not in out
     assert (layout.ws / "result.txt").read_text() == "work\n"
     assert not (layout.outside / "escape.txt").exists()
     assert not (layout.outside / "via-symlink.txt").exists()
@@ -60,7 +62,8 @@ def test_read_only_mode_writes_nothing_but_a_fresh_tmp(layout: Layout) -> None:
     )
     out = text(res)
     assert out.startswith("data\n") and out.endswith("s\n")
-    assert out.count("Read-only file system") == 2, out
+    assert out.count("Read-only file system") == 1, out  # the workspace
+    assert out.count("No such file or directory") == 1, out  # through the symlink out
     assert not (layout.ws / "out.txt").exists() and not (layout.outside / "x").exists()
     assert not layout.tmp.exists() or not (layout.tmp / "s").exists()
 
@@ -74,11 +77,25 @@ def test_another_sessions_workspace_is_not_visible(layout: Layout, mode: Sandbox
         log_name="other",
     )
     out = text(res)
-    assert out.startswith("ok\n[]\n")
+    assert out.startswith("ok\n")
     assert "c0nfidential-notes" not in out
     assert "No such file or directory" in out
     assert not (layout.other / "planted").exists()
     assert (layout.other / "notes.txt").exists()  # hidden, not harmed
+
+
+def test_a_config_can_make_more_paths_readable_and_hidden_ones_stay_hidden(
+    layout: Layout,
+) -> None:
+    policy = layout.policy(SandboxMode.WORKSPACE_WRITE, readable=(layout.base,))
+    res = layout.runner(policy).run(
+        f"cat {layout.outside}/readme.txt; echo [$(ls -A {layout.other})]; "
+        f"echo x > {layout.outside}/w",
+        log_name="read",
+    )
+    out = text(res)
+    assert out.startswith("outside-readable\n[]\n"), out  # other-session: an empty dir
+    assert "Read-only file system" in out and not (layout.outside / "w").exists()
 
 
 @pytest.mark.parametrize("mode", CONFINED)

@@ -13,6 +13,7 @@ import pytest
 from toolhub import Session
 from toolhub.backends.process import ProcessRunner
 from toolhub.sandbox import (
+    Mechanism,
     SandboxMode,
     SandboxPolicy,
     SandboxSettings,
@@ -23,6 +24,7 @@ from toolhub.sandbox import (
     use_by_default,
 )
 from toolhub.sandbox import enforcement as enforce_module
+from toolhub.sandbox.landlock_syscalls import abi_version
 from toolhub.sandbox.probe import SandboxSupport
 
 from .conftest import SECRETS, Layout, requires_bwrap
@@ -45,12 +47,25 @@ def test_argv_mounts_parents_first_and_skips_missing_paths(tmp_path: Path) -> No
     (ws / ".git" / "hooks").mkdir(parents=True)
     try:
         policy = SandboxPolicy(
-            ws, hidden=(state, home / "missing"), tmp_dir=state / "s1-tmp", network=True
+            ws,
+            hidden=(state, home / "missing"),
+            tmp_dir=state / "s1-tmp",
+            network=True,
+            readable=(home,),
         )
         argv = bwrap_argv(policy, ["bash", "-c"], env={"PATH": "/bin"}, bwrap="bwrap")
         mounts = _mounts(argv)
-        assert mounts[0] == ("--ro-bind", "/")
+        # No root bind: only the readable roots exist, each read-only, parents first.
+        assert ("--ro-bind", "/") not in mounts and ("--ro-bind", "/usr") in mounts
+        assert mounts.index(("--ro-bind", str(home))) < mounts.index(("--tmpfs", str(state)))
         assert mounts.index(("--tmpfs", str(state))) < mounts.index(("--bind", str(ws)))
+        # The hidden dir is sealed read-only only after the workspace is bound inside it.
+        assert argv.index("--remount-ro") > argv.index(str(ws))
+        # Hidden but not under a readable root: absent already, nothing to mount.
+        unread = bwrap_argv(
+            SandboxPolicy(ws, hidden=(state,)), ["true"], env={"PATH": "/bin"}, bwrap="b"
+        )
+        assert ("--tmpfs", str(state)) not in _mounts(unread)
         assert mounts.index(("--bind", str(ws))) < mounts.index(
             ("--ro-bind", str(ws / ".git" / "hooks"))
         )
@@ -85,7 +100,7 @@ def test_probe_runs_bwrap_once_and_says_why_not() -> None:
 
 
 @pytest.fixture
-def unavailable(monkeypatch: pytest.MonkeyPatch) -> Iterator[SandboxSupport]:
+def no_bwrap(monkeypatch: pytest.MonkeyPatch) -> Iterator[SandboxSupport]:
     support = SandboxSupport(False, "/bin/false", "no user namespaces")
     monkeypatch.setattr(enforce_module, "probe", lambda: support)
     enforce_module.reset_warnings()
@@ -93,10 +108,19 @@ def unavailable(monkeypatch: pytest.MonkeyPatch) -> Iterator[SandboxSupport]:
     enforce_module.reset_warnings()
 
 
+@pytest.fixture
+def unavailable(
+    no_bwrap: SandboxSupport, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[SandboxSupport]:
+    """Neither bwrap nor Landlock can confine here."""
+    monkeypatch.setattr(enforce_module, "abi_version", lambda: 0)
+    yield no_bwrap
+
+
 def test_an_unenforceable_sandbox_is_refused_when_required(
     tmp_path: Path, unavailable: SandboxSupport
 ) -> None:
-    with pytest.raises(SandboxUnavailable, match="no user namespaces"):
+    with pytest.raises(SandboxUnavailable, match="no user namespaces; the kernel has no Landlock"):
         enforce(SandboxPolicy(tmp_path), require=True)
     with pytest.raises(SandboxUnavailable):
         use_by_default(SandboxSettings(), require=True)
@@ -112,6 +136,22 @@ def test_an_unenforceable_sandbox_warns_loudly_once_and_runs_scrubbed(
     assert len(warnings) == 1 and "no user namespaces" in warnings[0].getMessage()
     assert first is not None and first.mode is SandboxMode.FULL and first.scrub_env
     assert second == first
+
+
+@pytest.mark.skipif(abi_version() < 1, reason="the kernel has no Landlock")
+def test_without_bwrap_auto_falls_back_to_landlock_and_says_so_once(
+    tmp_path: Path, no_bwrap: SandboxSupport, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING, "toolhub.sandbox"):
+        first = enforce(SandboxPolicy(tmp_path), require=True)
+        second = enforce(SandboxPolicy(tmp_path), require=True)
+    said = [r.getMessage() for r in caplog.records if "confined with Landlock" in r.getMessage()]
+    assert len(said) == 1 and "no user namespaces" in said[0]
+    assert first is not None and first.mechanism is Mechanism.LANDLOCK and first.confined
+    assert second == first
+    # Asked for bwrap by name, there is no fallback.
+    with pytest.raises(SandboxUnavailable, match="no user namespaces"):
+        enforce(SandboxPolicy(tmp_path, mechanism=Mechanism.BWRAP), require=True)
 
 
 def test_full_mode_is_logged_once_and_no_policy_is_no_sandbox(
@@ -149,7 +189,7 @@ def test_the_bash_tools_sandbox_param_confines_the_sessions_commands(
             {"command": f"env; echo x > {layout.outside}/e; echo ok > f", "description": "t"},
         )
         out = res.prompt_text
-    assert "MY_VAR=passed" in out and "Read-only file system" in out
+    assert "MY_VAR=passed" in out and "No such file or directory" in out
     assert (layout.ws / "f").read_text() == "ok\n" and not (layout.outside / "e").exists()
     for name in SECRETS:
         assert name not in out

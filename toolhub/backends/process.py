@@ -40,7 +40,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from toolhub.sandbox import SandboxPolicy, bwrap_argv, find_bwrap, scrubbed_env
+from toolhub.sandbox import (
+    Mechanism,
+    SandboxPolicy,
+    bwrap_argv,
+    find_bwrap,
+    landlock_argv,
+    scrubbed_env,
+)
 from toolhub.sandbox.bwrap import SANDBOX_HOME, SANDBOX_TMP
 
 from .capture import DEFAULT_LOG_LIMIT, CapturedOutput, OutputCapture
@@ -363,12 +370,25 @@ class ProcessRunner:
                 )
                 return [], env, _RUN_COMMAND
             return [], self._env, _RUN_COMMAND
+        reset = _signal_reset()
+        if policy.mechanism is Mechanism.LANDLOCK:
+            # No private mount namespace: the private tmp is where TMPDIR and HOME point.
+            tmp = Path(policy.tmp_dir) if policy.tmp_dir is not None else self.root
+            (tmp / "home").mkdir(parents=True, exist_ok=True)
+            env = scrubbed_env(
+                os.environ,
+                home=str(tmp / "home"),
+                tmpdir=str(tmp),
+                extra_names=policy.env,
+                overrides=self._overrides,
+            )
+            inner = landlock_argv(policy, [*reset, self._shell, "-c"], env=env, cwd=cwd)
+            return inner, env, _RUN_SANDBOXED if reset else _RUN_SANDBOXED_PLAIN
         env = scrubbed_env(
             os.environ, home=SANDBOX_HOME, extra_names=policy.env, overrides=self._overrides
         )
         if self._bwrap is None:
             self._bwrap = find_bwrap()
-        reset = _signal_reset()
         inner = bwrap_argv(policy, [*reset, self._shell, "-c"], env=env, cwd=cwd, bwrap=self._bwrap)
         return inner, env, _RUN_SANDBOXED if reset else _RUN_SANDBOXED_PLAIN
 

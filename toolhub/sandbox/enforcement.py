@@ -16,7 +16,8 @@ from __future__ import annotations
 import logging
 import threading
 
-from .policy import SandboxPolicy
+from .landlock_syscalls import abi_version
+from .policy import Mechanism, SandboxPolicy
 from .probe import SandboxSupport, probe
 from .settings import SandboxSettings
 
@@ -29,8 +30,8 @@ class SandboxUnavailable(RuntimeError):
     def __init__(self, support: SandboxSupport) -> None:
         super().__init__(
             f"the command sandbox cannot be enforced here: {support.reason}. Run where bwrap "
-            "works (root, or unprivileged user namespaces enabled), or set sandbox mode `full` "
-            "to run commands unconfined on purpose."
+            "works (root, or unprivileged user namespaces enabled) or the kernel has Landlock, "
+            "or set sandbox mode `full` to run commands unconfined on purpose."
         )
         self.support = support
 
@@ -48,6 +49,31 @@ def _once(key: str, message: str, level: int = logging.WARNING) -> bool:
     return True
 
 
+def choose(wanted: Mechanism) -> tuple[Mechanism | None, SandboxSupport]:
+    """What can enforce a confined policy here: bwrap when it runs, else (for ``auto``)
+    Landlock, said once at WARNING since it is weaker; None, with the reasons, when neither."""
+    reasons = []
+    support = SandboxSupport(False, None, "")
+    if wanted in (Mechanism.AUTO, Mechanism.BWRAP):
+        support = probe()
+        if support.available:
+            return Mechanism.BWRAP, support
+        reasons.append(support.reason)
+    if wanted in (Mechanism.AUTO, Mechanism.LANDLOCK):
+        abi = abi_version()
+        if abi >= 1:
+            if wanted is Mechanism.AUTO:
+                _once(
+                    "landlock",
+                    f"toolhub: bwrap cannot sandbox here ({support.reason}); commands are "
+                    f"confined with Landlock (ABI {abi}) instead, which cannot make paths inside "
+                    "the workspace read-only or confine UDP (docs/sandbox.md)",
+                )
+            return Mechanism.LANDLOCK, SandboxSupport(True, None)
+        reasons.append("the kernel has no Landlock (or it is disabled)")
+    return None, SandboxSupport(False, support.binary, "; ".join(reasons))
+
+
 def enforce(policy: SandboxPolicy | None, *, require: bool) -> SandboxPolicy | None:
     """The policy commands actually run under: ``policy`` when it can be enforced; for an
     unenforceable one, ``SandboxUnavailable`` when ``require``, else the same policy in
@@ -58,9 +84,9 @@ def enforce(policy: SandboxPolicy | None, *, require: bool) -> SandboxPolicy | N
         _once("full", "toolhub: command sandbox disabled by config (mode=full): commands run "
               "unconfined with the worker's rights", logging.INFO)  # fmt: skip
         return policy
-    support = probe()
-    if support.available:
-        return policy
+    mechanism, support = choose(policy.mechanism)
+    if mechanism is not None:
+        return policy.enforced_by(mechanism)
     if require:
         raise SandboxUnavailable(support)
     _once(
@@ -76,18 +102,20 @@ class _Default:
     require: bool = False
 
 
-def use_by_default(settings: SandboxSettings | None, *, require: bool = True) -> None:
+def use_by_default(settings: SandboxSettings | None, *, require: bool = True) -> Mechanism | None:
     """Give every session whose config names no sandbox ``settings`` (None: none), and check at
     once that it can be enforced: with ``require`` a worker that cannot sandbox fails here, at
-    start-up, instead of at its first call."""
+    start-up, instead of at its first call. Returns what will confine commands (None: nothing)."""
+    mechanism = None
     if settings is not None and settings.confined:
-        support = probe()
-        if not support.available:
+        mechanism, support = choose(settings.mechanism)
+        if mechanism is None:
             if require:
                 raise SandboxUnavailable(support)
             _once("unavailable", "toolhub: COMMANDS RUN UNSANDBOXED: the default sandbox "
                   f"cannot be enforced here ({support.reason})")  # fmt: skip
     _Default.settings, _Default.require = settings, require
+    return mechanism
 
 
 def default_settings() -> tuple[SandboxSettings | None, bool]:

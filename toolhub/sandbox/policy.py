@@ -26,10 +26,11 @@ set.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
+from typing import Any
 
 
 class SandboxMode(StrEnum):
@@ -38,9 +39,38 @@ class SandboxMode(StrEnum):
     FULL = "full"
 
 
+class Mechanism(StrEnum):
+    """What enforces a confined policy: bubblewrap where it can run, else Landlock
+    (``landlock.py``; weaker, see there); ``auto`` picks in that order."""
+
+    AUTO = "auto"
+    BWRAP = "bwrap"
+    LANDLOCK = "landlock"
+
+
 #: Paths inside the workspace that stay read-only in ``workspace_write``: what git runs on its
 #: own (hooks) or is told to run by config (``core.fsmonitor``, ``core.hooksPath``).
 DEFAULT_READ_ONLY = (".git/hooks", ".git/config")
+
+
+#: Readable (and executable) below these in both confined modes, when they exist. Not
+#: ``/run``, ``/var``, ``/home``, ``/root``, ``/srv``, ``/mnt`` or the host's ``/tmp``:
+#: secrets, other sessions' workspaces and state live there. A config adds paths (``read``).
+SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt")
+
+
+def path_prefixes(path_env: str) -> list[str]:
+    """What the ``PATH`` directories need readable: each one's installation prefix when it is
+    a ``bin``, ``sbin`` or ``shims`` directory (a venv, ``/usr/local``; pyenv's shims exec into
+    their prefix), else the directory itself."""
+    out = []
+    for entry in path_env.split(":"):
+        if not entry.startswith("/"):
+            continue
+        path = Path(entry)
+        named = path.name in ("bin", "sbin", "shims") and path.parent != Path("/")
+        out.append(str(path.parent) if named else entry)
+    return list(dict.fromkeys(out))
 
 
 def default_hidden() -> tuple[Path, ...]:
@@ -76,10 +106,20 @@ class SandboxPolicy:
     network: bool = False
     env: tuple[str, ...] = ()
     scrub_env: bool = True
+    mechanism: Mechanism = Mechanism.AUTO
+    #: More readable paths beyond the system dirs and the ``PATH`` prefixes (``SYSTEM_DIRS``).
+    readable: tuple[Path, ...] = ()
 
     @property
     def confined(self) -> bool:
         return self.mode is not SandboxMode.FULL
+
+    def readable_roots(self, path_env: str) -> list[str]:
+        """Where a confined command may read: the system, the ``PATH`` prefixes, the config's
+        extra paths (the workspace and the private tmp come on top)."""
+        return list(
+            dict.fromkeys([*SYSTEM_DIRS, *path_prefixes(path_env), *map(str, self.readable)])
+        )
 
     def read_only_paths(self) -> tuple[Path, ...]:
         return tuple(p if p.is_absolute() else self.workspace / p for p in self.read_only)
@@ -89,6 +129,41 @@ class SandboxPolicy:
         extra = tuple(Path(p) for p in paths if Path(p) not in self.hidden)
         return replace(self, hidden=(*self.hidden, *extra))
 
+    def enforced_by(self, mechanism: Mechanism) -> SandboxPolicy:
+        return replace(self, mechanism=mechanism)
+
     def unconfined(self) -> SandboxPolicy:
         """The same policy in ``full`` mode: what a worker that may not refuse falls back to."""
         return replace(self, mode=SandboxMode.FULL)
+
+    def to_wire(self) -> dict[str, Any]:
+        """JSON-ready form, for handing a command with its confinement to another process on
+        the same host (a worker to its background-command holder)."""
+        return {
+            "workspace": str(self.workspace),
+            "mode": self.mode.value,
+            "tmp_dir": None if self.tmp_dir is None else str(self.tmp_dir),
+            "read_only": [str(p) for p in self.read_only],
+            "hidden": [str(p) for p in self.hidden],
+            "network": self.network,
+            "env": list(self.env),
+            "scrub_env": self.scrub_env,
+            "mechanism": self.mechanism.value,
+            "readable": [str(p) for p in self.readable],
+        }
+
+    @classmethod
+    def from_wire(cls, data: Mapping[str, Any]) -> SandboxPolicy:
+        tmp = data.get("tmp_dir")
+        return cls(
+            workspace=Path(data["workspace"]),
+            mode=SandboxMode(data["mode"]),
+            tmp_dir=None if tmp is None else Path(tmp),
+            read_only=tuple(Path(p) for p in data["read_only"]),
+            hidden=tuple(Path(p) for p in data["hidden"]),
+            network=bool(data["network"]),
+            env=tuple(data["env"]),
+            scrub_env=bool(data["scrub_env"]),
+            mechanism=Mechanism(data.get("mechanism", "auto")),
+            readable=tuple(Path(p) for p in data.get("readable", ())),
+        )

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .policy import DEFAULT_READ_ONLY, SandboxMode, SandboxPolicy, default_hidden
+from .policy import DEFAULT_READ_ONLY, Mechanism, SandboxMode, SandboxPolicy, default_hidden
 
 
 class SandboxSettings(BaseModel):
@@ -34,6 +34,11 @@ class SandboxSettings(BaseModel):
         default_factory=lambda: list(DEFAULT_READ_ONLY),
         description="Paths kept read-only in `workspace_write` (relative: under the workspace).",
     )
+    read: list[str] = Field(
+        default_factory=list,
+        description="More paths commands may read, beyond the system directories and the "
+        "installation prefixes of `PATH` (docs/sandbox.md).",
+    )
     hide: list[str] = Field(
         default_factory=list, description="More paths commands must not see (they appear empty)."
     )
@@ -41,6 +46,11 @@ class SandboxSettings(BaseModel):
         None,
         description="Give commands only the allowlisted environment (default: yes when confined; "
         "in `full` mode only when set).",
+    )
+    mechanism: Mechanism = Field(
+        Mechanism.AUTO,
+        description="What confines commands: `bwrap`, `landlock` (no privilege needed, weaker: "
+        "docs/sandbox.md), or `auto` (bwrap where it runs, else Landlock).",
     )
     require: bool | None = Field(
         None,
@@ -67,4 +77,6 @@ class SandboxSettings(BaseModel):
             network=self.network,
             env=tuple(self.env),
             scrub_env=scrub,
+            mechanism=self.mechanism,
+            readable=tuple(Path(p).expanduser() for p in self.read),
         )

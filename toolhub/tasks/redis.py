@@ -42,11 +42,22 @@ BACKGROUND_TOOL = "toolhub:background"
 
 
 class RedisBackgroundTasks:
-    def __init__(self, client: Redis, app: Celery, settings: Settings, session_id: str) -> None:
+    """``config_hash``: the session config the commands started here run under; the worker
+    that runs one builds that session's tool set to find its workspace and sandbox."""
+
+    def __init__(
+        self,
+        client: Redis,
+        app: Celery,
+        settings: Settings,
+        session_id: str,
+        config_hash: str | None = None,
+    ) -> None:
         self.client = client
         self.app = app
         self.settings = settings
         self.session_id = session_id
+        self.config_hash = config_hash
         self.keys = Keys(settings.prefix)
         self.records = CallRecords(client, settings)
 
@@ -70,6 +81,7 @@ class RedisBackgroundTasks:
             "call_id": task_id,
             "run_id": run_id,
             "session_id": owner_session,
+            "config_hash": self.config_hash,
             "name": "background",
             "tool": BACKGROUND_TOOL,
             "command": command,

@@ -1,0 +1,131 @@
+"""Policy to Landlock: the fallback where bubblewrap cannot run.
+
+bwrap needs root or unprivileged user namespaces. Restricted pods (the chart's own: uid 10001,
+no capabilities, RuntimeDefault seccomp) usually have neither. Landlock needs no privilege at
+all: a process restricts itself, and every process it starts inherits the restriction. So where
+the probe finds bwrap unusable and the kernel has Landlock, commands run under a small exec
+wrapper (``landlock_exec.py``: restrict, then ``execve`` the command's shell).
+
+Landlock can only *allow*, never carve a hole in what it allowed. So hiding works by granting
+reads only where they are needed: the system directories (``/usr``, ``/etc``, ...), the
+directories on ``PATH``, the workspace and the private tmp. Another session's workspace,
+toolhub's state and the worker's home are simply not granted. A hidden path inside a granted
+directory is left out by granting that directory's other entries one by one (``grants``).
+
+What Landlock gives besides files, by kernel ABI:
+
+* ptrace scoping (every ABI): a confined command cannot attach to, or read
+  ``/proc/<pid>/environ`` of, a process outside its domain, such as the worker;
+* TCP ``connect`` and ``bind`` (ABI 4): denied when network is off. UDP and unix sockets are not
+  covered;
+* abstract unix sockets and signals (ABI 6): scoped to the domain, so a command cannot signal
+  the worker.
+
+What it cannot do that bwrap does: make ``.git/hooks`` read-only inside a writable workspace (a
+rule cannot narrow a parent's grant); give the command its own ``/tmp`` path (``TMPDIR`` and
+``HOME`` point into the private tmp instead); hide UDP or the host's process list. docs/sandbox.md
+says so.
+
+The system calls are in ``landlock_syscalls.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from .landlock_syscalls import (
+    EXECUTE,
+    IOCTL_DEV,
+    MAKE_DIR,
+    MAKE_FIFO,
+    MAKE_REG,
+    MAKE_SOCK,
+    MAKE_SYM,
+    READ_DIR,
+    READ_FILE,
+    REFER,
+    REMOVE_DIR,
+    REMOVE_FILE,
+    TRUNCATE,
+    WRITE_FILE,
+)
+from .policy import SandboxMode, SandboxPolicy
+
+READ = EXECUTE | READ_FILE | READ_DIR
+WRITE = (
+    WRITE_FILE | REMOVE_DIR | REMOVE_FILE | MAKE_DIR | MAKE_REG | MAKE_SOCK | MAKE_FIFO | MAKE_SYM
+)
+
+#: The kernel views a command needs (``/proc/self``, ``/dev/null``); ptrace scoping keeps other
+#: processes' ``/proc/<pid>/environ`` closed.
+DEVICE_DIRS = ("/proc", "/sys", "/dev")
+
+WRAPPER = Path(__file__).with_name("landlock_exec.py")
+
+
+def grants(policy: SandboxPolicy, path_env: str) -> list[tuple[str, int]]:
+    """(path, rights) the command gets: reads of the system, the ``PATH`` directories and the
+    device views, writes in the workspace (``workspace_write``) and the private tmp, none in a
+    hidden path."""
+    hidden = [_real(p) for p in policy.hidden]
+    workspace = _real(policy.workspace)
+    writable = policy.mode is SandboxMode.WORKSPACE_WRITE
+    out: list[tuple[str, int]] = []
+    for root in policy.readable_roots(path_env):
+        out += _readable(_real(root), hidden, READ)
+    for root in DEVICE_DIRS:
+        out += _readable(_real(root), hidden, READ | WRITE_FILE | IOCTL_DEV)
+    out.append((str(workspace), READ | WRITE | REFER | TRUNCATE if writable else READ))
+    if policy.tmp_dir is not None:
+        out.append((str(_real(policy.tmp_dir)), READ | WRITE | REFER | TRUNCATE))
+    return out
+
+
+def _readable(root: Path, hidden: Sequence[Path], rights: int) -> list[tuple[str, int]]:
+    """``root`` readable, except the hidden paths under it (their siblings granted one by one)."""
+    if not root.exists() or any(_under(root, h) for h in hidden):
+        return []
+    inside = [h for h in hidden if _under(h, root)]
+    if not inside:
+        return [(str(root), rights)]
+    out: list[tuple[str, int]] = []
+    try:
+        entries = sorted(root.iterdir())
+    except OSError:
+        return []
+    for entry in entries:
+        if entry.is_symlink():
+            continue  # its target is granted (or not) on its own
+        out += _readable(entry, inside, rights)
+    return out
+
+
+def landlock_argv(
+    policy: SandboxPolicy,
+    argv: Sequence[str],
+    *,
+    env: Mapping[str, str],
+    cwd: Path | None = None,
+) -> list[str]:
+    """The command line that runs ``argv`` confined by ``policy`` with exactly ``env``."""
+    if not policy.confined:
+        raise ValueError("a full-mode policy runs without Landlock")
+    spec = {
+        "grants": grants(policy, env.get("PATH", "")),
+        "network": policy.network,
+        "env": dict(env),
+        "cwd": str(cwd if cwd is not None else policy.workspace),
+    }
+    return [sys.executable, "-I", "-S", str(WRAPPER), json.dumps(spec), "--", *argv]
+
+
+def _real(path: Path | str) -> Path:
+    return Path(os.path.realpath(os.path.expanduser(path)))
+
+
+def _under(path: Path, parent: Path) -> bool:
+    return path == parent or parent in path.parents

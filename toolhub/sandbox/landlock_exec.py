@@ -1,0 +1,39 @@
+"""Exec wrapper of the Landlock fallback: ``python -I -S landlock_exec.py <spec> -- <argv...>``.
+
+It drops every capability, confines itself as the JSON ``spec`` says (written by
+``landlock.landlock_argv``), then replaces itself with ``argv`` in the spec's environment and
+directory, so the command and all it starts inherit the restriction. It runs as a script
+(``-I -S``: no site packages, no ``PYTHON*`` variables) and imports only
+``landlock_syscalls.py`` beside it, not the ``toolhub`` package: it starts once per command.
+If the kernel refuses, the command does not run (exit 126): never unconfined.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+
+def main(args: list[str]) -> int:
+    if len(args) < 3 or args[1] != "--":
+        sys.stderr.write("usage: landlock_exec.py <spec> -- <argv...>\n")
+        return 2
+    spec, argv = json.loads(args[0]), args[2:]
+    sys.path.insert(0, str(Path(__file__).parent))
+    from landlock_syscalls import drop_capabilities, restrict_self
+
+    try:
+        os.chdir(spec["cwd"])
+        drop_capabilities()
+        restrict_self([(p, r) for p, r in spec["grants"]], network=spec["network"])
+    except OSError as exc:
+        sys.stderr.write(f"toolhub sandbox: Landlock refused to confine the command: {exc}\n")
+        return 126
+    os.execvpe(argv[0], argv, spec["env"])
+    return 127  # not reached: execvpe raises when it fails
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
