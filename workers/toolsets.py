@@ -104,6 +104,15 @@ class ToolSets:
         return self._home / "worker-sessions" / session_id
 
     def _build(self, session_id: str, config_hash: str) -> SessionRuntime:
+        info = self.store.get_session(session_id)
+        if info is not None and info.get("config_hash") != config_hash:
+            # The message names a config that is not this session's: a stale dispatcher or a
+            # forged message. Running it would give the session tools it was never given.
+            raise ToolError.custom(
+                ErrorCode.SESSION_UNKNOWN,
+                f"refused: the call names config {config_hash}, but session {session_id!r} "
+                f"runs config {info.get('config_hash')}",
+            )
         text = self.store.get_config(config_hash)
         if text is None:
             raise ToolError.custom(

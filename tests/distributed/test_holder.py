@@ -168,6 +168,16 @@ def test_a_lost_holder_shows_lost_then_restarts_and_says_so(live, store, tmp_pat
         # Until another worker re-runs it, it is `lost`: never `running` once its lease expired.
         tasks = session.resources.get(BackgroundTasks)
         seen: list[tuple[str, int]] = []
+        # Workers paused, so no sweep re-runs it before its lease has visibly expired (sweeps
+        # run every quarter lease: the window could otherwise close between two looks).
+        for worker in live.workers:
+            worker.signal(signal.SIGSTOP)
+        try:
+            wait_until(lambda: tasks.snapshot(task_id).status == "lost", 5)
+            seen.append(("lost", 1))
+        finally:
+            for worker in live.workers:
+                worker.signal(signal.SIGCONT)
         shown_lost = ""
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline:

@@ -211,3 +211,24 @@ def test_full_mode_is_an_explicit_opt_out_and_says_so(redis_url: str, tmp_path: 
     finally:
         worker.stop()
     assert "commands run UNSANDBOXED: TOOLHUB_SANDBOX=full" in worker.log_path.read_text()
+
+
+def test_a_call_naming_another_sessions_config_is_refused(fleet: Fleet) -> None:
+    """A message whose config hash is not its session's (a forged or stale one) would give the
+    session tools it was never given: the worker refuses it with a typed error."""
+    narrow = {"tools": [{"id": "Main:read_file"}]}
+    ws = fleet.root / "narrow"
+    ws.mkdir(exist_ok=True)
+    (ws / "f.txt").write_text("x\n")
+    other, _ = fleet.session("wide")
+    session = Session.connect(fleet.redis.url, narrow, ws, session_id="narrow")
+    try:
+        assert session.call_sync("read_file", {"path": "f.txt"}).is_error is False
+        session.executor.config_hash = other.executor.config_hash  # type: ignore[attr-defined]
+        forged = session.call_sync("read_file", {"path": "f.txt"})
+    finally:
+        session.close()
+        other.close()
+    assert forged.is_error and forged.error is not None
+    assert forged.error.code == "session_unknown"
+    assert "runs config" in forged.error.detail, forged.error.detail

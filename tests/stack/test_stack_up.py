@@ -11,7 +11,10 @@ import time
 from pathlib import Path
 
 import httpx
+import psutil
 import pytest
+from redis import Redis
+from redis.exceptions import RedisError
 
 from toolhub.ports import free_port
 from toolhub.stack.supervisor import descendants
@@ -40,6 +43,20 @@ def ok(url: str) -> bool:
         return httpx.get(url, timeout=1).status_code == 200
     except httpx.HTTPError:
         return False
+
+
+def _redis_server(pids: set[int]) -> tuple[int, Path]:
+    """The stack's Redis port (from its process title, ``redis-server 127.0.0.1:<port>``) and
+    its working directory."""
+    for pid in pids:
+        try:
+            proc = psutil.Process(pid)
+            title = proc.cmdline()
+            if title and "redis-server" in title[0]:
+                return int(" ".join(title).rsplit(":", 1)[1].split()[0]), Path(proc.cwd())
+        except (psutil.Error, ValueError, IndexError):
+            continue
+    raise AssertionError("no redis-server in the stack")
 
 
 def test_up_serves_a_call_and_stops_everything_on_sigint(tmp_path: Path) -> None:
@@ -77,6 +94,14 @@ def test_up_serves_a_call_and_stops_everything_on_sigint(tmp_path: Path) -> None
             record = client.get(f"/v1/calls/{result['call_id']}").json()
             assert record["status"] == "succeeded" and record.get("worker"), record
         family |= descendants(proc.pid)
+        redis_port, redis_dir = _redis_server(family)
+        # Redis wants a password, kept in a file only its owner reads (not on the command
+        # line, which any local user reads with ps).
+        with pytest.raises(RedisError, match="authenticat"):
+            Redis(port=redis_port, socket_timeout=5).ping()
+        auth_conf = redis_dir / "auth.conf"
+        assert auth_conf.stat().st_mode & 0o077 == 0
+        assert "requirepass" in auth_conf.read_text()
     finally:
         proc.send_signal(signal.SIGINT)
         try:
@@ -87,6 +112,9 @@ def test_up_serves_a_call_and_stops_everything_on_sigint(tmp_path: Path) -> None
     assert proc.returncode == 0, err
     assert f"http://127.0.0.1:{port}" in out and f"http://127.0.0.1:{flower_port}" in out
     assert "password" in out and "stopped" in err
+    # The Redis URL shown once, with its password, is the one that works.
+    shown = next(word for word in out.split() if word.startswith("redis://:"))
+    assert f"127.0.0.1:{redis_port}/0" in shown
     deadline = time.monotonic() + 10
     while not all(gone(pid) for pid in family) and time.monotonic() < deadline:
         time.sleep(0.1)

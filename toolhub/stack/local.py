@@ -121,7 +121,11 @@ class LocalStack:
             raise
 
     def _start(self, deadline: float) -> StackInfo:
-        self.redis = RedisServer(data_dir=self.run_dir / "redis")
+        # Loopback only, and a password all the same: any local user could otherwise write a
+        # session record and a message, and have a worker run a command of their choosing.
+        self.redis = RedisServer(
+            data_dir=self.run_dir / "redis", password=secrets.token_urlsafe(24)
+        )
         self.redis.data_dir.mkdir(parents=True, exist_ok=True)
         redis = self._spawn("redis", self.redis.command(), {}, grace=10)
         self._await(redis, deadline, lambda: self._redis_ready())

@@ -5,12 +5,14 @@ Docker or a system package.
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import tempfile
 import time
 from importlib.util import find_spec
 from pathlib import Path
+from urllib.parse import quote
 
 from redis import Redis
 from redis.exceptions import RedisError
@@ -46,6 +48,11 @@ class RedisServer:
     ``persistent=True`` turns on the append-only file (``appendfsync always``) so a restart
     keeps everything written; otherwise nothing touches the disk. ``noeviction`` always: an
     evicted Celery binding key loses messages silently.
+
+    ``password``: clients must authenticate (``requirepass``, with protected mode on). It goes
+    into a config file only its owner can read, never onto the command line, where any user
+    of the host could read it in ``ps``. Whoever can write to this Redis can run commands on
+    the fleet's workers, so a stack others can reach needs one (``toolhub up`` sets one).
     """
 
     def __init__(
@@ -55,8 +62,10 @@ class RedisServer:
         data_dir: Path | None = None,
         persistent: bool = False,
         binary: str | None = None,
+        password: str | None = None,
     ) -> None:
         self.port = port or free_port()
+        self.password = password
         self.binary = binary or find_redis_server()
         self.persistent = persistent
         self._own_dir = data_dir is None
@@ -65,11 +74,24 @@ class RedisServer:
 
     @property
     def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
+        auth = f":{quote(self.password, safe='')}@" if self.password else ""
+        return f"redis://{auth}127.0.0.1:{self.port}/0"
+
+    def _secret_config(self) -> list[str]:
+        """The config file holding the password (0600), as the command's first argument."""
+        if not self.password:
+            return []
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        path = self.data_dir / "auth.conf"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as conf:
+            conf.write(f'requirepass "{self.password}"\n')
+        return [str(path)]
 
     def command(self) -> list[str]:
         args = [
             self.binary,
+            *self._secret_config(),
             "--port",
             str(self.port),
             "--bind",
@@ -86,7 +108,7 @@ class RedisServer:
             "--hash-max-ziplist-value",
             "1024",
             "--protected-mode",
-            "no",
+            "yes" if self.password else "no",
             "--daemonize",
             "no",
         ]
@@ -108,7 +130,7 @@ class RedisServer:
 
     def wait_ready(self, timeout: float = 10.0) -> None:
         deadline = time.monotonic() + timeout
-        client = Redis(port=self.port, socket_connect_timeout=0.5)
+        client = Redis(port=self.port, password=self.password, socket_connect_timeout=0.5)
         try:
             while True:
                 if self.proc is not None and self.proc.poll() is not None:
