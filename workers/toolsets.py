@@ -93,19 +93,22 @@ class ToolSets:
             session.close()
 
     def workspace(self, session_id: str) -> Path:
+        return Path(self._session(session_id)["workspace"])
+
+    def _session(self, session_id: str) -> dict[str, str]:
         info = self.store.get_session(session_id)
         if info is None:
             raise ToolError.custom(
                 ErrorCode.SESSION_UNKNOWN, f"session {session_id!r} is not in Redis"
             )
-        return Path(info["workspace"])
+        return info
 
     def session_dir(self, session_id: str) -> Path:
         return self._home / "worker-sessions" / session_id
 
     def _build(self, session_id: str, config_hash: str) -> SessionRuntime:
-        info = self.store.get_session(session_id)
-        if info is not None and info.get("config_hash") != config_hash:
+        info = self._session(session_id)
+        if info.get("config_hash") != config_hash:
             # The message names a config that is not this session's: a stale dispatcher or a
             # forged message. Running it would give the session tools it was never given.
             raise ToolError.custom(
@@ -119,7 +122,7 @@ class ToolSets:
                 ErrorCode.SESSION_UNKNOWN,
                 f"config {config_hash} of session {session_id!r} is not in Redis",
             )
-        workspace = self.workspace(session_id)
+        workspace = Path(info["workspace"])
         parts = assemble(
             ToolSetConfig.model_validate_json(text),
             workspace=workspace,
