@@ -47,7 +47,8 @@ from typing import Any
 
 from redis.exceptions import RedisError
 
-from toolhub.backends.process import KILL_GRACE_S, CommandResult, ProcessRunner, RunningCommand
+from toolhub.backends.process import KILL_GRACE_S, ProcessRunner
+from toolhub.backends.running import CommandResult, RunningCommand
 from toolhub.core import CallResult, CancelToken, ErrorKind, OutputDeltas, ToolError, ToolOutput
 from toolhub.distributed.settings import Settings
 from toolhub.distributed.store import RedisStore

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from toolhub.backends.process import CommandResult, ProcessRunner
+from toolhub.backends.process import ProcessRunner
+from toolhub.backends.running import CommandResult
 from toolhub.sandbox import SandboxMode, SandboxPolicy, probe
 
 SECRETS = {

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from .limits import PidsCgroups, ResourceLimits
 from .locks import PathLocks
-from .process import CommandResult, ProcessRunner, RunningCommand
+from .process import ProcessRunner
 from .ripgrep import Ripgrep
+from .running import CommandResult, RunningCommand
 from .session_info import SessionInfo
 from .tool_index import EnabledToolNames, InMemoryToolIndex, ToolEntry, ToolIndex
 from .workspace import Workspace, atomic_write

@@ -20,7 +20,7 @@ import subprocess
 import sys
 import threading
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from pathlib import Path
 from typing import IO, Any
@@ -112,8 +112,9 @@ def find_command(command: Sequence[str]) -> list[str]:
 
 
 class LspClient:
-    """One running language server, initialised for ``root``. ``settings`` is the server's
-    configuration: pushed with ``workspace/didChangeConfiguration`` once initialised, and
+    """One running language server, initialised for ``root``: ``command`` is its resolved
+    argv (``find_command``; already wrapped in the sandbox when confined). ``settings`` is the
+    server's configuration: pushed with ``workspace/didChangeConfiguration`` once initialised, and
     answered section by section to ``workspace/configuration`` requests."""
 
     def __init__(
@@ -132,7 +133,7 @@ class LspClient:
         self._documents: dict[str, tuple[int, str]] = {}
         self.stderr_tail: collections.deque[str] = collections.deque(maxlen=20)
         self._process = subprocess.Popen(
-            find_command(command),
+            list(command),
             cwd=root,
             env=dict(env) if env is not None else None,
             stdin=subprocess.PIPE,
@@ -331,15 +332,22 @@ def _kill_group(process: subprocess.Popen[bytes]) -> None:
 
 class LspManager:
     """The session's language servers: started lazily per language, reused, restarted when one
-    died, all shut down by ``close()`` (the session calls it when it ends)."""
+    died, all shut down by ``close()`` (the session calls it when it ends).
+
+    ``launch`` turns a resolved server argv into the argv and environment it starts with: the
+    session's sandbox and scrubbed environment (``ProcessRunner.confine``), so a language
+    server — which runs the project's code (pylsp imports plugins, tsserver runs tsconfig
+    plugins) — is no less confined than a ``bash`` command. ``None``: started as is."""
 
     def __init__(
         self,
         root: Path,
         commands: Mapping[str, Sequence[str]],
         settings: Mapping[str, Mapping[str, Any]] | None = None,
+        launch: Callable[[list[str]], tuple[list[str], Mapping[str, str]]] | None = None,
     ) -> None:
         self.root = root
+        self.launch = launch
         self.commands = {k: list(v) for k, v in commands.items()}
         self.settings = dict(settings or {})
         self._clients: dict[str, LspClient] = {}
@@ -357,7 +365,11 @@ class LspManager:
                 )
             if current is not None:
                 current.close()
-            started = LspClient(command, self.root, self.settings.get(language))
+            argv = find_command(command)
+            env: Mapping[str, str] | None = None
+            if self.launch is not None:
+                argv, env = self.launch(argv)
+            started = LspClient(argv, self.root, self.settings.get(language), env)
             self._clients[language] = started
             return started
 

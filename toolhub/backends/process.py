@@ -28,231 +28,22 @@ import contextlib
 import fcntl
 import functools
 import os
-import select
 import shlex
 import shutil
-import signal
 import subprocess
-import threading
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Literal
 
-from toolhub.sandbox import (
-    Mechanism,
-    SandboxPolicy,
-    bwrap_argv,
-    find_bwrap,
-    landlock_argv,
-    scrubbed_env,
-)
-from toolhub.sandbox.bwrap import SANDBOX_HOME, SANDBOX_TMP
+from toolhub.sandbox import Mechanism, SandboxPolicy, find_bwrap
 
-from .capture import DEFAULT_LOG_LIMIT, CapturedOutput, OutputCapture
+from .capture import DEFAULT_LOG_LIMIT, OutputCapture
+from .confinement import confined_command, unconfined_env
 from .limits import PidsCgroups, ResourceLimits
-
-KillReason = Literal["timeout", "cancelled", "killed"]
+from .running import CommandResult, OutputCallback, RunningCommand
 
 KILL_GRACE_S = 1.0
-DRAIN_GRACE_S = 0.25
-_READ_SIZE = 256 * 1024
 _PIPE_SIZE = 1 << 20
-_TICK_S = 0.05
-
-OutputCallback = Callable[[bytes], None]
-
-
-@dataclass(frozen=True, slots=True)
-class CommandResult:
-    """How a command ended. ``exit_code`` follows the shell: 128 + N when killed by signal N."""
-
-    exit_code: int | None
-    output: CapturedOutput
-    duration_s: float
-    killed: KillReason | None = None
-    signal: str | None = None
-
-
-@dataclass(slots=True)
-class _KillState:
-    reason: KillReason | None = None
-    escalation: threading.Timer | None = None
-
-
-class RunningCommand:
-    """A started command. Every method is safe from any thread and returns promptly."""
-
-    def __init__(
-        self,
-        proc: subprocess.Popen[bytes],
-        capture: OutputCapture,
-        *,
-        cgroup: Path | None,
-        cgroups: PidsCgroups,
-        deadline: float | None,
-        on_output: OutputCallback | None,
-        kill_grace_s: float,
-    ) -> None:
-        self.proc = proc
-        self.pid = proc.pid
-        self.started_at = time.time()
-        self._started_mono = time.monotonic()
-        self._capture = capture
-        self._cgroup = cgroup
-        self._cgroups = cgroups
-        self._deadline = deadline
-        self._on_output = on_output
-        self._kill_grace_s = kill_grace_s
-        self._kill = _KillState()
-        self._lock = threading.Lock()
-        self._done = threading.Event()
-        self._result: CommandResult | None = None
-        self._callbacks: list[Callable[[CommandResult], None]] = []
-        self._thread = threading.Thread(target=self._pump, name=f"cmd-{self.pid}", daemon=True)
-        self._thread.start()
-
-    @property
-    def log_path(self) -> Path | None:
-        return self._capture.log_path
-
-    @property
-    def done(self) -> bool:
-        return self._done.is_set()
-
-    @property
-    def result(self) -> CommandResult | None:
-        return self._result
-
-    def output(self) -> CapturedOutput:
-        """What the command has printed so far."""
-        return self._capture.snapshot()
-
-    def wait(self, timeout: float | None = None) -> CommandResult | None:
-        """The result, or None if the command is still running after ``timeout`` seconds."""
-        self._done.wait(timeout)
-        return self._result
-
-    def add_done_callback(self, callback: Callable[[CommandResult], None]) -> None:
-        """Run ``callback(result)`` once the command has ended (now, if it already has)."""
-        with self._lock:
-            if self._result is None:
-                self._callbacks.append(callback)
-                return
-            result = self._result
-        callback(result)
-
-    def kill(self, reason: KillReason = "killed") -> bool:
-        """SIGTERM the command's group now and SIGKILL it after the grace period. The first
-        reason given is the one reported. False when the command had already ended."""
-        with self._lock:
-            if self._result is not None:
-                return False
-            first = self._kill.reason is None
-            if first:
-                self._kill.reason = reason
-        if first:
-            self._signal(signal.SIGTERM)
-            timer = threading.Timer(self._kill_grace_s, self._signal, (signal.SIGKILL,))
-            timer.daemon = True
-            self._kill.escalation = timer
-            timer.start()
-        return True
-
-    def _signal(self, sig: signal.Signals) -> None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.pid, sig)
-        if self._cgroup is not None:
-            self._cgroups.signal_all(self._cgroup, sig)
-
-    # -- the reader thread ---------------------------------------------------------------------
-
-    def _pump(self) -> None:
-        assert self.proc.stdout is not None
-        pipe = self.proc.stdout.fileno()
-        poller = select.poll()
-        poller.register(pipe, select.POLLIN | select.POLLHUP | select.POLLERR)
-        pidfd = _pidfd(self.pid)
-        if pidfd is not None:
-            poller.register(pidfd, select.POLLIN)
-        pipe_open, exited = True, False
-        exited_at = 0.0
-        swept: set[signal.Signals] = set()
-        try:
-            while pipe_open or not exited:
-                now = time.monotonic()
-                if self._deadline is not None and now >= self._deadline:
-                    self.kill("timeout")
-                if exited and pipe_open:
-                    # Leftovers of a finished command hold the pipe: end them, then stop
-                    # listening even if something that escaped the group still holds it.
-                    waited = now - exited_at
-                    for sig, after in ((signal.SIGTERM, 0.0), (signal.SIGKILL, self._kill_grace_s)):
-                        if waited > DRAIN_GRACE_S + after and sig not in swept:
-                            swept.add(sig)
-                            self._signal(sig)
-                    if waited > DRAIN_GRACE_S + self._kill_grace_s + 0.5:
-                        break
-                for fd, _ in poller.poll(self._poll_ms(now, exited, pidfd is None)):
-                    if fd == pipe:
-                        data = _read(pipe)
-                        if data:
-                            self._capture.write(data)
-                            if self._on_output is not None:
-                                self._on_output(data)
-                        else:
-                            pipe_open = False
-                            poller.unregister(pipe)
-                    elif fd == pidfd:
-                        poller.unregister(pidfd)
-                if not exited and self.proc.poll() is not None:
-                    exited, exited_at = True, time.monotonic()
-        finally:
-            if pidfd is not None:
-                os.close(pidfd)
-            self._finish()
-
-    def _poll_ms(self, now: float, exited: bool, polling: bool) -> int:
-        waits = [10_000.0]
-        if self._deadline is not None:
-            waits.append(self._deadline - now)
-        if exited or polling:
-            waits.append(_TICK_S)
-        return max(1, int(min(waits) * 1000))
-
-    def _finish(self) -> None:
-        code = self.proc.wait()
-        if self._kill.escalation is not None:
-            self._kill.escalation.cancel()
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.pid, signal.SIGKILL)
-        if self._cgroup is not None:
-            self._cgroups.remove_later(self._cgroup)
-        assert self.proc.stdout is not None
-        self.proc.stdout.close()
-        self._capture.close()
-        sig_name = None
-        if code < 0:
-            sig_name = signal.Signals(-code).name
-            code = 128 - code
-        elif code > 128:
-            with contextlib.suppress(ValueError):
-                sig_name = signal.Signals(code - 128).name
-        reason = self._kill.reason
-        result = CommandResult(
-            exit_code=code,
-            output=self._capture.snapshot(),
-            duration_s=time.monotonic() - self._started_mono,
-            killed=reason,
-            signal=sig_name,
-        )
-        with self._lock:
-            self._result = result
-            callbacks, self._callbacks = self._callbacks, []
-        self._done.set()
-        for callback in callbacks:
-            callback(result)
 
 
 class ProcessRunner:
@@ -357,40 +148,36 @@ class ProcessRunner:
         the environment and the script's last part, which runs the command."""
         policy = self.sandbox
         if policy is None or not policy.confined:
-            if (policy is not None and policy.scrub_env) or self.scrub_env:
-                tmp = policy.tmp_dir if policy is not None else None
-                if tmp is not None:
-                    Path(tmp).mkdir(parents=True, exist_ok=True)
-                env = scrubbed_env(
-                    os.environ,
-                    home=os.environ.get("HOME", str(self.root)),
-                    tmpdir=str(tmp) if tmp is not None else SANDBOX_TMP,
-                    extra_names=policy.env if policy is not None else (),
-                    overrides=self._overrides,
-                )
-                return [], env, _RUN_COMMAND
-            return [], self._env, _RUN_COMMAND
+            return [], self._unconfined_env(), _RUN_COMMAND
         reset = _signal_reset()
-        if policy.mechanism is Mechanism.LANDLOCK:
-            # No private mount namespace: the private tmp is where TMPDIR and HOME point.
-            tmp = Path(policy.tmp_dir) if policy.tmp_dir is not None else self.root
-            (tmp / "home").mkdir(parents=True, exist_ok=True)
-            env = scrubbed_env(
-                os.environ,
-                home=str(tmp / "home"),
-                tmpdir=str(tmp),
-                extra_names=policy.env,
-                overrides=self._overrides,
-            )
-            inner = landlock_argv(policy, [*reset, self._shell, "-c"], env=env, cwd=cwd)
-            return inner, env, _RUN_SANDBOXED if reset else _RUN_SANDBOXED_PLAIN
-        env = scrubbed_env(
-            os.environ, home=SANDBOX_HOME, extra_names=policy.env, overrides=self._overrides
-        )
-        if self._bwrap is None:
-            self._bwrap = find_bwrap()
-        inner = bwrap_argv(policy, [*reset, self._shell, "-c"], env=env, cwd=cwd, bwrap=self._bwrap)
+        inner, env = self._confined(policy, [*reset, self._shell, "-c"], cwd)
         return inner, env, _RUN_SANDBOXED if reset else _RUN_SANDBOXED_PLAIN
+
+    def confine(
+        self, argv: Sequence[str], cwd: Path, *, readable: Sequence[Path] = ()
+    ) -> tuple[list[str], dict[str, str]]:
+        """``argv`` as this runner would start it, and its environment: under the session's
+        sandbox (with ``readable`` paths added, e.g. a language server's installation) and
+        scrubbed environment. For long-lived helpers (language servers) that are not shell
+        commands but must be no less confined than one."""
+        policy = self.sandbox
+        if policy is None or not policy.confined:
+            return list(argv), self._unconfined_env()
+        return self._confined(policy.with_readable(readable), argv, cwd)
+
+    def _unconfined_env(self) -> dict[str, str]:
+        return unconfined_env(
+            self.sandbox, self._env, root=self.root, scrub=self.scrub_env, overrides=self._overrides
+        )
+
+    def _confined(
+        self, policy: SandboxPolicy, argv: Sequence[str], cwd: Path
+    ) -> tuple[list[str], dict[str, str]]:
+        if self._bwrap is None and policy.mechanism is not Mechanism.LANDLOCK:
+            self._bwrap = find_bwrap()
+        return confined_command(
+            policy, argv, cwd, root=self.root, overrides=self._overrides, bwrap=self._bwrap
+        )
 
     def run(
         self,
@@ -467,21 +254,6 @@ def _signal_reset() -> tuple[str, ...]:
     except (OSError, subprocess.SubprocessError):
         ok = False
     return argv if ok else ()
-
-
-def _pidfd(pid: int) -> int | None:
-    try:
-        return os.pidfd_open(pid)
-    except (AttributeError, OSError):
-        return None
-
-
-def _read(fd: int) -> bytes:
-    """Read what the pipe holds (poll said it is readable, so this never blocks)."""
-    try:
-        return os.read(fd, _READ_SIZE)
-    except OSError:
-        return b""
 
 
 def _safe_name(name: str) -> str:

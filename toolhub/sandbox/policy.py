@@ -129,6 +129,11 @@ class SandboxPolicy:
         extra = tuple(Path(p) for p in paths if Path(p) not in self.hidden)
         return replace(self, hidden=(*self.hidden, *extra))
 
+    def with_readable(self, paths: Iterable[Path | str]) -> SandboxPolicy:
+        """The same policy with ``paths`` readable too (a language server's installation)."""
+        extra = tuple(Path(p) for p in paths if Path(p) not in self.readable)
+        return replace(self, readable=(*self.readable, *extra)) if extra else self
+
     def enforced_by(self, mechanism: Mechanism) -> SandboxPolicy:
         return replace(self, mechanism=mechanism)
 

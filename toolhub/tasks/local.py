@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from toolhub.backends.process import CommandResult, ProcessRunner, RunningCommand
+from toolhub.backends.process import ProcessRunner
+from toolhub.backends.running import CommandResult, RunningCommand
 
 from .base import KillOutcome, TaskSnapshot, TaskStatus, WaitMode
 

@@ -28,8 +28,10 @@ from toolhub.backends.lsp_client import (
     code_points,
     utf16_units,
 )
+from toolhub.backends.process import ProcessRunner
 from toolhub.backends.workspace import Workspace
 from toolhub.core import Params, Tool, ToolContext, ToolError, ToolKind
+from toolhub.sandbox.installs import install_roots
 
 Operation = Literal[
     "goToDefinition", "findReferences", "hover", "documentSymbol", "workspaceSymbol"
@@ -154,7 +156,14 @@ def lsp_manager(ctx: ToolContext, workspace: Workspace, params: LspParams) -> Ls
     with _MANAGER_LOCK:
         manager = ctx.container.get(LspManager)
         if manager is None:
-            manager = LspManager(workspace.root, params.servers, params.settings)
+            runner = ctx.container.get(ProcessRunner)
+            launch = None
+            if runner is not None:
+
+                def launch(argv: list[str]) -> tuple[list[str], dict[str, str]]:
+                    return runner.confine(argv, workspace.root, readable=install_roots(argv[0]))
+
+            manager = LspManager(workspace.root, params.servers, params.settings, launch)
             ctx.container.insert(manager)
         return manager
 

@@ -20,7 +20,8 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from toolhub.backends.process import ProcessRunner, RunningCommand
+from toolhub.backends.process import ProcessRunner
+from toolhub.backends.running import RunningCommand
 from toolhub.backends.workspace import Workspace
 from toolhub.core import (
     Container,

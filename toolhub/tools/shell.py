@@ -25,7 +25,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from toolhub.backends.limits import ResourceLimits
-from toolhub.backends.process import CommandResult, ProcessRunner
+from toolhub.backends.process import ProcessRunner
+from toolhub.backends.running import CommandResult
 from toolhub.backends.workspace import Workspace
 from toolhub.core import (
     BehaviorVersion,
