@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
 import jsonschema
 import pytest
+import redis as redis_client
 import yaml
 
 from tests.deploy.deploy_helpers import (
@@ -21,6 +24,8 @@ from tests.deploy.deploy_helpers import (
     check_toolhub_command,
     image_programs,
 )
+from toolhub.ports import free_port
+from toolhub.stack.redis_server import find_redis_server
 
 SPEC = json.loads((Path(__file__).parent / "compose-spec.json").read_text())
 RAW = COMPOSE.read_text()
@@ -183,3 +188,49 @@ def test_dockerignore_keeps_the_context_small() -> None:
     for line in copied:
         for src in line.split():
             assert src in allowed, f"Dockerfile copies {src}, which .dockerignore excludes"
+
+
+def test_redis_requires_the_password_and_every_url_carries_it() -> None:
+    redis = SERVICES["redis"]
+    assert redis["environment"]["REDIS_PASSWORD"].startswith("${REDIS_PASSWORD:?")
+    assert "$$REDIS_PASSWORD" in RAW and "--requirepass" in " ".join(redis["entrypoint"])
+    assert "protected-mode" not in " ".join(redis["command"])
+    urls = [
+        s["environment"]["TOOLHUB_REDIS_URL"]
+        for s in SERVICES.values()
+        if "TOOLHUB_REDIS_URL" in s.get("environment", {})
+    ]
+    assert urls and all(u.startswith("redis://:${REDIS_PASSWORD:?") for u in urls), urls
+
+
+def test_the_redis_entrypoint_really_sets_the_password(tmp_path: Path) -> None:
+    """The compose entrypoint run by a real shell with a real redis-server. The image's
+    docker-entrypoint.sh (which, not running as root, just execs its arguments) is the one
+    part that comes from the image; here it is a two-line exec."""
+    shim = tmp_path / "docker-entrypoint.sh"
+    shim.write_text('#!/bin/sh\nexec "$@"\n')
+    shim.chmod(0o755)
+    (tmp_path / "redis-server").symlink_to(find_redis_server())
+    entry = SERVICES["redis"]["entrypoint"]
+    script = entry[2].replace("$$", "$")
+    port = free_port("127.0.0.1")
+    argv = [*entry[:2], script, entry[3], "redis-server", "--port", str(port), "--save", ""]
+    env = {"PATH": f"{tmp_path}:/usr/bin:/bin", "REDIS_PASSWORD": "pw-9c2e"}
+    proc = subprocess.Popen(argv, env=env, cwd=tmp_path, stdout=subprocess.DEVNULL)
+    try:
+        client = redis_client.Redis(port=port, password="pw-9c2e", socket_timeout=5)
+        for _ in range(100):
+            try:
+                assert client.ping()
+                break
+            except redis_client.ConnectionError:
+                time.sleep(0.05)
+        else:
+            raise AssertionError("redis did not start")
+        with pytest.raises(redis_client.AuthenticationError):
+            redis_client.Redis(port=port, socket_timeout=5).set("k", "v")
+        cmdline = Path(f"/proc/{proc.pid}/cmdline").read_bytes()
+        assert b"pw-9c2e" not in cmdline, "the password must not stay in the process title"
+    finally:
+        proc.kill()
+        proc.wait()
