@@ -38,16 +38,22 @@ def mcp(
     redis: RedisOpt = None,
 ) -> None:
     """Serve the tool set over the Model Context Protocol."""
+    from toolhub.http_guard import UnsafeBind, check_bind, flag_env
     from toolhub.mcp.transports import run_http, run_stdio
 
     if not 0 < port < 65536:
         fail(f"--port must be 1-65535, got {port}")
+    token = os.environ.get("TOOLHUB_API_TOKEN") or None
+    if transport is not Transport.stdio:
+        try:
+            check_bind(host, token=token, behind_auth_proxy=flag_env("TOOLHUB_BEHIND_AUTH_PROXY"))
+        except UnsafeBind as err:
+            fail(str(err))
     with open_session(config, workspace, redis=redis, session_id=session) as sess:
         for warning in sess.warnings:
             stderr.print(f"[yellow]warning:[/] {warning}", highlight=False)
         if transport is Transport.stdio:
             run_stdio(sess)
             return
-        token = os.environ.get("TOOLHUB_API_TOKEN") or None
         stderr.print(f"toolhub MCP server on http://{host}:{port}/mcp", highlight=False)
         run_http(sess, host=host, port=port, token=token)

@@ -2,11 +2,14 @@
 
 Embedded unless ``--redis``/``TOOLHUB_REDIS_URL`` is set; sessions default to ``--config``
 (or ``TOOLHUB_CONFIG``) and live under ``--workspace`` (or ``TOOLHUB_WORKSPACE``, else the
-current directory). ``TOOLHUB_API_TOKEN`` turns on bearer-token auth.
+current directory). ``TOOLHUB_API_TOKEN`` turns on bearer-token auth. On loopback the gateway
+answers only loopback ``Host`` names (DNS rebinding); beyond loopback it refuses to start without
+a token unless ``--behind-auth-proxy`` says a proxy authenticates every request.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -34,6 +37,23 @@ def serve(
         str | None,
         typer.Option("--redis", envvar="TOOLHUB_REDIS_URL", help="Redis URL: run on workers."),
     ] = None,
+    allowed_host: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allowed-host",
+            help="A Host name to answer (repeatable; '*' for any). Default: the loopback names "
+            "when bound to loopback, any otherwise. Env: TOOLHUB_ALLOWED_HOSTS (comma-separated).",
+        ),
+    ] = None,
+    behind_auth_proxy: Annotated[
+        bool,
+        typer.Option(
+            "--behind-auth-proxy",
+            envvar="TOOLHUB_BEHIND_AUTH_PROXY",
+            help="Allow a non-loopback --host without TOOLHUB_API_TOKEN: a proxy in front "
+            "authenticates every request.",
+        ),
+    ] = False,
 ) -> None:
     """Serve tool definitions and calls over HTTP (JSON and SSE)."""
     from toolhub.gateway import GatewaySettings
@@ -50,9 +70,17 @@ def serve(
         settings = GatewaySettings.from_env(
             workspace=root, config=str(config) if config else None, redis_url=redis
         )
+        if allowed_host:
+            hosts = frozenset(h.strip().lower() for h in allowed_host if h.strip())
+            settings = replace(settings, allowed_hosts=None if "*" in hosts else hosts)
+        if behind_auth_proxy:
+            settings = replace(settings, behind_auth_proxy=True)
+        settings = settings.bound_to(host)
     except ValueError as err:
         fail(str(err))
     deployment = "distributed" if settings.distributed else "embedded"
     auth = "bearer token" if settings.api_token else "no auth"
+    if not settings.api_token and settings.behind_auth_proxy:
+        auth = "no auth: behind an authenticating proxy"
     stderr.print(f"toolhub gateway on http://{host}:{port} ({deployment}, {auth})", highlight=False)
     run(settings, host=host, port=port)

@@ -99,7 +99,12 @@ def create_app(
     app.state.gateway = gw
     app.include_router(router)
 
-    app.add_middleware(Guard, token=settings.api_token, max_body_bytes=settings.max_body_bytes)
+    app.add_middleware(
+        Guard,
+        token=settings.api_token,
+        max_body_bytes=settings.max_body_bytes,
+        allowed_hosts=settings.allowed_hosts,
+    )
     app.add_middleware(RequestMetrics, metrics=gw.metrics)
     return app
 

@@ -30,6 +30,9 @@ def build_app(settings: GatewaySettings, **overrides: Any) -> FastAPI:
 
 
 def serve(settings: GatewaySettings, host: str = "127.0.0.1", port: int = 8000) -> None:
+    """Run the gateway on ``host:port`` until stopped. Raises ``UnsafeBind`` before listening
+    when ``host`` is beyond loopback and nothing authenticates callers."""
+    settings = settings.bound_to(host)
     # JSON logs: one root handler, and uvicorn's loggers (access log included) propagate to it
     # instead of getting uvicorn's own text handlers.
     json_mode = json_logs()

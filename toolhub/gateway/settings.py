@@ -3,10 +3,19 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from toolhub.http_guard import DEFAULT_MAX_BODY
+from toolhub.http_guard import (
+    DEFAULT_MAX_BODY,
+    UnsafeBind,
+    check_bind,
+    flag_env,
+    is_loopback,
+    loopback_hosts,
+)
+
+__all__ = ["GatewaySettings", "UnsafeBind"]
 
 
 @dataclass(frozen=True)
@@ -15,7 +24,10 @@ class GatewaySettings:
 
     ``workspace`` is the root every session's workspace must stay inside; ``config`` is the
     tool-set config a session gets when it does not send one; ``redis_url`` switches sessions
-    from embedded to distributed."""
+    from embedded to distributed. ``allowed_hosts`` are the ``Host`` names answered (``None``:
+    any; ``bound_to`` fills in the loopback names for a loopback bind). ``behind_auth_proxy``
+    lets a gateway listen beyond loopback without a token, because a proxy in front of it
+    authenticates every request."""
 
     workspace: Path
     config: str | None = None
@@ -24,6 +36,8 @@ class GatewaySettings:
     max_body_bytes: int = DEFAULT_MAX_BODY
     max_sessions: int = 1000
     keepalive_s: float = 15.0
+    allowed_hosts: frozenset[str] | None = None
+    behind_auth_proxy: bool = False
 
     @classmethod
     def from_env(
@@ -41,11 +55,33 @@ class GatewaySettings:
             api_token=os.environ.get("TOOLHUB_API_TOKEN") or None,
             max_body_bytes=_int_env("TOOLHUB_MAX_BODY_BYTES", DEFAULT_MAX_BODY),
             max_sessions=_int_env("TOOLHUB_MAX_SESSIONS", 1000),
+            allowed_hosts=_hosts_env("TOOLHUB_ALLOWED_HOSTS"),
+            behind_auth_proxy=flag_env("TOOLHUB_BEHIND_AUTH_PROXY"),
         )
+
+    def bound_to(self, host: str) -> GatewaySettings:
+        """These settings for a server listening on ``host``: the loopback ``Host`` names when
+        none are configured and ``host`` is loopback (what defeats DNS rebinding). Raises
+        ``UnsafeBind`` for a non-loopback ``host`` without a token, unless the gateway is
+        declared to be behind an authenticating proxy: anyone who reaches an open gateway can
+        run commands on it."""
+        check_bind(host, token=self.api_token, behind_auth_proxy=self.behind_auth_proxy)
+        if self.allowed_hosts is None and is_loopback(host):
+            return replace(self, allowed_hosts=loopback_hosts(host))
+        return self
 
     @property
     def distributed(self) -> bool:
         return self.redis_url is not None
+
+
+def _hosts_env(name: str) -> frozenset[str] | None:
+    """Comma-separated ``Host`` names; unset: the default for the bind address; ``*``: any."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return None
+    names = frozenset(h.strip().lower() for h in raw.split(",") if h.strip())
+    return None if "*" in names else names
 
 
 def _int_env(name: str, default: int) -> int:
