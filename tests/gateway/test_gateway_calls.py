@@ -22,8 +22,8 @@ def test_probes_and_openapi(client: httpx.Client) -> None:
         "/v1/sessions",
         "/v1/sessions/{session_id}/tools",
         "/v1/sessions/{session_id}/calls",
-        "/v1/calls/{call_id}",
-        "/v1/calls/{call_id}/events",
+        "/v1/sessions/{session_id}/calls/{call_id}",
+        "/v1/sessions/{session_id}/calls/{call_id}/events",
         "/v1/sessions/{session_id}/answers/{call_id}",
         "/v1/sessions/{session_id}/external-tools/{name}",
         "/metrics",
@@ -86,17 +86,19 @@ def test_call_sse_then_record_replay_and_resume(client: httpx.Client, sid: str) 
     assert [e["id"] for e in events] == [1, 2, 3, 4, 5, 6]
     assert events[-1]["data"]["output"]["value"] == {"total": 5}
 
-    record = client.get("/v1/calls/c-sse").json()
+    record = client.get(f"/v1/sessions/{sid}/calls/c-sse").json()
     assert record["status"] == "succeeded" and record["name"] == "count"
 
-    replay = sse_events(client.get("/v1/calls/c-sse/events").text)
+    replay = sse_events(client.get(f"/v1/sessions/{sid}/calls/c-sse/events").text)
     assert replay == events
-    resumed = sse_events(client.get("/v1/calls/c-sse/events", headers={"Last-Event-ID": "3"}).text)
+    resumed = sse_events(
+        client.get(f"/v1/sessions/{sid}/calls/c-sse/events", headers={"Last-Event-ID": "3"}).text
+    )
     assert [e["id"] for e in resumed] == [4, 5, 6]
-    bad = client.get("/v1/calls/c-sse/events", headers={"Last-Event-ID": "x"})
+    bad = client.get(f"/v1/sessions/{sid}/calls/c-sse/events", headers={"Last-Event-ID": "x"})
     assert bad.status_code == 400
-    assert client.get("/v1/calls/nope").status_code == 404
-    assert client.get("/v1/calls/nope/events").status_code == 404
+    assert client.get(f"/v1/sessions/{sid}/calls/nope").status_code == 404
+    assert client.get(f"/v1/sessions/{sid}/calls/nope/events").status_code == 404
 
 
 def test_dropped_connection_resumes_without_gap_or_duplicate(gateway_url: str, sid: str) -> None:
@@ -120,7 +122,9 @@ def test_dropped_connection_resumes_without_gap_or_duplicate(gateway_url: str, s
     last = seen[-1]["id"]
     with httpx.Client(base_url=gateway_url, timeout=20) as second:
         rest = sse_events(
-            second.get("/v1/calls/c-drop/events", headers={"Last-Event-ID": str(last)}).text
+            second.get(
+                f"/v1/sessions/{sid}/calls/c-drop/events", headers={"Last-Event-ID": str(last)}
+            ).text
         )
     ids = [e["id"] for e in seen] + [e["id"] for e in rest]
     assert ids == list(range(1, 32)), "every event exactly once, in order"
@@ -139,8 +143,8 @@ def test_disconnect_does_not_cancel_unless_asked(gateway_url: str, sid: str) -> 
                 for chunk in response.iter_text():
                     if "event: progress" in chunk:
                         break
-        kept = _wait_status(c, "c-keep")
-        cancelled = _wait_status(c, "c-cancel")
+        kept = _wait_status(c, sid, "c-keep")
+        cancelled = _wait_status(c, sid, "c-cancel")
     assert kept == "succeeded"
     assert cancelled == "cancelled"
 
@@ -152,7 +156,7 @@ def test_json_call_cancel_on_disconnect(gateway_url: str, sid: str) -> None:
             json={"name": "nap", "arguments": {"seconds": 30}, "call_id": "c-json-drop"},
         )
     with httpx.Client(base_url=gateway_url, timeout=20) as c:
-        assert _wait_status(c, "c-json-drop") == "cancelled"
+        assert _wait_status(c, sid, "c-json-drop") == "cancelled"
 
 
 def test_delete_cancels_a_running_call(client: httpx.Client, sid: str, gateway_url: str) -> None:
@@ -172,14 +176,14 @@ def test_delete_cancels_a_running_call(client: httpx.Client, sid: str, gateway_u
         dup = client.post(f"/v1/sessions/{sid}/calls", json={"name": "echo", "call_id": "c-run"})
         assert dup.status_code == 409
         started = time.monotonic()
-        cancel = client.delete("/v1/calls/c-run")
+        cancel = client.delete(f"/v1/sessions/{sid}/calls/c-run")
         assert cancel.status_code == 202 and cancel.json()["cancelled"] is True
         text = "\n".join(lines)
     result = sse_events(text + "\n\n")[-1]
     assert result["event"] == "result" and result["data"]["error"]["kind"] == "cancelled"
     assert time.monotonic() - started < 5
-    assert client.delete("/v1/calls/c-run").json()["cancelled"] is False
-    assert client.delete("/v1/calls/never").status_code == 404
+    assert client.delete(f"/v1/sessions/{sid}/calls/c-run").json()["cancelled"] is False
+    assert client.delete(f"/v1/sessions/{sid}/calls/never").status_code == 404
 
 
 def test_answer_an_ask_user_question(client: httpx.Client, sid: str, gateway_url: str) -> None:
@@ -225,11 +229,11 @@ def test_metrics_count_calls_by_tool_and_outcome(client: httpx.Client, sid: str)
     assert 'route="/v1/sessions/{session_id}/calls"' in text
 
 
-def _wait_status(client: httpx.Client, call_id: str, timeout: float = 10) -> str:
+def _wait_status(client: httpx.Client, sid: str, call_id: str, timeout: float = 10) -> str:
     deadline = time.monotonic() + timeout
     status = ""
     while time.monotonic() < deadline:
-        response = client.get(f"/v1/calls/{call_id}")
+        response = client.get(f"/v1/sessions/{sid}/calls/{call_id}")
         if response.status_code == 200:
             status = response.json()["status"]
             if status not in {"queued", "running"}:

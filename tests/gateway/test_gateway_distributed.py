@@ -67,17 +67,19 @@ def test_distributed_calls_resume_on_another_replica(replicas: tuple[str, str]) 
         assert [e["id"] for e in events] == list(range(1, 8))
         assert events[-1]["data"]["output"]["value"]["total"] == 6
 
-        replayed = sse_events(b.get("/v1/calls/d-ticks/events").text)
+        replayed = sse_events(b.get(f"/v1/sessions/{sid}/calls/d-ticks/events").text)
         assert [(e["id"], e["event"]) for e in replayed] == [
             (e["id"], e["event"]) for e in events
         ], "the replica reading Redis numbers events exactly like the one that ran the call"
         assert replayed[-1]["data"] == events[-1]["data"]
-        resumed = sse_events(b.get("/v1/calls/d-ticks/events", headers={"Last-Event-ID": "4"}).text)
+        resumed = sse_events(
+            b.get(f"/v1/sessions/{sid}/calls/d-ticks/events", headers={"Last-Event-ID": "4"}).text
+        )
         assert [e["id"] for e in resumed] == [5, 6, 7]
 
-        record = b.get("/v1/calls/d-ticks").json()
+        record = b.get(f"/v1/sessions/{sid}/calls/d-ticks").json()
         assert record["status"] == "succeeded" and record["name"] == "ticks"
-        assert b.get("/v1/calls/never-made").status_code == 404
+        assert b.get(f"/v1/sessions/{sid}/calls/never-made").status_code == 404
 
         metrics = a.get("/metrics").text
         assert 'toolhub_calls_total{outcome="ok",tool="ticks"} 1.0' in metrics
@@ -99,10 +101,10 @@ def test_cancel_from_another_replica(replicas: tuple[str, str]) -> None:
                 if line.startswith("event: progress"):
                     break
             started = time.monotonic()
-            cancelled = b.delete("/v1/calls/d-sleep")
+            cancelled = b.delete(f"/v1/sessions/{sid}/calls/d-sleep")
             assert cancelled.status_code == 202 and cancelled.json()["cancelled"] is True
             rest = "\n".join(lines)
         result = sse_events(rest + "\n\n")[-1]
         assert result["data"]["error"]["kind"] == "cancelled"
         assert time.monotonic() - started < 10
-        assert b.get("/v1/calls/d-sleep").json()["status"] == "cancelled"
+        assert b.get(f"/v1/sessions/{sid}/calls/d-sleep").json()["status"] == "cancelled"

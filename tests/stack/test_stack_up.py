@@ -91,7 +91,7 @@ def test_up_serves_a_call_and_stops_everything_on_sigint(tmp_path: Path) -> None
                 json={"name": "read_file", "arguments": {"path": "hello.txt"}},
             ).json()
             assert "hello from the stack" in result["prompt_text"], result
-            record = client.get(f"/v1/calls/{result['call_id']}").json()
+            record = client.get(f"/v1/sessions/{sid}/calls/{result['call_id']}").json()
             assert record["status"] == "succeeded" and record.get("worker"), record
         family |= descendants(proc.pid)
         redis_port, redis_dir = _redis_server(family)

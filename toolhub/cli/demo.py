@@ -202,7 +202,7 @@ class Episode:
         call_id = f"runaway-{int(time.time())}"
         args = {"command": "sleep 600", "description": "A command that never ends"}
         stdout.print("[cyan]→ bash[/] sleep 600   (cancelled after 1 s)", highlight=False)
-        timer = threading.Timer(1.0, self.client.cancel, (call_id,))
+        timer = threading.Timer(1.0, self.client.cancel, (self.sid, call_id))
         timer.start()
         started = time.monotonic()
         try:

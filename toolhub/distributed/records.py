@@ -61,9 +61,10 @@ class CallRecords:
 
     # -- dispatcher side ---------------------------------------------------------------------------
 
-    def create(self, cid: str, run_id: str, fields: dict[str, Any]) -> bool:
-        """Write a fresh ``queued`` record. False when the id is in use by a live call; a
-        finished record under the same id is replaced (clients reuse ids like ``c1``)."""
+    def create(self, cid: str, run_id: str, fields: dict[str, Any]) -> int:
+        """Write a fresh ``queued`` record: 1. 0 when the id is in use by a live call, 3 when
+        it is another session's call; a finished record of the same session under the same id
+        is replaced (clients reuse ids like ``c1``)."""
         k = self.keys
         created = self.scripts.create(
             keys=[k.call(cid), k.events(cid), k.pending],
@@ -75,7 +76,7 @@ class CallRecords:
                 *_flat(fields),
             ],
         )
-        return bool(created)
+        return int(created)
 
     def create_and_enqueue(
         self,
@@ -89,7 +90,8 @@ class CallRecords:
     ) -> int:
         """``create`` and, if it succeeded, push the prepared broker message onto its queue,
         in one script (one round trip), refreshing the session's TTLs. 1: created and queued;
-        0: the id belongs to a live call; 2: the session's config expired (store it again)."""
+        0: the id belongs to a live call; 2: the session's config expired (store it again);
+        3: the id is another session's call."""
         k, sid = self.keys, str(fields["session_id"])
         return int(
             self.scripts.create_and_enqueue(
@@ -127,6 +129,33 @@ class CallRecords:
                 self.settings.record_ttl_seconds,
             ],
         )
+
+    def refuse(self, cid: str, run_id: str, why: str) -> bool:
+        """Answer a queued call whose message a worker refused (``message_refused``), if the
+        record is still queued under ``run_id``; whether it was answered."""
+        name, tool, sid = replies.hmget(
+            self.client, self.keys.call(cid), "name", "tool", "session_id"
+        )
+        if name is None:
+            return False
+        error = ToolError.custom(
+            ErrorCode.MESSAGE_REFUSED,
+            f"a worker refused this call's message ({why}); it did not run",
+        )
+        result = CallResult.failure(
+            name.decode(), error, tool_id=tool.decode() if tool else None, call_id=cid
+        )
+        answered = self.scripts.refused(
+            keys=self.call_keys(cid, (sid or b"").decode()),
+            args=[
+                cid,
+                encode_item(result, 0),
+                pack(result.to_dict()),
+                self.settings.record_ttl_seconds,
+                run_id,
+            ],
+        )
+        return bool(answered)
 
     def cancel(self, cid: str, reason: str = "cancelled") -> str:
         """``cancelled`` (it was queued, or its worker is gone: terminal written now),

@@ -23,6 +23,12 @@ local function now()
   return tonumber(t[1]) + tonumber(t[2]) / 1000000
 end
 local function fmt(x) return string.format('%.6f', x) end
+local function field_of(from, name)
+  for i = from, #ARGV - 1, 2 do
+    if ARGV[i] == name then return ARGV[i + 1] end
+  end
+  return false
+end
 local function emit(call, events, channel, payload, version)
   local seq = redis.call('HINCRBY', call, 'seq', 1)
   if version then
@@ -69,11 +75,15 @@ end
 """
 
 # KEYS: call, events, pending   ARGV: run_id, active_ttl, claim_seconds, cid, field, value, ...
+# 1: created; 0: the id is a live call's; 3: the id is another session's call (kept until its
+# record expires: a call id never moves between sessions, so another session cannot replace
+# a finished call's record and events by reusing its id).
 # A queued record carries a claim deadline (``claim_by``, indexed in ``pending``): a message
 # taken off the queue by a worker that died before its claim is found by the sweep
 # (``SWEEP_UNCLAIMED``) instead of waiting for kombu's hours-long visibility timeout.
 CREATE = r"""
-local st = redis.call('HGET', KEYS[1], 'status')
+local st, owner = unpack(redis.call('HMGET', KEYS[1], 'status', 'session_id'))
+if owner and owner ~= field_of(5, 'session_id') then return 3 end
 if st == 'queued' or st == 'running' then return 0 end
 redis.call('DEL', KEYS[1], KEYS[2])
 local by = now() + tonumber(ARGV[3])
@@ -93,9 +103,11 @@ return 1
 # the sweep can tell a call still waiting in its queue (LPOS) from one a dead worker took. A
 # key of their own: in the record, a value that large would move the whole hash to Redis's
 # larger encoding for good. The session's keys get their
-# TTL refreshed here, by use, at no extra round trip; 2 means the session's config expired.
+# TTL refreshed here, by use, at no extra round trip; 2 means the session's config expired,
+# 3 that the id is another session's call (as in CREATE).
 CREATE_AND_ENQUEUE = r"""
-local st, run = unpack(redis.call('HMGET', KEYS[1], 'status', 'run_id'))
+local st, run, owner = unpack(redis.call('HMGET', KEYS[1], 'status', 'run_id', 'session_id'))
+if owner and owner ~= field_of(7, 'session_id') then return 3 end
 if st == 'queued' and run == ARGV[1] then return 1 end
 if st == 'queued' or st == 'running' then return 0 end
 if redis.call('EXPIRE', KEYS[6], ARGV[6]) == 0 then return 2 end
@@ -232,6 +244,18 @@ return finalize(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], ARGV[1], 'failed', 
                 ARGV[3], ARGV[4], now())
 """
 
+# KEYS: call, events, channel, leases, state   ARGV: cid, payload, result, ttl, run_id
+# A queued call whose message a worker refused to run (malformed, or not signed with the fleet
+# key): failed, so its caller does not wait for a run that will never come. Only while the
+# record is still queued under that message's run id: a stray or forged copy never fails a
+# call it does not belong to, nor one already running.
+REFUSED = r"""
+local r = redis.call('HMGET', KEYS[1], 'status', 'run_id')
+if r[1] ~= 'queued' or r[2] ~= ARGV[5] then return 0 end
+return finalize(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], ARGV[1], 'failed', ARGV[2],
+                ARGV[3], ARGV[4], now())
+"""
+
 # KEYS: call, leases   ARGV: cid, attempt
 HANDOFF = r"""
 local r = redis.call('HMGET', KEYS[1], 'status', 'attempt', 'message')
@@ -350,6 +374,7 @@ class Scripts:
         self.cancel: Script = client.register_script(_PRELUDE + CANCEL)
         self.handoff: Script = client.register_script(_PRELUDE + HANDOFF)
         self.undispatched: Script = client.register_script(_PRELUDE + UNDISPATCHED)
+        self.refused: Script = client.register_script(_PRELUDE + REFUSED)
         self.requeue: Script = client.register_script(_PRELUDE + REQUEUE)
         self.fail_lost: Script = client.register_script(_PRELUDE + FAIL_LOST)
         self.sweep_unclaimed: Script = client.register_script(_PRELUDE + SWEEP_UNCLAIMED)

@@ -142,11 +142,10 @@ class CeleryExecutor:
                 created = self.store.records.create(cid, run_id, fields)
         except RedisError as exc:
             return _failure(prepared, ErrorCode.REDIS_UNAVAILABLE, f"cannot reach Redis: {exc}")
-        if not created:
+        if created != 1:
+            detail = "belongs to a call still running" if created == 0 else "is taken"
             return _failure(
-                prepared,
-                ErrorCode.CALL_ID_IN_USE,
-                f"call id {cid!r} belongs to a call still running",
+                prepared, ErrorCode.CALL_ID_IN_USE, f"call id {cid!r} {detail}: choose another"
             )
         if captured is not None:
             return fresh
@@ -165,7 +164,7 @@ class CeleryExecutor:
 
     def _create_and_enqueue(
         self, cid: str, run_id: str, fields: dict[str, Any], captured: tuple[bytes, bytes]
-    ) -> bool:
+    ) -> int:
         records = self.store.records
         created = records.create_and_enqueue(
             cid, run_id, fields, *captured, config_hash=self.config_hash
@@ -177,7 +176,7 @@ class CeleryExecutor:
             created = records.create_and_enqueue(
                 cid, run_id, fields, *captured, config_hash=self.config_hash
             )
-        return created == 1
+        return created
 
     def _kwargsrepr(self, message: dict[str, Any]) -> str:
         """What Flower shows: tool, call and session always; arguments only when allowed."""
@@ -196,18 +195,29 @@ class CeleryExecutor:
             logger.warning("could not refresh session state: %s", exc)
 
     def record(self, call_id: str) -> dict[str, Any] | None:
+        """This session's call record, from any dispatcher; None for a call of another
+        session, as for an unknown one: a call id alone reaches no other session's call."""
         try:
             found = self.store.get_record(call_id)
         except RedisError as exc:
             raise RedisUnavailable(self.settings.redis_url, exc) from None
-        return found if found is not None else self._local.record(call_id)
+        if found is None:
+            return self._local.record(call_id)
+        return found if self._owns(found) else None
+
+    def _owns(self, record: dict[str, Any] | None) -> bool:
+        return record is not None and record.get("session_id") == self.session_id
 
     async def follow(
         self, call_id: str, after_seq: int = 0
     ) -> AsyncIterator[Progress | CallResult]:
-        """Any call of the fleet by its id, from any dispatcher: replay after ``after_seq``,
-        then live, each event once (``RedisStore.follow``)."""
+        """Any call of this session by its id, from any dispatcher: replay after
+        ``after_seq``, then live, each event once (``RedisStore.follow``). Another session's
+        call is unknown here."""
         try:
+            if not self._owns(self.store.get_record(call_id)):
+                yield unknown_call(call_id)
+                return
             async for event in self.store.follow(call_id, after_seq):
                 yield event.item
         except CallNotFound:
@@ -231,6 +241,8 @@ class CeleryExecutor:
         if local:
             return True
         try:
+            if not self._owns(self.store.get_record(call_id)):
+                return False
             outcome = self.store.records.cancel(call_id)
         except RedisError as exc:
             logger.warning("cancel %s: Redis unreachable: %s", call_id, exc)

@@ -1,7 +1,12 @@
 """Calls started through the gateway: each runs as its own task that drains the session's stream
 into the call's event log, so the call neither depends on nor dies with the HTTP request that
-started it. A client that disconnects can come back to ``/v1/calls/{cid}/events``; the call is
-cancelled only when a client asks (``DELETE``, or ``cancel_on_disconnect``).
+started it. A client that disconnects can come back to
+``/v1/sessions/{sid}/calls/{cid}/events``; the call is cancelled only when a client asks
+(``DELETE``, or ``cancel_on_disconnect``).
+
+A call belongs to the session that started it, and every read, follow, cancel and answer names
+that session: a call id alone reaches nothing, so one session that learns (or guesses) another's
+call id can neither read its record, follow its events, cancel it nor take the id over.
 
 When the gateway is distributed, calls it did not start itself (another replica, the CLI) are
 read from the shared store through ``RemoteCalls``.
@@ -31,13 +36,16 @@ class CallConflict(RuntimeError):
 
 
 class RemoteCalls(Protocol):
-    """The shared store of a distributed deployment, as the gateway reads it."""
+    """The shared store of a distributed deployment, as the gateway reads it. ``None`` means
+    no call with this id belongs to ``session_id`` (whether or not another session has one)."""
 
-    async def follow(self, call_id: str, after: int) -> AsyncIterator[LoggedEvent] | None: ...
+    async def follow(
+        self, call_id: str, after: int, session_id: str
+    ) -> AsyncIterator[LoggedEvent] | None: ...
 
-    async def record(self, call_id: str) -> dict[str, Any] | None: ...
+    async def record(self, call_id: str, session_id: str) -> dict[str, Any] | None: ...
 
-    async def cancel(self, call_id: str) -> bool | None: ...
+    async def cancel(self, call_id: str, session_id: str) -> bool | None: ...
 
 
 def result_dict(result: CallResult) -> dict[str, Any]:
@@ -62,6 +70,9 @@ class Calls:
         self, session: Session, name: str, arguments: Any, call_id: str | None = None
     ) -> CallLog:
         call_id = call_id or new_call_id()
+        previous = self.logs.get(call_id)
+        if previous is not None and previous.session_id != session.session_id:
+            raise CallConflict(f"call id {call_id} is taken: choose another")
         if self.logs.running(call_id):
             raise CallConflict(f"call {call_id} is still running")
         log = self.logs.open(call_id, session.session_id)
@@ -104,35 +115,52 @@ class Calls:
             self.metrics.observe_call(tool, outcome_of(result), time.perf_counter() - started)
             self._owners.pop(log.call_id, None)
 
-    async def follow(self, call_id: str, after: int = 0) -> AsyncIterator[LoggedEvent] | None:
-        """The call's events after ``after``, replayed then live; None for an unknown call."""
+    def _local(self, call_id: str, session_id: str) -> CallLog | None:
         log = self.logs.get(call_id)
+        return log if log is not None and log.session_id == session_id else None
+
+    async def follow(
+        self, call_id: str, session_id: str, after: int = 0
+    ) -> AsyncIterator[LoggedEvent] | None:
+        """The session's call's events after ``after``, replayed then live; None when the
+        session has no such call."""
+        log = self._local(call_id, session_id)
         if log is not None:
             return log.follow(after)
-        if self.remote is not None:
-            return await self.remote.follow(call_id, after)
+        if self.remote is not None and self.logs.get(call_id) is None:
+            return await self.remote.follow(call_id, after, session_id)
         return None
 
-    async def record(self, call_id: str, sessions: list[Session]) -> dict[str, Any] | None:
+    async def record(self, call_id: str, session: Session) -> dict[str, Any] | None:
         if self.remote is not None:
-            found = await self.remote.record(call_id)
+            found = await self.remote.record(call_id, session.session_id)
             if found is not None:
                 return found
-        for session in sessions:
-            local = session.record_sync(call_id)
-            if local is not None:
-                return local
-        return None
+        log = self.logs.get(call_id)
+        if log is not None and log.session_id != session.session_id:
+            return None
+        found = session.record_sync(call_id)
+        return (
+            found if found is not None and found.get("session_id") == session.session_id else None
+        )
 
-    async def cancel(self, call_id: str) -> bool | None:
-        """True when a cancel was sent, False when the call already finished, None if unknown."""
-        session = self._owners.get(call_id)
-        if session is not None:
-            return await session.cancel(call_id)
-        if self.logs.get(call_id) is not None:
-            return False
+    async def owns(self, call_id: str, session: Session) -> bool:
+        """Whether ``call_id`` is a call of ``session`` (started here or on another replica)."""
+        if self._local(call_id, session.session_id) is not None:
+            return True
+        return await self.record(call_id, session) is not None
+
+    async def cancel(self, call_id: str, session_id: str) -> bool | None:
+        """True when a cancel was sent, False when the call already finished, None when the
+        session has no such call."""
+        owner = self._owners.get(call_id)
+        if owner is not None:
+            return await owner.cancel(call_id) if owner.session_id == session_id else None
+        log = self.logs.get(call_id)
+        if log is not None:
+            return False if log.session_id == session_id else None
         if self.remote is not None:
-            return await self.remote.cancel(call_id)
+            return await self.remote.cancel(call_id, session_id)
         return None
 
     async def shutdown(self) -> None:

@@ -83,13 +83,12 @@ class GatewayClient:
         ) as source:
             yield from self._events(source)
 
-    def events(self, call_id: str, after: int = 0) -> Iterator[SseEvent]:
-        """The call's events after sequence number ``after`` (sent as ``Last-Event-ID``): the
-        replay of what was missed, then the live ones."""
+    def events(self, session_id: str, call_id: str, after: int = 0) -> Iterator[SseEvent]:
+        """The session's call's events after sequence number ``after`` (sent as
+        ``Last-Event-ID``): the replay of what was missed, then the live ones."""
         headers = {"Last-Event-ID": str(after)} if after else {}
-        with connect_sse(
-            self.http, "GET", f"/v1/calls/{call_id}/events", headers=headers
-        ) as source:
+        path = f"/v1/sessions/{session_id}/calls/{call_id}/events"
+        with connect_sse(self.http, "GET", path, headers=headers) as source:
             yield from self._events(source)
 
     def _events(self, source: EventSource) -> Iterator[SseEvent]:
@@ -98,11 +97,13 @@ class GatewayClient:
             self._json(source.response)
         yield from sse_events(source)
 
-    def record(self, call_id: str) -> dict[str, Any]:
-        return self._json(self.http.get(f"/v1/calls/{call_id}"))  # type: ignore[no-any-return]
+    def record(self, session_id: str, call_id: str) -> dict[str, Any]:
+        path = f"/v1/sessions/{session_id}/calls/{call_id}"
+        return self._json(self.http.get(path))  # type: ignore[no-any-return]
 
-    def cancel(self, call_id: str) -> bool:
-        return bool(self._json(self.http.delete(f"/v1/calls/{call_id}"))["cancelled"])
+    def cancel(self, session_id: str, call_id: str) -> bool:
+        path = f"/v1/sessions/{session_id}/calls/{call_id}"
+        return bool(self._json(self.http.delete(path))["cancelled"])
 
     def answer(self, session_id: str, call_id: str, answers: Any) -> bool:
         response = self.http.post(

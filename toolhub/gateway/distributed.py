@@ -1,5 +1,6 @@
-"""What a distributed gateway reads from the shared Redis: any call's events and record (so
-any replica can serve ``/v1/calls/{cid}/events`` with ``Last-Event-ID``), cancellation of calls
+"""What a distributed gateway reads from the shared Redis: a session's call's events and record
+(so any replica can serve ``/v1/sessions/{sid}/calls/{cid}/events`` with ``Last-Event-ID``;
+the record says which session a call belongs to), cancellation of calls
 another process started, sessions another replica created, readiness (Redis answers and at
 least one worker answers a ping) and queue depths.
 """
@@ -35,9 +36,10 @@ class StoreCalls:
     def __init__(self, store: RedisStore) -> None:
         self.store = store
 
-    async def follow(self, call_id: str, after: int) -> AsyncIterator[LoggedEvent] | None:
-        keys = (self.store.keys.call(call_id), self.store.keys.events(call_id))
-        if not await asyncio.to_thread(self.store.client.exists, *keys):
+    async def follow(
+        self, call_id: str, after: int, session_id: str
+    ) -> AsyncIterator[LoggedEvent] | None:
+        if await self.record(call_id, session_id) is None:
             return None
         return self._events(call_id, after)
 
@@ -51,10 +53,13 @@ class StoreCalls:
         except CallNotFound:
             return
 
-    async def record(self, call_id: str) -> dict[str, Any] | None:
-        return await asyncio.to_thread(self.store.get_record, call_id)
+    async def record(self, call_id: str, session_id: str) -> dict[str, Any] | None:
+        found = await asyncio.to_thread(self.store.get_record, call_id)
+        return found if found is not None and found.get("session_id") == session_id else None
 
-    async def cancel(self, call_id: str) -> bool | None:
+    async def cancel(self, call_id: str, session_id: str) -> bool | None:
+        if await self.record(call_id, session_id) is None:
+            return None
         outcome = await asyncio.to_thread(self.store.records.cancel, call_id)
         if outcome == "unknown":
             return None

@@ -178,17 +178,17 @@ async def _disconnected(request: Request) -> None:
         pass
 
 
-@router.get("/v1/calls/{call_id}", responses=_404)
-async def call_record(call_id: str, request: Request) -> dict[str, Any]:
-    gw = gateway(request)
-    record = await gw.calls.record(call_id, gw.sessions.all())
+@router.get("/v1/sessions/{session_id}/calls/{call_id}", responses=_404)
+async def call_record(session_id: str, call_id: str, request: Request) -> dict[str, Any]:
+    session = await _session(request, session_id)
+    record = await gateway(request).calls.record(call_id, session)
     if record is None:
-        raise HTTPException(404, f"unknown call {call_id!r}")
+        raise HTTPException(404, f"session {session_id!r} has no call {call_id!r}")
     return record
 
 
 @router.get(
-    "/v1/calls/{call_id}/events",
+    "/v1/sessions/{session_id}/calls/{call_id}/events",
     response_class=Response,
     responses={
         200: {**_SSE, "description": "progress events, then one result event"},
@@ -197,6 +197,7 @@ async def call_record(call_id: str, request: Request) -> dict[str, Any]:
     },
 )
 async def call_events(
+    session_id: str,
     call_id: str,
     request: Request,
     last_event_id: Annotated[str | None, Header(description="Resume after this event.")] = None,
@@ -206,18 +207,43 @@ async def call_events(
         after = sse.parse_last_event_id(last_event_id)
     except ValueError:
         raise HTTPException(400, "Last-Event-ID must be a non-negative integer") from None
-    events = await gw.calls.follow(call_id, after)
+    session = await _session(request, session_id)
+    events = await gw.calls.follow(call_id, session.session_id, after)
     if events is None:
-        raise HTTPException(404, f"unknown call {call_id!r}")
+        raise HTTPException(404, f"session {session_id!r} has no call {call_id!r}")
     return sse.stream_events(events, keepalive_s=gw.settings.keepalive_s)
 
 
-@router.delete("/v1/calls/{call_id}", status_code=202, response_model=Cancelled, responses=_404)
-async def cancel_call(call_id: str, request: Request) -> Any:
-    outcome = await gateway(request).calls.cancel(call_id)
+@router.delete(
+    "/v1/sessions/{session_id}/calls/{call_id}",
+    status_code=202,
+    response_model=Cancelled,
+    responses=_404,
+)
+async def cancel_call(session_id: str, call_id: str, request: Request) -> Any:
+    session = await _session(request, session_id)
+    outcome = await gateway(request).calls.cancel(call_id, session.session_id)
     if outcome is None:
-        raise HTTPException(404, f"unknown call {call_id!r}")
+        raise HTTPException(404, f"session {session_id!r} has no call {call_id!r}")
     return JSONResponse(Cancelled(call_id=call_id, cancelled=outcome).model_dump(), status_code=202)
+
+
+@router.api_route(
+    "/v1/calls/{call_id:path}",
+    methods=["GET", "DELETE"],
+    status_code=410,
+    include_in_schema=False,
+)
+async def unscoped_call(call_id: str) -> Response:
+    """The unscoped routes of earlier releases: a call id alone reached any session's call,
+    so they answer 410 with where the call routes are now."""
+    return JSONResponse(
+        {
+            "detail": "call routes name their session: "
+            "/v1/sessions/{session_id}/calls/{call_id}[/events]"
+        },
+        status_code=410,
+    )
 
 
 @router.post(
@@ -227,6 +253,8 @@ async def cancel_call(call_id: str, request: Request) -> Any:
 )
 async def answer(session_id: str, call_id: str, body: Answers, request: Request) -> Delivered:
     session = await _session(request, session_id)
+    if not await gateway(request).calls.owns(call_id, session):
+        raise HTTPException(404, f"session {session_id!r} has no call {call_id!r}")
     if not await asyncio.to_thread(session.answer, call_id, body.answers):
         raise HTTPException(409, f"call {call_id!r} has no open question")
     return Delivered(call_id=call_id, delivered=True)

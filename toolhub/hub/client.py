@@ -147,7 +147,7 @@ def _handler(hub: Hub, name: str) -> Any:
                     answering.cancel()
                 if not finished and not ctx.cancel.cancelled:
                     with contextlib.suppress(httpx.HTTPError):
-                        await http.delete(f"/v1/calls/{remote_id}", headers=hub.headers)
+                        await http.delete(f"{url}/{remote_id}", headers=hub.headers)
 
     return handle
 
@@ -155,7 +155,11 @@ def _handler(hub: Hub, name: str) -> Any:
 def _cancel_remote(hub: Hub, remote_id: str) -> None:
     def send() -> None:
         with contextlib.suppress(httpx.HTTPError):
-            httpx.delete(f"{hub.url}/v1/calls/{remote_id}", headers=hub.headers, timeout=10)
+            httpx.delete(
+                f"{hub.url}/v1/sessions/{hub.remote_session}/calls/{remote_id}",
+                headers=hub.headers,
+                timeout=10,
+            )
 
     threading.Thread(target=send, name="toolhub-hub-cancel", daemon=True).start()
 
