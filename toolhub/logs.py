@@ -23,6 +23,8 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from toolhub.redaction import redact
+
 FORMAT_ENV = "TOOLHUB_LOG_FORMAT"
 CALL_FIELDS = ("call_id", "session_id", "tool")
 
@@ -70,6 +72,33 @@ class CallContextFilter(logging.Filter):
         return True
 
 
+class RedactionFilter(logging.Filter):
+    """Secrets out of every record a handler writes (``toolhub.redaction``): third-party
+    loggers log URLs too (httpx logs each request at INFO, the MCP SDK at DEBUG), so the
+    handler, not each call site, is where a ``${VAR}`` value or a ``?token=`` is masked. The
+    message is rendered once here and stored redacted; so is an exception's text."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        clean = redact(message)
+        if clean != message:
+            record.msg, record.args = clean, None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = redact(_PLAIN.formatException(record.exc_info))
+        return True
+
+
+_PLAIN = logging.Formatter()
+
+
+def guard_handler(handler: logging.Handler) -> logging.Handler:
+    """``handler`` with toolhub's filters (once each): the call fields, then redaction."""
+    for kind in (CallContextFilter, RedactionFilter):
+        if not any(isinstance(f, kind) for f in handler.filters):
+            handler.addFilter(kind())
+    return handler
+
+
 class JsonFormatter(logging.Formatter):
     """One JSON object per record; call fields only when the record belongs to a call."""
 
@@ -98,8 +127,7 @@ def adopt_handlers(logger: logging.Logger) -> None:
     destinations and levels stay, only the line format changes."""
     json_mode = json_logs()
     for handler in logger.handlers:
-        if not any(isinstance(f, CallContextFilter) for f in handler.filters):
-            handler.addFilter(CallContextFilter())
+        guard_handler(handler)
         if json_mode:
             handler.setFormatter(JsonFormatter())
     if json_mode:
@@ -112,8 +140,7 @@ def configure_json(level: int | str = logging.INFO) -> None:
     root = logging.getLogger()
     for handler in list(root.handlers):
         root.removeHandler(handler)
-    handler = logging.StreamHandler()
-    handler.addFilter(CallContextFilter())
+    handler = guard_handler(logging.StreamHandler())
     handler.setFormatter(JsonFormatter())
     root.addHandler(handler)
     root.setLevel(level)

@@ -215,14 +215,17 @@ def test_full_mode_confines_nothing_but_still_scrubs_the_environment(
         assert name not in out
 
 
-def test_full_mode_without_scrub_and_no_policy_keep_todays_environment(
+def test_full_mode_without_scrub_and_no_policy_keep_the_environment_but_toolhubs_secrets(
     layout: Layout, secrets: dict[str, str]
 ) -> None:
     for runner in (
         layout.runner(layout.policy(SandboxMode.FULL, scrub_env=False)),
         layout.runner(None),
     ):
-        assert secrets["TOOLHUB_API_TOKEN"] in text(runner.run("env", log_name="e"))
+        out = text(runner.run("env", log_name="e"))
+        assert secrets["AWS_SECRET_ACCESS_KEY"] in out
+        assert secrets["TOOLHUB_API_TOKEN"] not in out
+        assert secrets["TOOLHUB_REDIS_URL"] not in out
 
 
 def test_scrub_flag_for_unsandboxed_commands(layout: Layout, secrets: dict[str, str]) -> None:

@@ -36,6 +36,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from toolhub.sandbox import Mechanism, SandboxPolicy, find_bwrap
+from toolhub.sandbox.environment import TOOLHUB_SECRETS
 
 from .capture import DEFAULT_LOG_LIMIT, OutputCapture
 from .confinement import confined_command, unconfined_env
@@ -81,7 +82,7 @@ class ProcessRunner:
         self._shell = shutil.which("bash") or "/bin/sh"
         self._guard = _parent_death_guard()
         self._env = {
-            **os.environ,
+            **{k: v for k, v in os.environ.items() if k not in TOOLHUB_SECRETS},
             "PYTHONUNBUFFERED": "1",
             "PAGER": "cat",
             "GIT_PAGER": "cat",

@@ -13,6 +13,7 @@ from fastapi import FastAPI
 
 from toolhub.logs import configure_json, json_logs
 from toolhub.ports import free_port
+from toolhub.redaction import redact_access_log
 
 from .app import create_app
 from .settings import GatewaySettings
@@ -39,6 +40,7 @@ def serve(settings: GatewaySettings, host: str = "127.0.0.1", port: int = 8000) 
     if json_mode:
         configure_json()
     app = build_app(settings)
+    redact_access_log()
     uvicorn.run(
         app,
         host=host,

@@ -24,6 +24,7 @@ from httpx_sse import SSEError, aconnect_sse
 
 from toolhub.answers import AnswerBox
 from toolhub.core import CallResult, Outcome, Progress, ToolContext, ToolError, ToolOutput
+from toolhub.redaction import redact
 from toolhub.toolset import ExternalSpec, HubConfig, ToolSet
 
 from .env import expand_env
@@ -74,7 +75,7 @@ def attach_hubs_sync(
         try:
             specs = _discover(hub, session_id)
         except (httpx.HTTPError, ValueError, KeyError) as exc:
-            connections.warnings.append(f"hub {name!r} ({hub.url}) unavailable: {exc}")
+            connections.warnings.append(redact(f"hub {name!r} ({hub.url}) unavailable: {exc}"))
             continue
         tools = [SourceTool(spec, _handler(hub, spec.name)) for spec in specs]
         lost = connections.sources.set_group(f"hub:{name}", tools, priority="hub")

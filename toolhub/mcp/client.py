@@ -31,6 +31,7 @@ from mcp.shared.exceptions import MCPError
 from toolhub.core import Outcome, Progress, ToolContext, ToolError
 from toolhub.hub.env import expand_all, expand_env
 from toolhub.hub.sources import ExternalSources, SourceTool
+from toolhub.redaction import redact
 from toolhub.toolset import ExternalSpec, McpServerConfig, ToolSet
 
 from .loop import BackgroundLoop
@@ -74,7 +75,7 @@ class ServerLink:
                     self.first_attempt.set()
                     await self._serve()
             except Exception as exc:
-                self.error = f"{type(exc).__name__}: {exc}"
+                self.error = redact(f"{type(exc).__name__}: {exc}")
                 logger.warning("MCP server %r: %s", self.name, self.error)
             finally:
                 self.session = None
@@ -132,7 +133,7 @@ class ServerLink:
         if isinstance(message, types.ToolListChangedNotification):
             self._refresh_wanted.set()
         elif isinstance(message, Exception):
-            logger.warning("MCP server %r transport error: %s", self.name, message)
+            logger.warning("MCP server %r transport error: %s", self.name, redact(str(message)))
             self._broken.set()
 
     async def refresh(self) -> None:
@@ -265,6 +266,7 @@ class McpConnections:
             self.links[name] = ServerLink(name, config, self)
 
     def warn(self, message: str) -> None:
+        message = redact(message)
         logger.warning(message)
         if message not in self.warnings:
             self.warnings.append(message)

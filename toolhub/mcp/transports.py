@@ -14,6 +14,7 @@ import uvicorn
 from mcp.server.stdio import stdio_server
 
 from toolhub.http_guard import DEFAULT_MAX_BODY, Guard
+from toolhub.redaction import redact_access_log
 
 from .server import ToolhubMcpServer
 
@@ -40,6 +41,7 @@ def http_app(session: Session, *, host: str, token: str | None = None) -> Any:
 
 
 def run_http(session: Session, *, host: str, port: int, token: str | None = None) -> None:
+    redact_access_log()
     uvicorn.run(
         http_app(session, host=host, token=token),
         host=host,

@@ -12,6 +12,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+#: toolhub's own credentials: never in any command's environment, scrubbed or not (an
+#: unsandboxed embedded command inherits the process environment minus these).
+TOOLHUB_SECRETS = (
+    "TOOLHUB_API_TOKEN",
+    "TOOLHUB_REDIS_URL",
+    "TOOLHUB_FLEET_KEY",
+    "REDIS_PASSWORD",
+    "REDISCLI_AUTH",
+    "FLOWER_BASIC_AUTH",
+)
+
 #: Passed through from the worker when set.
 PASSED_THROUGH = ("PATH", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "TZ", "USER", "LOGNAME")
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -27,11 +38,15 @@ def scrubbed_env(
 ) -> dict[str, str]:
     """The environment of a command: the allowlist taken from ``source``, the fixed values,
     then ``overrides`` (what the runner's caller set explicitly). A name ending in ``*`` in
-    ``extra_names`` passes every variable with that prefix."""
+    ``extra_names`` passes every variable with that prefix; ``TOOLHUB_SECRETS`` never pass."""
     names = [*PASSED_THROUGH, *extra_names]
     exact = {n for n in names if not n.endswith("*")}
     prefixes = tuple(n[:-1] for n in names if n.endswith("*") and len(n) > 1)
-    env = {k: v for k, v in source.items() if k in exact or (prefixes and k.startswith(prefixes))}
+    env = {
+        k: v
+        for k, v in source.items()
+        if k not in TOOLHUB_SECRETS and (k in exact or (prefixes and k.startswith(prefixes)))
+    }
     env.setdefault("PATH", DEFAULT_PATH)
     env.update(
         HOME=home,
