@@ -17,6 +17,19 @@ from toolhub.gateway import ThreadedServer
 pytestmark = pytest.mark.timeout(60)
 
 
+@pytest.fixture
+def client(make_gateway: MakeGateway) -> Iterator[httpx.Client]:
+    """A gateway whose forwarded tools may target loopback, as one bound to loopback is
+    (``GatewaySettings.bound_to``): the forward targets here are local test servers."""
+    with httpx.Client(base_url=make_gateway(forward_private=True), timeout=20) as c:
+        yield c
+
+
+@pytest.fixture
+def sid(client: httpx.Client) -> str:
+    return str(client.post("/v1/sessions", json={}).json()["session_id"])
+
+
 def test_bearer_token(make_gateway: MakeGateway) -> None:
     url = make_gateway(api_token="s3cret")
     with httpx.Client(base_url=url) as c:
@@ -146,3 +159,29 @@ def test_external_tool_names_and_modes(client: httpx.Client, sid: str) -> None:
     assert unreachable.status_code == 200
     result = client.post(f"/v1/sessions/{sid}/calls", json={"name": "dead__tool"}).json()
     assert result["is_error"] and "unreachable" in result["error"]["detail"]
+
+
+@pytest.mark.parametrize(
+    ("url", "private_ok"),
+    [
+        ("http://169.254.169.254/latest/meta-data/", True),  # cloud metadata: always refused
+        ("http://[fd00:ec2::254]/latest/", True),
+        ("http://127.0.0.1:9/x", False),
+        ("http://localhost:9/x", False),
+        ("http://10.1.2.3/x", False),
+        ("http://[::ffff:127.0.0.1]:9/x", False),
+        ("http://user:pw@example.com/x", True),
+    ],
+)
+def test_forward_targets_pass_the_network_guard(
+    make_gateway: MakeGateway, url: str, private_ok: bool
+) -> None:
+    """SSRF through a forwarded tool (issue 13.8): a client may not make the gateway POST to
+    the metadata service, or to local and private addresses unless the gateway allows them."""
+    with httpx.Client(base_url=make_gateway(forward_private=private_ok), timeout=20) as c:
+        sid = c.post("/v1/sessions", json={}).json()["session_id"]
+        put = c.put(f"/v1/sessions/{sid}/external-tools/x__y", json={"forward": {"url": url}})
+        assert put.status_code == 422, put.text
+        assert "forward URL refused" in put.json()["detail"]
+        names = {t["name"] for t in c.get(f"/v1/sessions/{sid}/tools?format=mcp").json()}
+        assert "x__y" not in names

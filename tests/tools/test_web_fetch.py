@@ -34,6 +34,22 @@ def server() -> Iterator[LocalServer]:
         yield srv
 
 
+@pytest.fixture(autouse=True)
+def host_allows_local(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The test servers are local: this host consents to ``allow_local``."""
+    monkeypatch.setenv("TOOLHUB_WEB_FETCH_ALLOW_LOCAL", "1")
+
+
+def test_allow_local_needs_the_hosts_consent(
+    tmp_path: Path, server: LocalServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A client's config alone cannot lift the SSRF guard (issue 13.8)."""
+    monkeypatch.delenv("TOOLHUB_WEB_FETCH_ALLOW_LOCAL")
+    out = fetch(context(tmp_path, allow_local=True), server.url("/page"))
+    assert out.error is not None and out.error.kind is ErrorKind.PERMISSION_DENIED, out
+    assert "loopback" in out.error.detail
+
+
 def context(tmp_path: Path, **params: Any) -> ToolContext:
     container = Container()
     container.insert(Workspace(tmp_path))

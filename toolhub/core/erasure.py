@@ -253,6 +253,10 @@ def parse_arguments(raw: Any, *, name: str) -> tuple[dict[str, Any], str | None]
                 f"Failed to parse arguments for tool `{name}`: the arguments are not valid JSON "
                 f"({exc})\n\nYour original arguments:\n{truncate_utf8(raw, ECHO_LIMIT)}"
             ) from None
+        except RecursionError:
+            raise ToolError.invalid_arguments(
+                f"Failed to parse arguments for tool `{name}`: the JSON is nested too deeply"
+            ) from None
         if value is None:
             return {}, raw
         if not isinstance(value, dict):

@@ -7,13 +7,17 @@ depths); ``toolhub.gateway.server.build_app`` does that from ``TOOLHUB_REDIS_URL
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 import toolhub
@@ -98,6 +102,7 @@ def create_app(
     )
     app.state.gateway = gw
     app.include_router(router)
+    app.add_exception_handler(RequestValidationError, _validation_failed)
 
     app.add_middleware(
         Guard,
@@ -107,6 +112,28 @@ def create_app(
     )
     app.add_middleware(RequestMetrics, metrics=gw.metrics)
     return app
+
+
+#: How much of a refused value a 422 repeats back: enough to recognise it, never a whole
+#: megabyte body.
+ECHO_CHARS = 200
+
+
+async def _validation_failed(request: Request, exc: Exception) -> JSONResponse:
+    """FastAPI's 422, with each refused ``input`` cut to ``ECHO_CHARS``."""
+    assert isinstance(exc, RequestValidationError)
+    errors = [{**e, "input": _short(e.get("input"))} if "input" in e else e for e in exc.errors()]
+    return JSONResponse({"detail": jsonable_encoder(errors)}, status_code=422)
+
+
+def _short(value: Any) -> Any:
+    try:
+        text = value if isinstance(value, str) else json.dumps(value, default=str)
+    except (RecursionError, ValueError):
+        return f"<{type(value).__name__} nested too deeply to show>"
+    if len(text) <= ECHO_CHARS:
+        return value
+    return text[:ECHO_CHARS] + f"… ({len(text)} chars)"
 
 
 class RequestMetrics:

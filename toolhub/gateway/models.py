@@ -19,7 +19,9 @@ class CreateSession(BaseModel):
         default=None, description="Tool-set config (the YAML file's shape); default: the server's."
     )
     workspace: str | None = Field(
-        default=None, description="Sub-directory of the gateway's workspace root."
+        default=None,
+        max_length=4096,
+        description="Sub-directory of the gateway's workspace root.",
     )
     session_id: str | None = Field(
         default=None,

@@ -17,7 +17,7 @@ from toolhub.toolset import ExternalSpec
 
 from . import sse
 from .calls import CallConflict
-from .forward import forward_handler, forward_source
+from .forward import forward_handler, forward_source, vet_target
 from .metrics import CONTENT_TYPE
 from .models import (
     TOOL_NAME,
@@ -283,8 +283,17 @@ async def put_external_tool(
         name,
         body.description,
         body.input_schema,
-        forward_source(body.forward.url, body.forward.headers, body.forward.timeout_s),
+        forward_source(
+            body.forward.url,
+            body.forward.headers,
+            body.forward.timeout_s,
+            private_ok=gateway(request).settings.forward_private,
+        ),
     )
+    try:
+        await vet_target(body.forward.url, private_ok=gateway(request).settings.forward_private)
+    except ToolError as err:
+        raise HTTPException(422, f"forward URL refused: {err.detail}") from None
     sources = ExternalSources.of(session.toolset)
     try:
         visible = sources.put(HTTP_SOURCE, SourceTool(spec, forward_handler(spec)))

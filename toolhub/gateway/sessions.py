@@ -47,10 +47,16 @@ def resolve_workspace(root: Path, requested: str | None) -> Path:
     """``requested`` (relative to ``root``, or absolute inside it) as a directory in the root."""
     if not requested:
         return root
-    path = (root / requested).resolve()
-    if path != root and root not in path.parents:
-        raise WorkspaceError(f"workspace {requested!r} is outside the gateway's workspace root")
-    path.mkdir(parents=True, exist_ok=True)
+    shown = repr(requested[:120]) + ("…" if len(requested) > 120 else "")
+    if "\x00" in requested:
+        raise WorkspaceError(f"workspace {shown} contains a NUL byte")
+    try:
+        path = (root / requested).resolve()
+        if path != root and root not in path.parents:
+            raise WorkspaceError(f"workspace {shown} is outside the gateway's workspace root")
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise WorkspaceError(f"workspace {shown} cannot be used: {exc.strerror}") from None
     return path
 
 

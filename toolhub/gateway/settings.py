@@ -38,6 +38,10 @@ class GatewaySettings:
     keepalive_s: float = 15.0
     allowed_hosts: frozenset[str] | None = None
     behind_auth_proxy: bool = False
+    #: Forwarded external tools may target loopback and private addresses (never the cloud
+    #: metadata ones): ``bound_to`` allows it on a loopback bind, ``TOOLHUB_FORWARD_PRIVATE``
+    #: anywhere.
+    forward_private: bool = False
 
     @classmethod
     def from_env(
@@ -57,18 +61,21 @@ class GatewaySettings:
             max_sessions=_int_env("TOOLHUB_MAX_SESSIONS", 1000),
             allowed_hosts=_hosts_env("TOOLHUB_ALLOWED_HOSTS"),
             behind_auth_proxy=flag_env("TOOLHUB_BEHIND_AUTH_PROXY"),
+            forward_private=flag_env("TOOLHUB_FORWARD_PRIVATE"),
         )
 
     def bound_to(self, host: str) -> GatewaySettings:
         """These settings for a server listening on ``host``: the loopback ``Host`` names when
-        none are configured and ``host`` is loopback (what defeats DNS rebinding). Raises
+        none are configured and ``host`` is loopback (what defeats DNS rebinding), and
+        forwarded tools may target local addresses there (its clients are local). Raises
         ``UnsafeBind`` for a non-loopback ``host`` without a token, unless the gateway is
         declared to be behind an authenticating proxy: anyone who reaches an open gateway can
         run commands on it."""
         check_bind(host, token=self.api_token, behind_auth_proxy=self.behind_auth_proxy)
-        if self.allowed_hosts is None and is_loopback(host):
-            return replace(self, allowed_hosts=loopback_hosts(host))
-        return self
+        if not is_loopback(host):
+            return self
+        hosts = self.allowed_hosts if self.allowed_hosts is not None else loopback_hosts(host)
+        return replace(self, allowed_hosts=hosts, forward_private=True)
 
     @property
     def distributed(self) -> bool:

@@ -8,6 +8,8 @@ a timeout or a broken upstream is a typed ``ToolError``.
 
 from __future__ import annotations
 
+import logging
+import os
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -21,7 +23,17 @@ from toolhub.backends.providers.search import SearchHit, SearchProvider, Searxng
 from toolhub.core import Params, Tool, ToolContext, ToolError, ToolKind
 from toolhub.errors import ErrorCode
 
+logger = logging.getLogger("toolhub.tools.web")
+
 # -- web_fetch -------------------------------------------------------------------------------------
+
+#: The host's consent to the ``allow_local`` param: an operator setting, not a client's.
+ALLOW_LOCAL_ENV = "TOOLHUB_WEB_FETCH_ALLOW_LOCAL"
+
+
+def local_fetch_permitted() -> bool:
+    return os.environ.get(ALLOW_LOCAL_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+
 
 
 class WebFetchParams(BaseModel):
@@ -37,7 +49,10 @@ class WebFetchParams(BaseModel):
         default_factory=list, description="When set, only these domains and their subdomains."
     )
     allow_local: bool = Field(
-        False, description="Allow loopback/private addresses (development only)."
+        False,
+        description="Allow loopback/private addresses (development only); takes effect only "
+        f"where the host process sets {ALLOW_LOCAL_ENV}=1, since a client's config must not "
+        "lift the SSRF guard on its own.",
     )
     user_agent: str = "toolhub-web-fetch/0.1"
 
@@ -93,9 +108,14 @@ class WebFetch(Tool[WebFetchArgs, WebFetchOutput]):
         url = parse_url(args.url)
         guard = NetGuard(
             ctx.container.get(Resolver) or SystemResolver(),
-            allow_local=params.allow_local,
+            allow_local=params.allow_local and local_fetch_permitted(),
             allowed_domains=params.allowed_domains,
         )
+        if params.allow_local and not guard.allow_local:
+            logger.warning(
+                "web_fetch: the config sets allow_local, but %s is not set here: ignored",
+                ALLOW_LOCAL_ENV,
+            )
         guard.check_url(url)
         cache = ctx.container.get_or_default(PageCache)
         key = str(url)
