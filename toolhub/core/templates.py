@@ -1,9 +1,14 @@
 """Description and prompt templates.
 
 Jinja2 with ``${{ }}`` / ``${% %}`` / ``${# #}`` delimiters, so literal ``{{ }}`` in prose (code
-samples, JSON) is never touched. Every template renders in Jinja2's sandbox: descriptions and
-prompts may come from a client. Undefined names render empty, so a description that mentions a
-kind the tool set lacks (``${{ tools.by_kind.lsp }}``) degrades to nothing instead of failing.
+samples, JSON) is never touched. Every template renders in the bounded sandbox of
+``template_limits`` (output size, arithmetic, ranges, call depth): descriptions and prompts may
+come from a client. Undefined names render empty, so a description that mentions a kind the tool
+set lacks (``${{ tools.by_kind.lsp }}``) degrades to nothing instead of failing.
+
+``TemplateRenderer.render`` renders in this process, which suits templates written in code. A
+template from a client also needs a wall-clock budget that no single operation can hold up;
+``toolhub/toolset/render_process.py`` renders those, from ``TemplateRenderer.context``.
 """
 
 from __future__ import annotations
@@ -13,32 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from jinja2 import ChainableUndefined, TemplateError
-from jinja2.exceptions import SecurityError
-from jinja2.sandbox import ImmutableSandboxedEnvironment
-
 from .errors import ToolError
-
-
-class _Sandbox(ImmutableSandboxedEnvironment):
-    """The sandbox, but an attempt to reach an unsafe attribute fails loudly instead of
-    rendering as empty text, so a hostile template is reported rather than half-rendered."""
-
-    def unsafe_undefined(self, obj: Any, attribute: str) -> Any:
-        raise SecurityError(f"access to attribute {attribute!r} is not allowed")
-
-
-_ENV = _Sandbox(
-    variable_start_string="${{",
-    variable_end_string="}}",
-    block_start_string="${%",
-    block_end_string="%}",
-    comment_start_string="${#",
-    comment_end_string="#}",
-    undefined=ChainableUndefined,
-    autoescape=False,
-    keep_trailing_newline=True,
-)
+from .template_limits import TemplateFailure, check_output_size, render_text
 
 _MARKERS = re.compile(r"\$\{\{.*?\}\}|\$\{%.*?%\}|\$\{#.*?#\}", re.DOTALL)
 
@@ -69,9 +50,8 @@ class TemplateRenderer:
     params: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     globals: Mapping[str, Any] = field(default_factory=dict)
 
-    def render(self, text: str, extra: Mapping[str, Any] | None = None) -> str:
-        if not has_markers(text):
-            return text
+    def context(self, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """The variables a template sees: the tool set's names, the globals, then ``extra``."""
         context: dict[str, Any] = {
             **self.globals,
             "tools": {"by_kind": dict(self.by_kind)},
@@ -79,10 +59,16 @@ class TemplateRenderer:
         }
         if extra:
             context.update(extra)
+        return context
+
+    def render(self, text: str, extra: Mapping[str, Any] | None = None) -> str:
         try:
-            return _ENV.from_string(text).render(context)
-        except TemplateError as exc:
-            raise TemplateRenderError(f"template could not be rendered: {exc}") from None
+            if not has_markers(text):
+                check_output_size(text)
+                return text
+            return render_text(text, self.context(extra))
+        except TemplateFailure as exc:
+            raise TemplateRenderError(str(exc)) from None
 
     def render_schema(self, schema: Any, extra: Mapping[str, Any] | None = None) -> Any:
         """The schema with every ``description`` rendered, recursively."""

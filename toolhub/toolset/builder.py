@@ -28,6 +28,7 @@ from .external import ExternalSpec
 from .formats import Definition
 from .merge import merge
 from .registry import Registry
+from .render_process import render_client_template
 from .toolset import Entry, ToolSet
 from .validate import Report, Resolved, proposed_tools, validate
 
@@ -177,8 +178,10 @@ def _entry(item: Resolved, renderer: TemplateRenderer, container: Container) -> 
     extra = tool.template_extra(item.params)
     template = item.config.description
     ctx = ListContext(renderer, item.params, item.client_name, to_client, container)
-    description = (
-        renderer.render(template, extra) if template is not None else tool.description(ctx)
+    description = (  # an override is the client's: it renders in a render process
+        render_client_template(template, renderer.context(extra))
+        if template is not None
+        else tool.description(ctx)
     )
     schema = tool.adjust_schema(item.registered.erased.input_schema, item.params)
     schema = rename_properties(renderer.render_schema(schema, extra), to_client)
