@@ -46,6 +46,27 @@ def test_workspace_write_writes_only_in_the_workspace_and_private_tmp(layout: La
     assert (layout.tmp / "t.txt").read_text() == "t\n"  # the session's private tmp
 
 
+def test_git_hooks_cannot_be_replaced_by_moving_git_away(layout: Layout) -> None:
+    """A read-only ``.git/hooks`` is not enough if ``.git`` itself can be renamed and a new one
+    made beside it: the parents of read-only paths are pinned (a mount point cannot move)."""
+    (layout.ws / ".git" / "objects").mkdir()
+    runner = layout.runner(layout.policy(SandboxMode.WORKSPACE_WRITE))
+    res = runner.run(
+        "mv .git .git-moved; "
+        "rm -r .git/hooks; "
+        "mkdir -p .git2/hooks && mv -T .git2 .git; "
+        "echo obj > .git/objects/ab && cat .git/objects/ab; "
+        "echo done",
+        log_name="git",
+    )
+    out = text(res)
+    assert out.endswith("obj\ndone\n"), out  # the repository itself stays writable
+    assert "Device or resource busy" in out, out
+    assert (layout.ws / ".git" / "hooks").is_dir()
+    assert not (layout.ws / ".git-moved").exists()
+    assert (layout.ws / ".git2" / "hooks").is_dir(), "the replacement .git never took its place"
+
+
 def test_the_private_tmp_and_home_persist_across_a_sessions_commands(layout: Layout) -> None:
     runner = layout.runner(layout.policy(SandboxMode.WORKSPACE_WRITE))
     runner.run("echo kept > /tmp/state; echo h > ~/.rc", log_name="a")

@@ -21,7 +21,8 @@ the workspace bound back on top of it):
   may need a mount point in it), ``/dev/null`` over a file;
 * the workspace: ``--bind`` in ``workspace_write``, ``--ro-bind`` in ``read_only`` (bound again
   so a hidden parent does not hide it);
-* the read-only paths inside the workspace, bound read-only over the writable workspace;
+* the read-only paths inside the workspace, bound read-only over the writable workspace, and
+  each of their parents inside it bound onto itself, so none can be renamed away;
 * ``--unshare-net`` when network is off (a private loopback only), ``--unshare-ipc``,
   ``--unshare-uts``, ``--unshare-cgroup-try``;
 * ``--die-with-parent``; ``--cap-drop ALL`` when toolhub runs as root (bwrap keeps a root
@@ -134,10 +135,22 @@ def bwrap_argv(
     bind = "--bind" if policy.mode is SandboxMode.WORKSPACE_WRITE else "--ro-bind"
     mounts.append((_depth(workspace), 2, [bind, str(workspace), str(workspace)]))
     if policy.mode is SandboxMode.WORKSPACE_WRITE:
+        pinned: set[Path] = set()
         for path in policy.read_only_paths():
             real = _real(path)
-            if real.exists():
-                mounts.append((_depth(real), 3, ["--ro-bind", str(real), str(real)]))
+            if not real.exists() or not _is_under(real, workspace) or real == workspace:
+                continue
+            mounts.append((_depth(real), 3, ["--ro-bind", str(real), str(real)]))
+            # A read-only mount protects a path, not its parents: `mv .git .git2; mkdir -p
+            # .git/hooks` would plant a hook beside it. Each parent up to the workspace is
+            # bound onto itself (still writable), and a mount point cannot be renamed or
+            # removed (EBUSY).
+            for parent in real.parents:
+                if parent == workspace or not _is_under(parent, workspace):
+                    break
+                if parent not in pinned:
+                    pinned.add(parent)
+                    mounts.append((_depth(parent), 3, ["--bind", str(parent), str(parent)]))
     for _, _, args in sorted(mounts, key=lambda m: (m[0], m[1])):
         out += args
     for hidden_dir in sealed:
