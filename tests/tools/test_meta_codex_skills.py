@@ -147,19 +147,19 @@ def test_apply_patch_rolls_back_when_a_write_fails(
     harness: Harness, codebase: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     before = snapshot(codebase)
-    real = workspace_module.atomic_write
+    real = workspace_module.Workspace.write
     writes = [0]
 
-    def flaky(path: Path, data: bytes) -> None:
+    def flaky(self: workspace_module.Workspace, path: Path, data: bytes) -> bool:
         writes[0] += 1
         if writes[0] == 2:
             raise OSError(28, "No space left on device")
-        real(path, data)
+        return real(self, path, data)
 
-    monkeypatch.setattr("toolhub.tools.codex.atomic_write", flaky)
+    monkeypatch.setattr(workspace_module.Workspace, "write", flaky)
     res = harness.call(ApplyPatch, {"patch": PATCH_OK})
     assert res.error is not None and "restored" in res.error.detail
-    monkeypatch.setattr("toolhub.tools.codex.atomic_write", real)
+    monkeypatch.setattr(workspace_module.Workspace, "write", real)
     assert snapshot(codebase) == before
 
 

@@ -6,6 +6,8 @@ its own directory and below, with paths relative to it. ``.git`` itself is alway
 
 from __future__ import annotations
 
+import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,9 +41,8 @@ class IgnoreRules:
 
     def descend(self, directory: Path) -> IgnoreRules:
         """The rules for ``directory``: these plus its own ``.gitignore`` if it has one."""
-        try:
-            lines = (directory / ".gitignore").read_text(errors="replace").splitlines()
-        except OSError:
+        lines = _read_ignore_file(directory / ".gitignore")
+        if lines is None:
             return self
         spec = GitIgnoreSpec.from_lines(lines)
         return IgnoreRules((*self._rules, _Rules(directory, spec)))
@@ -59,3 +60,25 @@ class IgnoreRules:
             if result.include is not None:
                 verdict = result.include
         return verdict
+
+
+#: A ``.gitignore`` larger than this is not one a person wrote; read no further.
+MAX_IGNORE_BYTES = 1 << 20
+
+
+def _read_ignore_file(path: Path) -> list[str] | None:
+    """The lines of ``path`` when it is a regular file; never blocks on a FIFO or a device
+    planted under that name, and never follows a symlink out of the workspace."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        data = os.read(fd, MAX_IGNORE_BYTES)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return data.decode(errors="replace").splitlines()

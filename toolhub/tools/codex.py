@@ -11,7 +11,7 @@ are restored, so a failed patch leaves the workspace as it was.
 
 from __future__ import annotations
 
-import os
+import contextlib
 from pathlib import Path
 from typing import Any, Literal
 
@@ -20,12 +20,20 @@ from pydantic import BaseModel, Field
 from toolhub.backends.ignore import IgnoreRules
 from toolhub.backends.locks import PathLocks
 from toolhub.backends.ripgrep import Ripgrep
-from toolhub.backends.workspace import Workspace, atomic_write
+from toolhub.backends.workspace import SpecialFileError, Workspace
 from toolhub.core import Tool, ToolContext, ToolError, ToolKind
 
 from .codex_patch import FileOp, HunkError, PatchError, apply_hunks, parse
 from .plan import ensure_not_planning
-from .text import SNIFF_BYTES, clip, decode_line, iter_lines, looks_binary
+from .text import (
+    MAX_EDIT_BYTES,
+    SCAN_LIMIT,
+    SNIFF_BYTES,
+    clip,
+    decode_line,
+    iter_lines,
+    looks_binary,
+)
 
 CODEX = "Codex"
 FAMILY = "file_tools"
@@ -65,13 +73,21 @@ class ApplyPatchOutput(BaseModel):
 class _View:
     """The workspace as the patch sees it: disk contents overlaid with the patch's changes."""
 
-    def __init__(self) -> None:
+    def __init__(self, ws: Workspace) -> None:
+        self.ws = ws
         self.original: dict[Path, bytes | None] = {}
         self.current: dict[Path, bytes | None] = {}
 
     def read(self, path: Path) -> bytes | None:
         if path not in self.current:
-            data = path.read_bytes() if path.is_file() else None
+            try:
+                data: bytes | None = self.ws.read_bytes(path, limit=MAX_EDIT_BYTES)
+            except FileNotFoundError:
+                data = None
+            except IsADirectoryError:
+                raise HunkError(f"{self.ws.display(path)} is a directory") from None
+            except SpecialFileError as exc:
+                raise HunkError(f"{self.ws.display(path)} is {exc.strerror}") from None
             self.original[path] = data
             self.current[path] = data
         return self.current[path]
@@ -107,20 +123,20 @@ class ApplyPatch(Tool[ApplyPatchArgs, ApplyPatchOutput]):
         ]
         paths = [p for _, src, dst in targets for p in (src, dst) if p is not None]
         with ctx.container.get_or_default(PathLocks).hold(*paths):
-            view = _View()
+            view = _View(ws)
             try:
                 changes = [_stage(ws, view, op, src, dst) for op, src, dst in targets]
             except HunkError as exc:
                 return ApplyPatchOutput(status="failed", message=str(exc))
-            _commit(view)
+            _commit(ws, view)
         return ApplyPatchOutput(status="applied", changes=changes)
 
 
 def _stage(ws: Workspace, view: _View, op: FileOp, src: Path, dst: Path | None) -> FileChange:
     shown = ws.display(src)
-    if src.is_dir():
-        raise HunkError(f"{shown} is a directory")
     if op.action == "add":
+        if ws.kind(src) == "dir":
+            raise HunkError(f"{shown} is a directory")
         view.write(src, op.content.encode("utf-8"))
         return FileChange(path=shown, action="added")
     current = view.read(src)
@@ -141,26 +157,28 @@ def _stage(ws: Workspace, view: _View, op: FileOp, src: Path, dst: Path | None) 
     return FileChange(path=ws.display(dst), action="moved", from_path=shown)
 
 
-def _commit(view: _View) -> None:
+def _commit(ws: Workspace, view: _View) -> None:
     """Write every change; on a failure restore what was already written, then report it."""
     done: list[Path] = []
     try:
         for path in view.changed():
             data = view.current[path]
             if data is None:
-                path.unlink()
+                ws.remove(path)
             else:
-                atomic_write(path, data)
+                ws.write(path, data)
             done.append(path)
-    except OSError as exc:
-        for path in reversed(done):
-            original = view.original[path]
+    except (OSError, ToolError) as exc:
+        failed = ws.display(path)
+        for written in reversed(done):
+            original = view.original[written]
             if original is None:
-                path.unlink(missing_ok=True)
+                with contextlib.suppress(FileNotFoundError):
+                    ws.remove(written)
             else:
-                atomic_write(path, original)
+                ws.write(written, original)
         raise ToolError.execution(
-            f"writing {path} failed ({exc}); the files already written were restored"
+            f"writing {failed} failed ({exc}); the files already written were restored"
         ) from None
 
 
@@ -189,11 +207,16 @@ class CodexReadFile(Tool[CodexReadArgs, CodexReadOutput]):
         ws = ctx.container.require(Workspace)
         path = ws.resolve(args.file_path)
         shown = ws.display(path)
-        if not path.is_file():
-            what = "is a directory" if path.is_dir() else "does not exist"
-            return CodexReadOutput(path=shown, text=f"{shown} {what}.")
+        try:
+            handle = ws.open_read(path)
+        except FileNotFoundError:
+            return CodexReadOutput(path=shown, text=f"{shown} does not exist.")
+        except IsADirectoryError:
+            return CodexReadOutput(path=shown, text=f"{shown} is a directory.")
+        except SpecialFileError as exc:
+            return CodexReadOutput(path=shown, text=f"{shown} is {exc.strerror}; not read.")
         out: list[str] = []
-        with open(path, "rb") as handle:
+        with handle:
             if looks_binary(handle.read(SNIFF_BYTES)):
                 return CodexReadOutput(path=shown, text=f"{shown} is a binary file.")
             handle.seek(0)
@@ -229,10 +252,12 @@ class CodexListDir(Tool[CodexListArgs, CodexReadOutput]):
         ws = ctx.container.require(Workspace)
         path = ws.resolve(args.dir_path)
         shown = ws.display(path)
-        if not path.is_dir():
+        if ws.kind(path) != "dir":
             return CodexReadOutput(path=shown, text=f"{shown} is not a directory.")
         entries: list[str] = []
-        _collect(path, 0, args.depth, IgnoreRules.for_directory(ws.root, path), entries)
+        wanted = args.offset + args.limit  # one past the page: enough to say there are more
+        rules = IgnoreRules.for_directory(ws.root, path)
+        _collect(ws, path, 0, args.depth, rules, entries, wanted)
         page = entries[args.offset - 1 : args.offset - 1 + args.limit]
         lines = [f"Absolute path: {path}", *page]
         if args.offset - 1 + args.limit < len(entries):
@@ -240,22 +265,31 @@ class CodexListDir(Tool[CodexListArgs, CodexReadOutput]):
         return CodexReadOutput(path=shown, text="\n".join(lines))
 
 
-def _collect(path: Path, level: int, depth: int, rules: IgnoreRules, out: list[str]) -> None:
+def _collect(
+    ws: Workspace,
+    path: Path,
+    level: int,
+    depth: int,
+    rules: IgnoreRules,
+    out: list[str],
+    wanted: int,
+) -> None:
+    """Entries depth-first, in name order, until ``out`` holds ``wanted`` of them."""
     try:
-        with os.scandir(path) as scan:
-            children = sorted(scan, key=lambda e: e.name)
-    except OSError:
+        children, _ = ws.entries(path, limit=SCAN_LIMIT)
+    except (OSError, ToolError):
         return
-    for entry in children:
-        is_link = entry.is_symlink()
-        is_dir = not is_link and entry.is_dir()
-        if rules.ignored(Path(entry.path), is_dir=is_dir):
+    for entry in sorted(children, key=lambda e: e.name):
+        if len(out) >= wanted:
+            return
+        child = path / entry.name
+        is_dir = entry.kind == "dir"
+        if rules.ignored(child, is_dir=is_dir):
             continue
-        suffix = "@" if is_link else "/" if is_dir else ""
+        suffix = "@" if entry.kind == "link" else "/" if is_dir else ""
         out.append(f"{'  ' * level}{entry.name}{suffix}")
         if is_dir and level + 1 < depth:
-            child = Path(entry.path)
-            _collect(child, level + 1, depth, rules.descend(child), out)
+            _collect(ws, child, level + 1, depth, rules.descend(child), out, wanted)
 
 
 class GrepFilesArgs(BaseModel):

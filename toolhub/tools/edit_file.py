@@ -6,8 +6,10 @@ file that used CRLF throughout gets CRLF back. Bytes that are not UTF-8 survive 
 
 Domain outcomes are outputs the model reads and acts on: no match (with the nearest line as a
 hint in ``current``), several matches without ``replace_all`` (naming the client's own name for
-that flag), file not found. Misuse — identical strings, a directory — is ``invalid_arguments``.
-Edits of one file are serialized by a per-path lock, and the write is atomic.
+that flag), file not found. Misuse — identical strings, a directory, a FIFO or device, a file
+over ``max_file_bytes`` (an edit holds a few copies of the file in memory, so a bound on the file
+is a bound on the memory) — is ``invalid_arguments``. Edits of one file are serialized by a
+per-path lock, and the write is atomic.
 
 Versions: ``legacy-1`` reports a failed match without the nearest-line hint.
 """
@@ -22,12 +24,12 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from toolhub.backends.locks import PathLocks
-from toolhub.backends.workspace import Workspace, atomic_write
-from toolhub.core import BehaviorVersion, Tool, ToolContext, ToolError, ToolKind
+from toolhub.backends.workspace import SpecialFileError, Workspace
+from toolhub.core import BehaviorVersion, Params, Tool, ToolContext, ToolError, ToolKind
 from toolhub.core.requirements import InputParam, Kind
 
 from .plan import ensure_not_planning
-from .text import gutter, kind_name
+from .text import MAX_EDIT_BYTES, gutter, kind_name
 
 LEGACY = "legacy-1"
 CONTEXT_LINES = 3
@@ -46,6 +48,14 @@ class EditFileArgs(BaseModel):
     )
     new_string: str = Field(description="The text to put in its place.")
     replace_all: bool = Field(False, description="Replace every occurrence instead of exactly one.")
+
+
+class EditFileParams(BaseModel):
+    max_file_bytes: int = Field(
+        MAX_EDIT_BYTES,
+        ge=1,
+        description="Larger files are refused: an edit holds a few copies of the file in memory.",
+    )
 
 
 class EditFileOutput(BaseModel):
@@ -83,6 +93,7 @@ class EditFile(Tool[EditFileArgs, EditFileOutput]):
         BehaviorVersion("current", summary="a failed match names the nearest line"),
         BehaviorVersion(LEGACY, summary="a failed match says only that nothing matched"),
     )
+    params_model = EditFileParams
     variant_family = "file_tools"
 
     def run(self, ctx: ToolContext, args: EditFileArgs) -> EditFileOutput:
@@ -93,27 +104,34 @@ class EditFile(Tool[EditFileArgs, EditFileOutput]):
                 f"`{old_name}` and `{new_name}` are identical: the edit would change nothing"
             )
         ws = ctx.container.require(Workspace)
+        limit = ctx.container.get_or_default(Params[EditFileParams]).max_file_bytes
         path = ws.resolve(args.path)
         shown = ws.display(path)
-        if path.exists() and not path.is_file():
-            raise ToolError.invalid_arguments(f"{shown} is not a regular file")
         with ctx.container.get_or_default(PathLocks).hold(path):
-            if not path.exists():
+            try:
+                raw = ws.read_bytes(path, limit=limit)
+            except FileNotFoundError:
+                raw = None
+            except (IsADirectoryError, SpecialFileError):
+                raise ToolError.invalid_arguments(f"{shown} is not a regular file") from None
+            if raw is None:
                 if args.old_string:
                     return EditFileOutput(
                         path=shown,
                         status="not_found",
                         hint=f"File not found: {shown}. To create it, pass an empty `{old_name}`.",
                     )
-                atomic_write(path, args.new_string.encode("utf-8"))
+                ws.write(path, args.new_string.encode("utf-8"))
                 created = args.new_string.replace("\r\n", "\n")
                 return EditFileOutput(
                     path=shown, status="created", replacements=1, snippet=_snippet(created, 0, "")
                 )
-            return self._edit(ctx, args, path, shown)
+            return self._edit(ctx, args, ws, path, raw)
 
-    def _edit(self, ctx: ToolContext, args: EditFileArgs, path: Path, shown: str) -> EditFileOutput:
-        raw = path.read_bytes()
+    def _edit(
+        self, ctx: ToolContext, args: EditFileArgs, ws: Workspace, path: Path, raw: bytes
+    ) -> EditFileOutput:
+        shown = ws.display(path)
         text = raw.decode("utf-8", "surrogateescape")
         crlf = "\r\n" in text and text.count("\r\n") == text.count("\n")
         work = text.replace("\r\n", "\n") if crlf else text
@@ -146,7 +164,7 @@ class EditFile(Tool[EditFileArgs, EditFileOutput]):
             )
         result = work.replace(old, new, -1 if args.replace_all else 1) if old else new
         out = result.replace("\n", "\r\n") if crlf else result
-        atomic_write(path, out.encode("utf-8", "surrogateescape"))
+        ws.write(path, out.encode("utf-8", "surrogateescape"))
         return EditFileOutput(
             path=shown,
             status="applied",

@@ -2,21 +2,19 @@
 
 Writes are atomic (temp file, fsync, rename): a failure leaves the old file or the new one,
 never half of either. Every path is confined to the workspace before anything is touched, and
-all three refuse while plan mode is on. Delete and move act on a symlink itself, never on what
-it points to.
+touched only through ``Workspace`` methods that follow no symlink from the root down, so a
+directory swapped for a link mid-call cannot redirect them; all three refuse while plan mode is
+on. Delete and move act on a symlink itself, never on what it points to.
 """
 
 from __future__ import annotations
 
-import errno
-import os
-import shutil
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
 from toolhub.backends.locks import PathLocks
-from toolhub.backends.workspace import Workspace, atomic_write
+from toolhub.backends.workspace import Workspace
 from toolhub.core import Tool, ToolContext, ToolError, ToolKind
 
 from .plan import ensure_not_planning
@@ -51,12 +49,18 @@ class WriteFile(Tool[WriteFileArgs, WriteFileOutput]):
         ensure_not_planning(ctx, "writing files")
         ws = ctx.container.require(Workspace)
         path = ws.resolve(args.path)
-        if path.is_dir():
-            raise ToolError.invalid_arguments(f"{ws.display(path)} is a directory, not a file")
         data = args.content.encode("utf-8")
         with ctx.container.get_or_default(PathLocks).hold(path):
-            created = not path.exists()
-            atomic_write(path, data)
+            try:
+                created = ws.write(path, data)
+            except IsADirectoryError:
+                raise ToolError.invalid_arguments(
+                    f"{ws.display(path)} is a directory, not a file"
+                ) from None
+            except NotADirectoryError:
+                raise ToolError.invalid_arguments(
+                    f"{ws.display(path)} cannot be written: part of its path is a file"
+                ) from None
         lines = args.content.count("\n") + (bool(args.content) and not args.content.endswith("\n"))
         return WriteFileOutput(
             path=ws.display(path), bytes_written=len(data), lines=lines, created=created
@@ -89,16 +93,13 @@ class DeleteFile(Tool[DeleteFileArgs, DeleteFileOutput]):
         ws = ctx.container.require(Workspace)
         entry = ws.resolve_entry(args.path)
         shown = ws.display(entry)
-        if not entry.is_symlink():
-            if not entry.exists():
-                return DeleteFileOutput(path=shown, status="not_found")
-            if entry.is_dir():
-                return DeleteFileOutput(path=shown, status="is_directory")
         with ctx.container.get_or_default(PathLocks).hold(entry):
             try:
-                entry.unlink()
-            except FileNotFoundError:
+                ws.remove(entry)
+            except (FileNotFoundError, NotADirectoryError):
                 return DeleteFileOutput(path=shown, status="not_found")
+            except IsADirectoryError:
+                return DeleteFileOutput(path=shown, status="is_directory")
         return DeleteFileOutput(path=shown, status="deleted")
 
 
@@ -136,20 +137,15 @@ class MoveFile(Tool[MoveFileArgs, MoveFileOutput]):
         src_shown, dst_shown = ws.display(source), ws.display(target)
         if source == ws.root:
             raise ToolError.invalid_arguments("the workspace root cannot be moved")
-        if source.is_dir() and not source.is_symlink() and source in target.parents:
+        if source in target.parents and ws.kind(source) == "dir":
             raise ToolError.invalid_arguments(f"cannot move {src_shown} into itself ({dst_shown})")
         with ctx.container.get_or_default(PathLocks).hold(source, target):
-            if not source.exists() and not source.is_symlink():
-                return MoveFileOutput(path=dst_shown, source=src_shown, status="not_found")
-            if target.exists() or target.is_symlink():
-                return MoveFileOutput(path=dst_shown, source=src_shown, status="destination_exists")
-            target.parent.mkdir(parents=True, exist_ok=True)
             try:
-                os.rename(source, target)
-            except OSError as exc:
-                if exc.errno != errno.EXDEV:  # another file system: copy, then delete
-                    raise
-                shutil.move(source, target)
+                ws.move(source, target)
+            except (FileNotFoundError, NotADirectoryError):
+                return MoveFileOutput(path=dst_shown, source=src_shown, status="not_found")
+            except FileExistsError:
+                return MoveFileOutput(path=dst_shown, source=src_shown, status="destination_exists")
         return MoveFileOutput(path=dst_shown, source=src_shown, status="moved")
 
 

@@ -2,13 +2,15 @@
 
 The walk is breadth-first, so when the cap is reached the model sees every level down to some
 depth rather than one deep corner: directories whose contents did not fit are marked, and the
-model can list them on their own. Symlinks are shown with their target and never followed (no
-loops, and no way out of the workspace).
+model can list them on their own. The directory asked for is cut too: it shows the entries that
+fit and how many did not, so the tree never exceeds the cap. Symlinks are shown with their
+target and never followed (no loops, and no way out of the workspace); every directory is read
+through a descriptor opened beneath the workspace root, so one swapped for a link mid-walk is
+skipped, not followed.
 """
 
 from __future__ import annotations
 
-import os
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,12 +20,14 @@ from pydantic import BaseModel, Field
 
 from toolhub.backends.ignore import IgnoreRules
 from toolhub.backends.workspace import Workspace
-from toolhub.core import Params, Tool, ToolContext, ToolKind
+from toolhub.core import Params, Tool, ToolContext, ToolError, ToolKind
 
-from .text import kind_name
+from .text import SCAN_LIMIT, kind_name
 
 MAX_DEPTH = 10
 INDENT = "  "
+OMITTED_RESERVE = 40
+"""Characters kept free for the line saying how many entries did not fit."""
 
 
 class ListDirArgs(BaseModel):
@@ -57,6 +61,8 @@ class _Node:
     link: str | None = None
     children: list[_Node] = field(default_factory=list)
     listed: bool = False
+    omitted: str = ""
+    """The line saying what did not fit (only the directory asked for is shown in part)."""
 
 
 class ListDir(Tool[ListDirArgs, ListDirOutput]):
@@ -75,20 +81,23 @@ class ListDir(Tool[ListDirArgs, ListDirOutput]):
         params = ctx.container.get_or_default(Params[ListDirParams])
         path = ws.resolve(args.path)
         shown = ws.display(path)
-        if not path.exists():
+        kind = ws.kind(path)
+        if kind is None:
             return ListDirOutput(
                 path=shown, status="not_found", hint=f"Directory not found: {shown}"
             )
-        if not path.is_dir():
+        if kind != "dir":
             reader = kind_name(ctx, ToolKind.READ, "read_file")
             return ListDirOutput(
                 path=shown,
                 status="not_a_directory",
                 hint=f"{shown} is a file, not a directory. Read it with `{reader}`.",
             )
+        header = f"{shown}/" if shown != "." else "./"
         root = _Node(shown, True)
-        count, truncated = _walk(ws.root, path, root, args.depth, params.max_output_chars)
-        lines: list[str] = [f"{shown}/" if shown != "." else "./"]
+        budget = max(0, params.max_output_chars - len(header))
+        count, truncated = _walk(ws, path, root, args.depth, budget)
+        lines = [header]
         _render(root, 1, lines)
         hint = ""
         if truncated:
@@ -106,47 +115,59 @@ class ListDir(Tool[ListDirArgs, ListDirOutput]):
         )
 
 
-def _walk(ws_root: Path, top: Path, root: _Node, depth: int, budget: int) -> tuple[int, bool]:
-    """Breadth-first: list each directory's entries while the character budget lasts."""
+def _walk(ws: Workspace, top: Path, root: _Node, depth: int, budget: int) -> tuple[int, bool]:
+    """Breadth-first: list each directory's entries while the character budget lasts.
+
+    A directory whose entries do not all fit stops the walk (it stays marked unexpanded), except
+    the one asked for: it shows the entries that fit, then how many more there are.
+    """
     queue: deque[tuple[_Node, Path, int, IgnoreRules]] = deque(
-        [(root, top, 1, IgnoreRules.for_directory(ws_root, top))]
+        [(root, top, 1, IgnoreRules.for_directory(ws.root, top))]
     )
     used = 0
     count = 0
     while queue:
         node, path, level, rules = queue.popleft()
         try:
-            with os.scandir(path) as scan:
-                entries = sorted(scan, key=lambda e: (not _is_dir(e), e.name))
-        except OSError:
-            node.listed = True
+            found, more = ws.entries(path, limit=SCAN_LIMIT)
+        except (OSError, ToolError):
+            if node is root:
+                raise
+            node.listed = True  # unreadable, or swapped for a link since it was listed
             continue
-        cost = sum(len(e.name) + len(INDENT) * level + 2 for e in entries)
-        if used + cost > budget and used > 0:
-            return count, True
-        used += cost
-        node.listed = True
-        for entry in entries:
-            is_dir = _is_dir(entry)
-            entry_path = Path(entry.path)
-            if rules.ignored(entry_path, is_dir=is_dir):
+        children: list[tuple[_Node, Path, int]] = []
+        for entry in sorted(found, key=lambda e: (e.kind != "dir", e.name)):
+            child_path = path / entry.name
+            is_dir = entry.kind == "dir"
+            if rules.ignored(child_path, is_dir=is_dir):
                 continue
-            link = os.readlink(entry.path) if entry.is_symlink() else None
-            child = _Node(entry.name, is_dir, link)
+            child = _Node(entry.name, is_dir, entry.target)
+            children.append((child, child_path, _cost(child, level)))
+        fits = not more and used + sum(cost for *_, cost in children) <= budget
+        if not fits and node is not root:
+            return count, True
+        node.listed = True
+        for shown, (child, child_path, cost) in enumerate(children):
+            if not fits and used + cost > budget - OMITTED_RESERVE:
+                node.omitted = f"… {len(children) - shown}{'+' if more else ''} more entries"
+                return count + shown, True
+            used += cost
             node.children.append(child)
-            count += 1
-            if is_dir and link is None and level < depth:
-                queue.append((child, entry_path, level + 1, rules.descend(entry_path)))
-            elif is_dir and link is None:
+            if child.is_dir and child.link is None and level < depth:
+                queue.append((child, child_path, level + 1, rules.descend(child_path)))
+            elif child.is_dir and child.link is None:
                 child.listed = True
+        count += len(children)
+        if not fits:
+            node.omitted = f"… more than {SCAN_LIMIT} entries: not all were read"
+            return count, True
     return count, False
 
 
-def _is_dir(entry: os.DirEntry[str]) -> bool:
-    try:
-        return entry.is_dir(follow_symlinks=False)
-    except OSError:
-        return False
+def _cost(node: _Node, level: int) -> int:
+    """Characters ``node``'s line takes in the tree, newline and a possible ``…`` mark included."""
+    tail = f" -> {node.link}" if node.link is not None else "/ …" if node.is_dir else ""
+    return len(INDENT) * level + len(node.name) + len(tail) + 1
 
 
 def _render(node: _Node, level: int, lines: list[str]) -> None:
@@ -161,6 +182,8 @@ def _render(node: _Node, level: int, lines: list[str]) -> None:
         mark = "" if child.listed else " …"
         lines.append(f"{pad}{child.name}/{mark}")
         _render(child, level + 1, lines)
+    if node.omitted:
+        lines.append(f"{pad}{node.omitted}")
 
 
 TOOLS: list[type[Tool[Any, Any]]] = [ListDir]

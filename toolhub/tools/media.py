@@ -29,7 +29,7 @@ from toolhub.backends.providers.videos import (
     VideoProvider,
     sniff_video,
 )
-from toolhub.backends.workspace import Workspace, atomic_write
+from toolhub.backends.workspace import SpecialFileError, Workspace
 from toolhub.core import (
     ContentBlock,
     ErrorKind,
@@ -52,7 +52,7 @@ def output_path(workspace: Workspace, directory: str, call_id: str, extension: s
     stem = re.sub(r"[^A-Za-z0-9_-]", "_", call_id).strip("_") or "media"
     folder = workspace.resolve(directory, what="output directory")
     candidate, n = folder / f"{stem}{extension}", 1
-    while candidate.exists():
+    while workspace.kind(candidate) is not None:
         candidate, n = folder / f"{stem}-{n}{extension}", n + 1
     return workspace.resolve(candidate, what="output file")
 
@@ -133,7 +133,7 @@ class ImageGen(Tool[ImageGenArgs, ImageGenOutput]):
         size = args.size or params.default_size
         image = await cancellable(ctx.cancel, provider.generate(args.prompt, size=size))
         target = output_path(workspace, params.output_dir, ctx.call_id, image.extension)
-        atomic_write(target, image.data)
+        workspace.write(target, image.data)
         shown = workspace.display(target)
         return ImageGenOutput(
             path=shown,
@@ -247,7 +247,7 @@ class _VideoTool(Tool[VideoArgs, VideoOutput]):
                 code=ErrorCode.BAD_UPSTREAM_RESPONSE,
             )
         target = output_path(workspace, params.output_dir, ctx.call_id, kind[1])
-        atomic_write(target, data)
+        workspace.write(target, data)
         yield VideoOutput(
             path=workspace.display(target),
             mime_type=kind[0],
@@ -270,11 +270,12 @@ async def _discard(provider: VideoProvider, job_id: str) -> None:
 
 def load_image(workspace: Workspace, path: str, limit: int) -> InputImage:
     file = workspace.resolve(path, what="image")
-    if not file.is_file():
-        raise ToolError.not_found(f"image `{path}` does not exist", path=path)
-    if file.stat().st_size > limit:
-        raise ToolError.invalid_arguments(f"image `{path}` is larger than {limit} bytes")
-    data = file.read_bytes()
+    try:
+        data = workspace.read_bytes(file, limit=limit)
+    except FileNotFoundError:
+        raise ToolError.not_found(f"image `{path}` does not exist", path=path) from None
+    except (IsADirectoryError, SpecialFileError):
+        raise ToolError.invalid_arguments(f"image `{path}` is not a regular file") from None
     kind = sniff_image(data)
     if kind is None:
         raise ToolError.invalid_arguments(f"`{path}` is not a PNG, JPEG, GIF or WebP image")

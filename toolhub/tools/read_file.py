@@ -2,6 +2,9 @@
 
 The file is streamed: lines before the window are skipped as they are read, lines after it are
 only counted, and each line is capped, so reading a 10 MB file costs the window, not the file.
+It is opened once, beneath the workspace root with no symlink followed and without blocking
+(``Workspace.open_read``), and every decision (missing, directory, FIFO, binary) is made on
+that descriptor, so nothing swapped in after the check is read.
 The window is capped in lines and in bytes; when it is cut, the hint names the client's own
 ``offset``/``limit`` parameters so that the model can ask for the next window.
 
@@ -19,8 +22,16 @@ from typing import Any, BinaryIO, Literal
 
 from pydantic import BaseModel, Field
 
-from toolhub.backends.workspace import Workspace
-from toolhub.core import BehaviorVersion, ContentBlock, Params, Tool, ToolContext, ToolKind
+from toolhub.backends.workspace import SpecialFileError, Workspace
+from toolhub.core import (
+    BehaviorVersion,
+    ContentBlock,
+    Params,
+    Tool,
+    ToolContext,
+    ToolError,
+    ToolKind,
+)
 
 from .text import (
     SNIFF_BYTES,
@@ -122,27 +133,29 @@ class ReadFile(Tool[ReadFileArgs, ReadFileOutput]):
         params = ctx.container.get_or_default(Params[ReadFileParams])
         path = ws.resolve(args.path)
         shown = ws.display(path)
-        if not path.exists():
+        try:
+            handle = ws.open_read(path)
+        except FileNotFoundError:
             return ReadFileOutput(path=shown, status="not_found", hint=_not_found(ws, path))
-        if path.is_dir():
+        except IsADirectoryError:
             lister = kind_name(ctx, ToolKind.LIST_DIR, "list_dir")
             return ReadFileOutput(
                 path=shown,
                 status="is_directory",
                 hint=f"{shown} is a directory, not a file. Use `{lister}` to see what it holds.",
             )
-        if not path.is_file():
+        except SpecialFileError as exc:
             return ReadFileOutput(
                 path=shown,
                 status="binary",
-                hint=f"{shown} is not a regular file (a pipe, socket or device); not read.",
+                hint=f"{shown} is not a regular file ({exc.strerror}); not read.",
             )
-        with open(path, "rb") as handle:
+        with handle:
             sample = handle.read(SNIFF_BYTES)
             size = os.fstat(handle.fileno()).st_size
             mime = image_mime(sample)
             if mime is not None:
-                return _image(shown, path, mime, size, params)
+                return _image(shown, handle, mime, size, params)
             if looks_binary(sample):
                 return ReadFileOutput(
                     path=shown,
@@ -237,8 +250,12 @@ def _more_hint(
     )
 
 
-def _image(shown: str, path: Path, mime: str, size: int, params: ReadFileParams) -> ReadFileOutput:
-    if size > params.max_image_bytes:
+def _image(
+    shown: str, handle: BinaryIO, mime: str, size: int, params: ReadFileParams
+) -> ReadFileOutput:
+    handle.seek(0)
+    raw = handle.read(params.max_image_bytes + 1)
+    if max(size, len(raw)) > params.max_image_bytes:
         return ReadFileOutput(
             path=shown,
             status="image_too_large",
@@ -246,7 +263,7 @@ def _image(shown: str, path: Path, mime: str, size: int, params: ReadFileParams)
             hint=f"{shown} is an image of {size} bytes, above the {params.max_image_bytes}-byte "
             "limit; it is not shown.",
         )
-    data = base64.b64encode(path.read_bytes()).decode("ascii")
+    data = base64.b64encode(raw).decode("ascii")
     return ReadFileOutput(
         path=shown, status="image", size_bytes=size, image=ImageData(mime_type=mime, data=data)
     )
@@ -255,17 +272,15 @@ def _image(shown: str, path: Path, mime: str, size: int, params: ReadFileParams)
 def _not_found(ws: Workspace, path: Path) -> str:
     shown = ws.display(path)
     text = f"File not found: {shown}"
-    parent = path.parent
-    if parent.is_dir():
-        try:
-            names = [entry.name for _, entry in zip(range(2000), os.scandir(parent), strict=False)]
-        except OSError:
-            names = []
-        close = difflib.get_close_matches(path.name, names, n=3, cutoff=0.6)
-        if close:
-            rel = ws.display(parent)
-            guesses = ", ".join(f"`{name if rel == '.' else f'{rel}/{name}'}`" for name in close)
-            text += f". Did you mean {guesses}?"
+    try:
+        entries, _ = ws.entries(path.parent, limit=2000)
+    except (OSError, ToolError):
+        entries = []
+    close = difflib.get_close_matches(path.name, [e.name for e in entries], n=3, cutoff=0.6)
+    if close:
+        rel = ws.display(path.parent)
+        guesses = ", ".join(f"`{name if rel == '.' else f'{rel}/{name}'}`" for name in close)
+        text += f". Did you mean {guesses}?"
     return text
 
 

@@ -228,7 +228,7 @@ class Glob(Tool[GlobArgs, GlobOutput]):
         plan = plan_glob(args.pattern)
         root = ws.resolve(target / plan.prefix) if plan.prefix else target
         lines: list[str] = []
-        stopped = False
+        stopped = timed_out = False
         if root.is_dir():
             result = ctx.container.get_or_default(Ripgrep).run(
                 [*_BASE_ARGS, "--files", *plan.rg_args, "--", *_scope(ws, root)],
@@ -240,15 +240,24 @@ class Glob(Tool[GlobArgs, GlobOutput]):
             ctx.cancel.raise_if_cancelled()
             if result.exit_code == 2 and not result.lines:
                 raise ToolError.invalid_arguments(f"glob failed: {result.stderr.strip()}")
-            lines, stopped = result.lines, result.stopped_early
+            lines, stopped = result.lines, result.stopped_early or result.timed_out
+            timed_out = result.timed_out
             if plan.overrides_ignores:
                 lines = _not_ignored(ws.root, lines)
         files = _newest_first(ws.root, lines)
+        partial = (
+            f"[The listing stopped after {params.timeout_s:g} s; results are partial.]"
+            if timed_out
+            else ""
+        )
         if not files:
-            return GlobOutput(pattern=args.pattern, hint=f"No files match `{args.pattern}`.")
+            empty = f"No files match `{args.pattern}`."
+            return GlobOutput(
+                pattern=args.pattern, truncated=timed_out, hint=f"{empty} {partial}".strip()
+            )
         truncated = len(files) > params.max_results or stopped
-        hint = ""
-        if truncated:
+        hint = partial
+        if truncated and not timed_out:
             hint = (
                 f"[Showing {params.max_results} of {'at least ' if stopped else ''}"
                 f"{len(files)} files. Use a narrower pattern or path.]"

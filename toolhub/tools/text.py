@@ -15,6 +15,10 @@ from toolhub.core import ToolContext, ToolKind
 CHUNK = 1 << 16
 SNIFF_BYTES = 8192
 GUTTER = 6
+MAX_EDIT_BYTES = 10 << 20
+"""The largest file ``edit_file`` and ``apply_patch`` read whole (they refuse bigger ones)."""
+SCAN_LIMIT = 100_000
+"""Entries read from one directory at most: a directory of millions costs this, not millions."""
 
 _IMAGE_MAGIC: tuple[tuple[bytes, str], ...] = (
     (b"\x89PNG\r\n\x1a\n", "image/png"),
