@@ -9,11 +9,19 @@ environment (``toolhub.sandbox.environment``) with ``HOME`` and ``TMPDIR`` insid
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+import toolhub.sandbox
 from toolhub.sandbox import Mechanism, SandboxPolicy, bwrap_argv, landlock_argv, scrubbed_env
 from toolhub.sandbox.bwrap import SANDBOX_HOME, SANDBOX_TMP
+from toolhub.sandbox.installs import install_roots
+from toolhub.sandbox.proxy import PROXY_PORT, egress_proxy, proxy_env
+
+#: Where the egress proxy's unix socket appears inside a bwrap sandbox.
+BRIDGE_SOCKET = "/run/toolhub-egress.sock"
+BRIDGE = Path(toolhub.sandbox.__file__).resolve().parent / "bridge.py"
 
 
 def unconfined_env(
@@ -49,7 +57,12 @@ def confined_command(
     overrides: Mapping[str, str],
     bwrap: str | None,
 ) -> tuple[list[str], dict[str, str]]:
-    """``argv`` wrapped to run under ``policy`` (a confined one), and its environment."""
+    """``argv`` wrapped to run under ``policy`` (a confined one), and its environment. With an
+    allowlist (``policy.egress``) the command reaches the network only through the egress
+    proxy of this process: over a loopback port Landlock lets it connect to, or (bwrap) over
+    the proxy's unix socket bound into the sandbox, where ``bridge.py`` serves it on
+    ``127.0.0.1:PROXY_PORT``."""
+    proxy = egress_proxy(policy.allowed_hosts) if policy.egress else None
     if policy.mechanism is Mechanism.LANDLOCK:
         # No private mount namespace: the private tmp is where TMPDIR and HOME point.
         tmp = Path(policy.tmp_dir) if policy.tmp_dir is not None else root
@@ -61,6 +74,26 @@ def confined_command(
             extra_names=policy.env,
             overrides=overrides,
         )
-        return landlock_argv(policy, argv, env=env, cwd=cwd), env
+        port = proxy.tcp_port if proxy is not None else None
+        if port is not None:
+            env.update(proxy_env(f"http://127.0.0.1:{port}"))
+        return landlock_argv(policy, argv, env=env, cwd=cwd, connect_port=port), env
     env = scrubbed_env(os.environ, home=SANDBOX_HOME, extra_names=policy.env, overrides=overrides)
+    if proxy is not None:
+        env.update(proxy_env(f"http://127.0.0.1:{PROXY_PORT}"))
+        bridge = Path(__file__).resolve().parent.parent / "sandbox" / "bridge.py"
+        policy = policy.with_readable([*install_roots(sys.executable), bridge.parent])
+        argv = [
+            sys.executable,
+            "-I",
+            "-S",
+            str(bridge),
+            BRIDGE_SOCKET,
+            str(PROXY_PORT),
+            "--",
+            *argv,
+        ]
+        return bwrap_argv(
+            policy, argv, env=env, cwd=cwd, bwrap=bwrap, binds=((proxy.unix_path, BRIDGE_SOCKET),)
+        ), env
     return bwrap_argv(policy, argv, env=env, cwd=cwd, bwrap=bwrap), env

@@ -86,8 +86,11 @@ def bwrap_argv(
     env: Mapping[str, str],
     cwd: Path | None = None,
     bwrap: str | None = None,
+    binds: Sequence[tuple[Path, str]] = (),
 ) -> list[str]:
-    """The command line that runs ``argv`` confined by ``policy`` with exactly ``env``.
+    """The command line that runs ``argv`` confined by ``policy`` with exactly ``env``;
+    ``binds`` are extra host paths bound at a place of the sandbox's own (the egress proxy's
+    socket).
 
     Paths that do not exist on the host are left out (there is nothing to hide or protect).
     ``policy`` must be a confined mode; ``full`` has no bwrap argv.
@@ -151,6 +154,8 @@ def bwrap_argv(
                 if parent not in pinned:
                     pinned.add(parent)
                     mounts.append((_depth(parent), 3, ["--bind", str(parent), str(parent)]))
+    for source, target in binds:
+        mounts.append((_depth(Path(target)), 4, ["--bind", str(source), target]))
     for _, _, args in sorted(mounts, key=lambda m: (m[0], m[1])):
         out += args
     for hidden_dir in sealed:

@@ -110,13 +110,17 @@ def landlock_argv(
     *,
     env: Mapping[str, str],
     cwd: Path | None = None,
+    connect_port: int | None = None,
 ) -> list[str]:
-    """The command line that runs ``argv`` confined by ``policy`` with exactly ``env``."""
+    """The command line that runs ``argv`` confined by ``policy`` with exactly ``env``; with
+    network off, ``connect_port`` is the one TCP port it may still connect to (the egress
+    proxy's on loopback)."""
     if not policy.confined:
         raise ValueError("a full-mode policy runs without Landlock")
     spec = {
         "grants": grants(policy, env.get("PATH", "")),
         "network": policy.network,
+        "connect_port": connect_port,
         "env": dict(env),
         "cwd": str(cwd if cwd is not None else policy.workspace),
     }

@@ -27,7 +27,11 @@ def main(args: list[str]) -> int:
     try:
         os.chdir(spec["cwd"])
         drop_capabilities()
-        restrict_self([(p, r) for p, r in spec["grants"]], network=spec["network"])
+        restrict_self(
+            [(p, r) for p, r in spec["grants"]],
+            network=spec["network"],
+            connect_port=spec.get("connect_port"),
+        )
     except OSError as exc:
         sys.stderr.write(f"toolhub sandbox: Landlock refused to confine the command: {exc}\n")
         return 126

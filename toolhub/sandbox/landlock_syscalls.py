@@ -90,9 +90,12 @@ def drop_capabilities() -> None:
         raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
 
 
-def restrict_self(rules: Iterable[tuple[str, int]], *, network: bool) -> int:
-    """Confine this process (and all it starts) to ``rules``; returns the ABI used. Raises
-    ``OSError`` when the kernel refuses."""
+def restrict_self(
+    rules: Iterable[tuple[str, int]], *, network: bool, connect_port: int | None = None
+) -> int:
+    """Confine this process (and all it starts) to ``rules``; returns the ABI used. With
+    network off, ``connect_port`` stays connectable (TCP). Raises ``OSError`` when the kernel
+    refuses (a port rule needs ABI 4)."""
     abi = abi_version()
     if abi < 1:
         raise OSError("Landlock is not available on this kernel")
@@ -128,6 +131,16 @@ def restrict_self(rules: Iterable[tuple[str, int]], *, network: bool) -> int:
                 _syscall(_SYS_ADD_RULE, ruleset, _RULE_PATH_BENEATH, ctypes.byref(rule), 0)
             finally:
                 os.close(fd)
+        if connect_port is not None and not network:
+            if not net:
+                raise OSError("a network allowlist under Landlock needs ABI 4 (TCP rules)")
+
+            class NetPort(ctypes.Structure):
+                _pack_ = 1
+                _fields_ = [("allowed_access", ctypes.c_uint64), ("port", ctypes.c_uint64)]
+
+            port_rule = NetPort(NET_CONNECT_TCP, connect_port)
+            _syscall(_SYS_ADD_RULE, ruleset, _RULE_NET_PORT, ctypes.byref(port_rule), 0)
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
         _syscall(_SYS_RESTRICT_SELF, ruleset, 0)
     finally:

@@ -109,6 +109,14 @@ class SandboxPolicy:
     mechanism: Mechanism = Mechanism.AUTO
     #: More readable paths beyond the system dirs and the ``PATH`` prefixes (``SYSTEM_DIRS``).
     readable: tuple[Path, ...] = ()
+    #: With ``network`` off: the hosts commands may still reach, through the egress proxy
+    #: (``proxy.py``). Empty: no network at all.
+    allowed_hosts: tuple[str, ...] = ()
+
+    @property
+    def egress(self) -> bool:
+        """Network through the allowlist proxy (off, but some hosts allowed)."""
+        return not self.network and bool(self.allowed_hosts)
 
     @property
     def confined(self) -> bool:
@@ -155,6 +163,7 @@ class SandboxPolicy:
             "scrub_env": self.scrub_env,
             "mechanism": self.mechanism.value,
             "readable": [str(p) for p in self.readable],
+            "allowed_hosts": list(self.allowed_hosts),
         }
 
     @classmethod
@@ -171,4 +180,5 @@ class SandboxPolicy:
             scrub_env=bool(data["scrub_env"]),
             mechanism=Mechanism(data.get("mechanism", "auto")),
             readable=tuple(Path(p) for p in data.get("readable", ())),
+            allowed_hosts=tuple(data.get("allowed_hosts", ())),
         )

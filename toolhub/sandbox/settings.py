@@ -24,7 +24,11 @@ class SandboxSettings(BaseModel):
         SandboxMode.WORKSPACE_WRITE,
         description="`read_only`, `workspace_write` or `full` (no sandbox: an explicit opt-out).",
     )
-    network: bool = Field(False, description="Let sandboxed commands open network sockets.")
+    network: bool | list[str] = Field(
+        False,
+        description="`false`: no network; `true`: any; a list of hosts (`pypi.org`, "
+        "`*.pythonhosted.org`): only those, through an egress proxy (docs/sandbox.md).",
+    )
     env: list[str] = Field(
         default_factory=list,
         description="Worker environment variables passed to commands beyond the allowlist "
@@ -74,7 +78,8 @@ class SandboxSettings(BaseModel):
             tmp_dir=tmp_dir,
             read_only=tuple(Path(p) for p in self.read_only),
             hidden=(*default_hidden(), *hidden, *(Path(p).expanduser() for p in self.hide)),
-            network=self.network,
+            network=self.network is True,
+            allowed_hosts=tuple(self.network) if isinstance(self.network, list) else (),
             env=tuple(self.env),
             scrub_env=scrub,
             mechanism=self.mechanism,
