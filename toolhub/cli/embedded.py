@@ -15,7 +15,7 @@ from typing import Annotated, Any, NoReturn
 import typer
 from rich.table import Table
 
-from toolhub.core import CallResult, ConfigError, drain
+from toolhub.core import CallResult, CapabilityMode, ConfigError, drain
 from toolhub.session import Session, default_builder
 from toolhub.toolset import FORMATS, ToolSetConfig
 
@@ -30,6 +30,14 @@ RedisOpt = Annotated[
 ]
 
 
+MODE_HELP = (
+    "Capability mode, overriding the config's `mode`: `all` (every tool), `read_only` (read, "
+    "search, ask, plan: nothing that writes, runs or calls other tools), `read_write` "
+    "(read_only + file edits and use_tool), `execute` (read_only + commands, background tasks "
+    "and use_tool). See docs/contract.md."
+)
+
+
 def register(app: typer.Typer) -> None:
     app.command("tools")(tools)
     app.command("validate")(validate)
@@ -42,7 +50,7 @@ def open_session(
     *,
     redis: str | None = None,
     session_id: str | None = None,
-    mode: str | None = None,
+    mode: CapabilityMode | None = None,
 ) -> Session:
     """A session for a CLI command; config problems go to stderr as a table, exit 1."""
     source: Any = config
@@ -51,7 +59,7 @@ def open_session(
             loaded = ToolSetConfig.load(config)
         except ConfigError as err:
             _violations(err)
-        source = loaded.model_copy(update={"mode": mode})
+        source = ToolSetConfig.model_validate({**loaded.model_dump(), "mode": mode})
     ws = workspace or Path(os.environ.get("TOOLHUB_WORKSPACE", "."))
     try:
         if redis:
@@ -81,14 +89,12 @@ def _violations(err: ConfigError) -> NoReturn:
 def tools(
     config: ConfigOpt = None,
     format: Annotated[str, typer.Option(help=f"One of {', '.join(FORMATS)}.")] = "openai",
-    mode: Annotated[str | None, typer.Option(help="Capability mode filter.")] = None,
+    mode: Annotated[CapabilityMode | None, typer.Option(help=MODE_HELP)] = None,
     workspace: Annotated[Path | None, typer.Option(help="Workspace directory.")] = None,
 ) -> None:
     """Print the tool definitions the model would see, as JSON."""
     if format not in FORMATS:
         fail(f"unknown format {format!r}; use one of {', '.join(FORMATS)}")
-    if mode is not None and mode not in {"all", "read_only", "read_write", "execute"}:
-        fail(f"unknown mode {mode!r}; use all, read_only, read_write or execute")
     with open_session(config, workspace, mode=mode) as session:
         print_json(session.definitions(format))
 

@@ -90,12 +90,13 @@ _READ_ONLY = frozenset(
 _EVERY = frozenset(CapabilityMode)
 _WRITE = frozenset({CapabilityMode.READ_WRITE, CapabilityMode.ALL})
 _EXEC = frozenset({CapabilityMode.EXECUTE, CapabilityMode.ALL})
+#: ``use_tool`` may call any tool, a writing or executing one too: not in ``read_only``.
+_CALLS_OTHERS = frozenset({CapabilityMode.READ_WRITE, CapabilityMode.EXECUTE, CapabilityMode.ALL})
 
 _MODES_BY_KIND: dict[ToolKind, frozenset[CapabilityMode]] = {
     ToolKind.PLAN: _EVERY,
     ToolKind.ASK_USER: _EVERY,
     ToolKind.SKILL: _EVERY,
-    ToolKind.SEARCH_TOOL: _EVERY,
     ToolKind.READ: _EVERY,
     ToolKind.MEMORY_SEARCH: _EVERY,
     ToolKind.SEARCH: _EVERY,
@@ -116,8 +117,9 @@ _MODES_BY_KIND: dict[ToolKind, frozenset[CapabilityMode]] = {
     ToolKind.KILL_TASK_ACTION: _EXEC,
     ToolKind.TASK: _EXEC,
     ToolKind.MONITOR: _EXEC,
-    ToolKind.USE_TOOL: frozenset(
-        {CapabilityMode.READ_WRITE, CapabilityMode.EXECUTE, CapabilityMode.ALL}
-    ),
+    ToolKind.USE_TOOL: _CALLS_OTHERS,
+    # Finding deferred tools helps only the tool that calls them: where that one is gone,
+    # a search_tool would be a dangling requirement (``search_tool requires use_tool``).
+    ToolKind.SEARCH_TOOL: _CALLS_OTHERS,
     ToolKind.OTHER: frozenset({CapabilityMode.ALL}),
 }
