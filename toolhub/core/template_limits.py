@@ -195,6 +195,17 @@ def _range(*args: int) -> range:
     return items
 
 
+def tool_names(by_kind: Any, *kinds: str, conjunction: str = "and") -> str:
+    """``${{ tools.by_kind | names('read', 'search', 'edit') }}``: the client names of the
+    tools of those kinds that the tool set has, quoted and joined ("`read_file`, `grep` and
+    `edit_file`"); empty when it has none. So a description that names its neighbours reads
+    right whatever the tool set lacks, instead of "`read_file`, `` and ``"."""
+    found = [f"`{by_kind[k]}`" for k in kinds if isinstance(by_kind, Mapping) and by_kind.get(k)]
+    if len(found) < 2:
+        return "".join(found)
+    return f"{', '.join(found[:-1])} {conjunction} {found[-1]}"
+
+
 class _BoundedNamespace(Namespace):
     """``namespace()`` is the one value a loop can grow from one iteration to the next (with
     ``~``, which the sandbox cannot intercept), so what it holds is bounded."""
@@ -218,6 +229,7 @@ class _BoundedSandbox(ImmutableSandboxedEnvironment):
         self.globals["range"] = _range
         self.globals["namespace"] = _BoundedNamespace
         self.filters["format"] = _format_filter
+        self.filters["names"] = tool_names
 
     def unsafe_undefined(self, obj: Any, attribute: str) -> Any:
         raise SecurityError(f"access to attribute {attribute!r} is not allowed")

@@ -80,8 +80,9 @@ class EditFile(Tool[EditFileArgs, EditFileOutput]):
     description_template = (
         "Replace exact text in a file. `${{ params.edit.old_string }}` must match the file "
         "exactly (whitespace included, line-number gutter excluded) and be unique, unless "
-        "`${{ params.edit.replace_all }}` is set. Read the file with `${{ tools.by_kind.read }}` "
-        "first. An empty `${{ params.edit.old_string }}` creates a new file."
+        "`${{ params.edit.replace_all }}` is set.${% if tools.by_kind.read %} Read the file "
+        "with `${{ tools.by_kind.read }}` first.${% endif %} An empty "
+        "`${{ params.edit.old_string }}` creates a new file."
     )
     requires = (
         Kind(ToolKind.READ)

@@ -40,8 +40,9 @@ class WriteFile(Tool[WriteFileArgs, WriteFileOutput]):
     id = "write_file"
     kind = ToolKind.WRITE
     description_template = (
-        "Create a file or replace its whole content; missing parent directories are created. "
-        "For changes to part of an existing file prefer `${{ tools.by_kind.edit }}`."
+        "Create a file or replace its whole content; missing parent directories are created."
+        "${% if tools.by_kind.edit %} For changes to part of an existing file prefer "
+        "`${{ tools.by_kind.edit }}`.${% endif %}"
     )
     variant_family = "file_tools"
 

@@ -70,8 +70,9 @@ class ListDir(Tool[ListDirArgs, ListDirOutput]):
     kind = ToolKind.LIST_DIR
     description_template = (
         "List a directory as a tree (directories end in `/`), down to `${{ params.list_dir.depth "
-        "}}` levels. Files ignored by .gitignore and the .git directory are left out. To find "
-        "files by name pattern use `${{ tools.by_kind.search }}`."
+        "}}` levels. Files ignored by .gitignore and the .git directory are left out."
+        "${% if tools.by_kind.search %} To find files by name pattern use "
+        "`${{ tools.by_kind.search }}`.${% endif %}"
     )
     params_model = ListDirParams
     variant_family = "file_tools"

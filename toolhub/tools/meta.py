@@ -50,8 +50,9 @@ class UseTool(Tool[UseToolArgs, UseToolOutput]):
     id = "use_tool"
     kind = ToolKind.USE_TOOL
     description_template = (
-        "Call an external tool (named `server__tool`) that is not in your tool list. Find it and "
-        "its parameters with `${{ tools.by_kind.search_tool }}` first."
+        "Call an external tool (named `server__tool`) that is not in your tool list."
+        "${% if tools.by_kind.search_tool %} Find it and its parameters with "
+        "`${{ tools.by_kind.search_tool }}` first.${% endif %}"
     )
     params_model = UseToolParams
 

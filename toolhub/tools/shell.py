@@ -129,9 +129,9 @@ class Bash(Tool[BashArgs, BashOutput]):
         "${% if background %} For servers, watchers and long jobs set "
         "`${{ params.execute.is_background }}`: you get a task id back at once; read its output "
         "with `${{ tools.by_kind.background_task_action }}` and stop it with "
-        "`${{ tools.by_kind.kill_task_action }}`.${% endif %} Prefer "
-        "`${{ tools.by_kind.read }}`, `${{ tools.by_kind.search }}` and "
-        "`${{ tools.by_kind.edit }}` over cat, grep and sed."
+        "`${{ tools.by_kind.kill_task_action }}`.${% endif %}"
+        "${% set prefer = tools.by_kind | names('read', 'search', 'edit') %}"
+        "${% if prefer %} Prefer ${{ prefer }} over cat, grep and sed.${% endif %}"
     )
     requires = IfParams(
         ParamIs("enabled_background", True), Kind(ToolKind.BACKGROUND_TASK_ACTION)
