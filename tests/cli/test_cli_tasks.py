@@ -20,10 +20,12 @@ TOOLHUB = str(Path(sys.executable).with_name("toolhub"))
 BASH = {"tools": [{"id": f"Main:{t}"} for t in ("bash", "task_output", "kill_task")]}
 
 
-def tasks(*args: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+def tasks(
+    *args: str, env: dict[str, str], cwd: Path, columns: int = 200
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [TOOLHUB, "tasks", *args],
-        env={**env, "COLUMNS": "200"},
+        env={**env, "COLUMNS": str(columns)},
         cwd=cwd,
         capture_output=True,
         text=True,
@@ -67,6 +69,15 @@ def test_tasks_against_redis(request: pytest.FixtureRequest, tmp_path: Path) -> 
 
         everyone = tasks("list", env=env, cwd=tmp_path)
         assert lines in everyone.stdout, "without --session every session's tasks"
+        narrow = tasks("list", "--session", session.session_id, env=env, cwd=tmp_path, columns=80)
+        assert lines in narrow.stdout and endless in narrow.stdout, narrow.stdout
+        assert session.session_id in narrow.stdout, "ids are never cut, even at 80 columns"
+
+        # A unique prefix names a task; an ambiguous one says which ids it could be.
+        prefixed = tasks("show", lines[: len(lines) - 3], "--json", env=env, cwd=tmp_path)
+        assert prefixed.returncode == 0 and f'"task_id": "{lines}"' in prefixed.stdout
+        ambiguous = tasks("show", "task-", env=env, cwd=tmp_path)
+        assert ambiguous.returncode == 1 and "ambiguous" in ambiguous.stderr
 
         missing = tasks("show", "task-nope", env=env, cwd=tmp_path)
         assert missing.returncode == 1 and "no background task" in missing.stderr
@@ -94,7 +105,7 @@ def test_tasks_embedded_read_the_session_logs(tmp_path: Path) -> None:
 
     listed = tasks("list", env=env, cwd=workspace)
     assert listed.returncode == 0 and task_id in listed.stdout
-    logs = tasks("logs", task_id, env=env, cwd=workspace)
+    logs = tasks("logs", task_id[:-2], env=env, cwd=workspace)
     assert logs.returncode == 0 and "embedded output" in logs.stdout
     shown = tasks("show", task_id, env=env, cwd=workspace)
     assert shown.returncode == 0 and "embedded output" in shown.stdout

@@ -114,6 +114,9 @@ def _embedded_logs(workspace: Path | None, session: str | None) -> list[Path]:
 
 
 def _embedded_log(workspace: Path | None, session: str | None, task_id: str) -> Path:
+    known = [p.stem for p in _embedded_logs(workspace, session)]
+    if known and task_id not in known:
+        task_id = _resolve(task_id, known)
     path = _terminal_dir(workspace, session) / f"{task_id}.log"
     if not path.is_file():
         fail(f"no background task {task_id!r} in this workspace's embedded session")
@@ -122,6 +125,24 @@ def _embedded_log(workspace: Path | None, session: str | None, task_id: str) -> 
 
 def _mtime(path: Path) -> str:
     return datetime.fromtimestamp(path.stat().st_mtime, UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _resolve(task_id: str, known: Sequence[str]) -> str:
+    """``task_id`` itself, or the one known id it is a prefix of; a clear failure otherwise."""
+    if task_id in known:
+        return task_id
+    matches = sorted(k for k in known if k.startswith(task_id))
+    if len(matches) == 1:
+        return matches[0]
+    if matches:
+        fail(f"{task_id!r} is ambiguous: {', '.join(matches[:10])}")
+    fail(f"no background task {task_id!r}")
+
+
+def _redis_task(backend: RedisTasks, task_id: str) -> str:
+    if backend.tasks.snapshot(task_id) is not None:
+        return task_id
+    return _resolve(task_id, [t.task_id for t in backend.list(None)])
 
 
 # -- commands --------------------------------------------------------------------------------------
@@ -142,10 +163,15 @@ def list_tasks(
             print_json([t.model_dump(mode="json", exclude={"output"}) for t in tasks])
             return
         table = Table(title=f"{len(tasks)} background task(s)")
-        for column in ("task", "session", "status", "exit", "started (UTC)", "seconds"):
-            table.add_column(column, no_wrap=True)
-        # Capped: a long command must not squeeze the ids out of the table.
-        table.add_column("command", overflow="ellipsis", no_wrap=True, max_width=60)
+        # Ids are copied from here: never cut, however narrow the terminal; the rest folds.
+        for column, values in (
+            ("task", [t.task_id for t in tasks]),
+            ("session", [t.owner_session for t in tasks]),
+        ):
+            table.add_column(column, no_wrap=True, min_width=max(map(len, [column, *values])))
+        for column in ("status", "exit", "started (UTC)", "seconds"):
+            table.add_column(column, overflow="fold")
+        table.add_column("command", overflow="ellipsis", no_wrap=True, max_width=60, ratio=1)
         for t in tasks:
             seconds = t.duration_s if t.duration_s is not None else _since(t.started_at)
             restarted = f", restarted ({t.attempt}/{t.max_attempts})" if t.attempt > 1 else ""
@@ -182,7 +208,7 @@ def list_tasks(
 
 @tasks_app.command("show")
 def show(
-    task_id: Annotated[str, typer.Argument(help="Task id.")],
+    task_id: Annotated[str, typer.Argument(help="Task id, or a unique prefix of one.")],
     session: SessionOpt = None,
     workspace: WorkspaceOpt = None,
     redis: RedisOpt = None,
@@ -191,7 +217,7 @@ def show(
     """One task: status, exit code, timings and the tail of its output."""
     if redis:
         backend = RedisTasks.connect(redis)
-        snap = backend.tasks.snapshot(task_id)
+        snap = backend.tasks.snapshot(_redis_task(backend, task_id))
         if snap is None:
             fail(f"no background task {task_id!r}")
         if as_json:
@@ -224,7 +250,7 @@ def show(
 
 @tasks_app.command("logs")
 def logs(
-    task_id: Annotated[str, typer.Argument(help="Task id.")],
+    task_id: Annotated[str, typer.Argument(help="Task id, or a unique prefix of one.")],
     follow: Annotated[
         bool, typer.Option("--follow", "-f", help="Keep printing new output.")
     ] = False,
@@ -235,7 +261,7 @@ def logs(
     """The task's whole output; with --follow, live until it ends."""
     if redis:
         backend = RedisTasks.connect(redis)
-        backend.logs(task_id, follow)
+        backend.logs(_redis_task(backend, task_id), follow)
         return
     path = _embedded_log(workspace, session, task_id)
     with path.open("rb") as handle:
@@ -252,7 +278,7 @@ def logs(
 
 @tasks_app.command("kill")
 def kill(
-    task_id: Annotated[str, typer.Argument(help="Task id.")],
+    task_id: Annotated[str, typer.Argument(help="Task id, or a unique prefix of one.")],
     redis: RedisOpt = None,
 ) -> None:
     """Kill a running task (its whole process group)."""
@@ -262,6 +288,7 @@ def kill(
             "(the kill_task tool); set TOOLHUB_REDIS_URL for the tasks of a running stack"
         )
     backend = RedisTasks.connect(redis)
+    task_id = _redis_task(backend, task_id)
     outcome = backend.tasks.kill(task_id)
     if outcome == "not_found":
         fail(f"no background task {task_id!r}")
