@@ -39,6 +39,9 @@ class ErrorCode(StrEnum):
     #: The worker failed handling the call itself (a toolhub bug or a malformed message): the
     #: call is answered at once instead of being retried as if its worker had died.
     WORKER_FAILED = "worker_failed"
+    #: A worker refused the call's message without running it: malformed, or (with a fleet
+    #: key) not signed with the fleet's key, or naming a session record that is not.
+    MESSAGE_REFUSED = "message_refused"
     #: No answer within the call's deadline; toolhub cancelled it (a ``timeout`` error).
     CALL_TIMEOUT = "call_timeout"
     #: A worker got a call for a session (or session config) that is not in Redis.

@@ -4,7 +4,8 @@ Configuration comes from ``toolhub.distributed.celery_app`` (msgpack only, late 
 worker lost, prefetch 1, visibility timeout above the longest run, soft shutdown, task events)
 with every tunable read from ``TOOLHUB_*`` variables. Worker signals wire up the process: at
 init the command sandbox (``sandboxing.py``: the worker refuses to start if it cannot enforce
-it) and heartbeat ``starting``, the lease keeper and control listener once the broker connection
+it), the fleet key (``refusals.py``: refuses to start when signatures are required without
+one) and heartbeat ``starting``, the lease keeper and control listener once the broker connection
 is up (heartbeat ``ready``), and on warm shutdown a timer that hands calls still running after
 ``TOOLHUB_SOFT_SHUTDOWN_SECONDS`` back to the queue.
 """
@@ -20,6 +21,7 @@ from typing import Any
 from celery.signals import worker_init, worker_ready, worker_shutdown, worker_shutting_down
 
 from toolhub.distributed.celery_app import make_celery
+from toolhub.distributed.messages import PoisonMessage
 from toolhub.distributed.settings import Settings
 from workers.heartbeat import beat
 
@@ -28,6 +30,8 @@ from .control import ControlListener
 from .kombu_redis import install as install_kombu_guard
 from .leases import LeaseKeeper
 from .observe import install as install_observability
+from .poison import install as install_queue_screen
+from .refusals import Refusals, announce, worker_fleet_keys
 from .runtime import WorkerRuntime
 from .sandboxing import install_worker_sandbox
 
@@ -51,6 +55,7 @@ class _Process:
 
     def __init__(self) -> None:
         self.runtime: WorkerRuntime | None = None
+        self._refusals: Refusals | None = None
         self.state = "starting"
         self.stop = threading.Event()
         self.threads: list[LeaseKeeper | ControlListener] = []
@@ -59,8 +64,21 @@ class _Process:
     def get(self) -> WorkerRuntime:
         with self._lock:
             if self.runtime is None:
-                self.runtime = WorkerRuntime(settings, app)
+                keys = worker_fleet_keys()  # exits when signatures are required but impossible
+                self.runtime = WorkerRuntime(settings, app, keys)
+                self._refusals = Refusals(self.runtime.store, self.runtime.name, keys)
             return self.runtime
+
+    def refusals(self) -> Refusals:
+        self.get()
+        assert self._refusals is not None
+        return self._refusals
+
+    def refuse_poison(self, raw: bytes, queue: str, poison: PoisonMessage) -> None:
+        """The queue screen's sink (``poison.py``)."""
+        self.refusals().refuse(
+            raw, queue, poison.reason, poison.why, call_id=poison.call_id, run_id=poison.run_id
+        )
 
     def heartbeat(self) -> None:
         while True:
@@ -73,7 +91,8 @@ class _Process:
 
 
 process = _Process()
-register_tasks(app, process.get)
+register_tasks(app, process.get, process.refusals)
+install_queue_screen(process.refuse_poison)  # a bad queue item is dead-lettered (poison.py)
 # JSON logs, the /metrics listener and redacted inspection (workers/observe.py).
 install_observability(settings)
 
@@ -87,6 +106,7 @@ def _on_init(**_: Any) -> None:
 
 def _on_ready(**_: Any) -> None:
     runtime = process.get()
+    announce(process.refusals().keys)
     process.threads = [LeaseKeeper(runtime), ControlListener(runtime)]
     for thread in process.threads:
         thread.start()

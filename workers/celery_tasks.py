@@ -1,12 +1,13 @@
-"""The Celery tasks. Both only unpack the message and hand it to the worker runtime; neither
-returns anything through Celery (``ignore_result``): results travel on toolhub's own channel."""
+"""The Celery tasks. Both check the message's fleet signature (``refusals.py``), then hand it to
+the worker runtime; neither returns anything through Celery (``ignore_result``): results travel
+on toolhub's own channel."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
 
-from celery import Celery
+from celery import Celery, Task
 
 from toolhub.distributed.celery_app import BACKGROUND_TASK, EXECUTE_TASK
 from toolhub.logs import call_context
@@ -14,6 +15,7 @@ from toolhub.logs import call_context
 from .background import run_background
 from .calls import run_call
 from .metrics import tool_label
+from .refusals import REFUSED, Refusals
 from .runtime import WorkerRuntime
 
 TASK_OPTIONS: dict[str, Any] = {
@@ -22,18 +24,33 @@ TASK_OPTIONS: dict[str, Any] = {
     "reject_on_worker_lost": True,
 }
 
+Body = Callable[[WorkerRuntime, dict[str, Any]], str]
 
-def register_tasks(app: Celery, runtime: Callable[[], WorkerRuntime]) -> None:
-    """Register ``toolhub.execute`` and ``toolhub.background``; ``runtime`` returns the
-    process's ``WorkerRuntime`` (created on first use)."""
+
+def register_tasks(
+    app: Celery, runtime: Callable[[], WorkerRuntime], refusals: Callable[[], Refusals]
+) -> None:
+    """Register ``toolhub.execute`` and ``toolhub.background``; ``runtime`` and ``refusals``
+    return the process's ``WorkerRuntime`` and ``Refusals`` (created on first use)."""
+    tasks: dict[str, Task] = {}
+
+    def run(name: str, body: Body, message: dict[str, Any]) -> str:
+        with call_context(message["call_id"], message.get("session_id"), tool_label(message)):
+            if not refusals().admit(name, message, _queue(tasks[name])):
+                return REFUSED
+            return body(runtime(), message)
 
     def execute(**message: Any) -> str:
-        with call_context(message["call_id"], message.get("session_id"), tool_label(message)):
-            return run_call(runtime(), message)
+        return run(EXECUTE_TASK, run_call, message)
 
     def background(**message: Any) -> str:
-        with call_context(message["call_id"], message.get("session_id"), tool_label(message)):
-            return run_background(runtime(), message)
+        return run(BACKGROUND_TASK, run_background, message)
 
-    app.task(name=EXECUTE_TASK, **TASK_OPTIONS)(execute)
-    app.task(name=BACKGROUND_TASK, **TASK_OPTIONS)(background)
+    tasks[EXECUTE_TASK] = app.task(name=EXECUTE_TASK, **TASK_OPTIONS)(execute)
+    tasks[BACKGROUND_TASK] = app.task(name=BACKGROUND_TASK, **TASK_OPTIONS)(background)
+
+
+def _queue(task: Task) -> str:
+    """The queue the running message came from (for the dead-letter entry of a refusal)."""
+    info = task.request.delivery_info or {}
+    return str(info.get("routing_key") or "?")

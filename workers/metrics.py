@@ -106,6 +106,13 @@ class WorkerMetrics:
             ["reason"],
             registry=self.registry,
         )
+        self.deadlettered = Counter(
+            "toolhub_worker_messages_deadlettered",
+            "Queue items this worker refused to run and moved to the dead-letter list, by "
+            "reason: undecodable, malformed, unsigned, bad_signature.",
+            ["reason"],
+            registry=self.registry,
+        )
 
     @contextmanager
     def attempt(self, tool: str, number: int) -> Iterator[Attempt]:

@@ -22,6 +22,7 @@ from toolhub.distributed.celery_app import EXECUTE_TASK
 from toolhub.distributed.enqueue import Enqueuer
 from toolhub.distributed.recovery import Recovery
 from toolhub.distributed.settings import Settings, queue_for
+from toolhub.distributed.signing import FleetKeys
 from toolhub.distributed.store import RedisStore
 
 from .toolsets import ToolSets, worker_builder
@@ -44,7 +45,7 @@ class Running:
 
 
 class WorkerRuntime:
-    def __init__(self, settings: Settings, app: Celery) -> None:
+    def __init__(self, settings: Settings, app: Celery, keys: FleetKeys | None) -> None:
         self.settings = settings
         self.app = app
         self.store = RedisStore.from_settings(settings)
@@ -54,7 +55,7 @@ class WorkerRuntime:
         #: Where this host's command cgroups live: the sweep reaps those of dead processes.
         self.cgroups = PidsCgroups.detect()
         self.name = f"{socket.gethostname()}:{os.getpid()}"
-        self.toolsets = ToolSets(self.store, app, worker_builder(settings))
+        self.toolsets = ToolSets(self.store, app, worker_builder(settings), keys)
         #: call id → its runs in this process: usually one, but a duplicate delivery of a call
         #: this process already runs registers too (and is dropped by its claim); it must not
         #: hide the real run from lease renewal and cancellation.

@@ -5,6 +5,10 @@ by the hash the message carries and assembled by the same code as the dispatcher
 (``toolhub/assembly.py``: workspace, local and Redis-backed resources, compare-and-set state,
 the config's MCP servers and hubs, so a meta-tool running on the worker reaches their tools).
 Its sources are disconnected when the tool set leaves the cache.
+
+With a fleet key (``toolhub.distributed.signing``) the session record must carry a valid
+signature over its id, workspace and config hash, and the stored config must hash to that
+hash: a record or config written to Redis by anyone without the key builds nothing.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from celery import Celery
 from toolhub.assembly import Fleet, assemble, toolhub_home
 from toolhub.core import ToolError
 from toolhub.distributed.settings import Settings
+from toolhub.distributed.signing import FleetKeys, SignatureRefused
 from toolhub.distributed.store import RedisStore
 from toolhub.errors import ErrorCode
 from toolhub.executors.local import LocalExecutor
@@ -63,10 +68,19 @@ class SessionRuntime:
 
 
 class ToolSets:
-    def __init__(self, store: RedisStore, app: Celery, builder: ToolSetBuilder) -> None:
+    """``keys``: the fleet keys session records must be signed with (None: unsigned fleet)."""
+
+    def __init__(
+        self,
+        store: RedisStore,
+        app: Celery,
+        builder: ToolSetBuilder,
+        keys: FleetKeys | None,
+    ) -> None:
         self.store = store
         self.app = app
         self.builder = builder
+        self.keys = keys
         self._cache: OrderedDict[tuple[str, str], SessionRuntime] = OrderedDict()
         self._lock = threading.Lock()
         self._home = toolhub_home()
@@ -101,6 +115,16 @@ class ToolSets:
             raise ToolError.custom(
                 ErrorCode.SESSION_UNKNOWN, f"session {session_id!r} is not in Redis"
             )
+        if self.keys is not None:
+            try:
+                self.keys.verify_session(session_id, info)
+            except SignatureRefused as refused:
+                # Written to Redis by something without the fleet key: its workspace and
+                # config are nobody's to trust.
+                logger.warning("session %s: record refused: %s", session_id, refused.why)
+                raise ToolError.custom(
+                    ErrorCode.MESSAGE_REFUSED, f"refused: {refused.why}; nothing ran"
+                ) from None
         return info
 
     def session_dir(self, session_id: str) -> Path:
@@ -122,9 +146,18 @@ class ToolSets:
                 ErrorCode.SESSION_UNKNOWN,
                 f"config {config_hash} of session {session_id!r} is not in Redis",
             )
+        config = ToolSetConfig.model_validate_json(text)
+        if self.keys is not None and config.config_hash() != config_hash:
+            # The signed session names this hash; a config stored under it that does not
+            # hash to it was altered in Redis.
+            logger.warning("session %s: config %s refused: altered", session_id, config_hash)
+            raise ToolError.custom(
+                ErrorCode.MESSAGE_REFUSED,
+                f"refused: the config stored as {config_hash} does not have that hash; nothing ran",
+            )
         workspace = Path(info["workspace"])
         parts = assemble(
-            ToolSetConfig.model_validate_json(text),
+            config,
             workspace=workspace,
             session_id=session_id,
             session_dir=self.session_dir(session_id),

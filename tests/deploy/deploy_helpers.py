@@ -58,6 +58,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
     },
     "existing-secrets": {
         "auth": {"existingSecret": "my-api"},
+        "fleetKey": {"existingSecret": "my-fleet"},
         "flower": {"existingSecret": "my-flower"},
         "redis": {"auth": {"existingSecret": "my-redis"}},
         "config": {"existingConfigMap": "my-toolset"},

@@ -180,9 +180,10 @@ def test_external_redis_uses_tls_and_a_secret_password() -> None:
 def test_generated_secret_holds_tokens_and_nothing_leaks() -> None:
     docs = render_docs()
     (secret,) = of_kind(docs, "Secret")
-    assert set(secret["data"]) == {"api-token", "flower-basic-auth", "redis-password"}
+    assert set(secret["data"]) == {"api-token", "fleet-key", "flower-basic-auth", "redis-password"}
     values = {k: base64.b64decode(v).decode() for k, v in secret["data"].items()}
     assert values["flower-basic-auth"].startswith("admin:") and len(values["api-token"]) >= 32
+    assert len(values["fleet-key"]) >= 32
     others = json.dumps([d for d in docs if d["kind"] != "Secret"])
     for value in values.values():
         assert value.split(":")[-1] not in others
@@ -206,10 +207,22 @@ def test_existing_secrets_and_configmap_are_used() -> None:
                 assert v["persistentVolumeClaim"]["claimName"] == "shared-ws"
     assert refs == {
         "TOOLHUB_API_TOKEN": "my-api",
+        "TOOLHUB_FLEET_KEY": "my-fleet",
         "FLOWER_BASIC_AUTH": "my-flower",
         "REDIS_PASSWORD": "my-redis",
         "REDISCLI_AUTH": "my-redis",
     }
+
+
+def test_gateway_and_workers_share_the_fleet_key_and_workers_require_it() -> None:
+    docs = render_docs()
+    gateway = by_name(docs, "Deployment", "rel-toolhub-gateway")
+    for w in [gateway, *worker_deployments(docs)]:
+        (c,) = w["spec"]["template"]["spec"]["containers"]
+        ref = env_of(c)["TOOLHUB_FLEET_KEY"]["valueFrom"]["secretKeyRef"]
+        assert ref == {"name": "rel-toolhub", "key": "fleet-key"}
+        required = env_of(c).get("TOOLHUB_REQUIRE_SIGNED", {}).get("value")
+        assert required == (None if w is gateway else "1")
 
 
 @pytest.mark.parametrize("enabled", [False, True])

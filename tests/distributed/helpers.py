@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import base64
+import json
 import time
+import uuid
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+import msgpack
 import psutil
 
 from toolhub import CallResult, Progress, Session
@@ -75,3 +79,69 @@ def assert_contiguous(events: list[StreamEvent], first: int = 1) -> None:
     seqs = [e.seq for e in events]
     assert seqs == list(range(first, first + len(seqs))), seqs
     assert sum(e.terminal for e in events) == 1 and events[-1].terminal
+
+
+#: A call message as the dispatcher sends it (``toolhub.executors.celery``).
+CALL_MESSAGE: dict[str, Any] = {
+    "call_id": "c-1",
+    "run_id": "r-1",
+    "session_id": "s-1",
+    "config_hash": "h-1",
+    "name": "noop",
+    "tool": "Test:noop",
+    "arguments": {},
+    "max_attempts": 3,
+}
+NO_WORKFLOW = {"callbacks": None, "errbacks": None, "chain": None, "chord": None}
+
+
+def queue_item(
+    kwargs: Any = None,
+    *,
+    task: str = "toolhub.execute",
+    queue: str = "toolhub.fast",
+    body: bytes | None = None,
+    headers: dict[str, Any] | None = None,
+) -> bytes:
+    """A raw queue item the way kombu's Redis transport pushes a Celery task message (JSON
+    envelope, base64 msgpack body ``[args, kwargs, embed]``), with parts replaced at will."""
+    task_id = str(uuid.uuid4())
+    if body is None:
+        body = msgpack.packb([[], CALL_MESSAGE if kwargs is None else kwargs, NO_WORKFLOW])
+    envelope = {
+        "body": base64.b64encode(body).decode(),
+        "content-encoding": "binary",
+        "content-type": "application/x-msgpack",
+        "headers": {
+            "lang": "py",
+            "task": task,
+            "id": task_id,
+            "shadow": None,
+            "eta": None,
+            "expires": None,
+            "group": None,
+            "group_index": None,
+            "retries": 0,
+            "timelimit": [None, None],
+            "root_id": task_id,
+            "parent_id": None,
+            "argsrepr": "()",
+            "kwargsrepr": "{}",
+            "origin": "test",
+            "ignore_result": True,
+            "replaced_task_nesting": 0,
+            "stamped_headers": None,
+            "stamps": {},
+            **(headers or {}),
+        },
+        "properties": {
+            "correlation_id": task_id,
+            "reply_to": str(uuid.uuid4()),
+            "delivery_mode": 2,
+            "delivery_info": {"exchange": "", "routing_key": queue},
+            "priority": 0,
+            "body_encoding": "base64",
+            "delivery_tag": str(uuid.uuid4()),
+        },
+    }
+    return json.dumps(envelope).encode()

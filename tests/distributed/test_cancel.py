@@ -17,7 +17,8 @@ from toolhub.tasks import BackgroundTasks
 
 def test_cancel_from_another_dispatcher_kills_the_process_group(live, connect, store):
     caller = connect(session_id="cancel-owner")
-    other = connect(session_id="cancel-other")
+    other = connect(session_id="cancel-owner")  # the same session, another dispatcher
+    stranger = connect(session_id="cancel-other")
     cid = "cancel-running"
 
     async def go():
@@ -25,6 +26,8 @@ def test_cancel_from_another_dispatcher_kills_the_process_group(live, connect, s
         first = await anext(stream)
         assert isinstance(first, Progress) and first.subkind == "pid"
         pid = first.payload["pid"]
+        assert not process_gone(pid)
+        assert not await stranger.cancel(cid), "another session cannot cancel it"
         assert not process_gone(pid)
         started = time.monotonic()
         assert await other.cancel(cid)

@@ -4,6 +4,8 @@ left behind, records that expire, msgpack only, and what Flower is shown."""
 from __future__ import annotations
 
 import asyncio
+import base64
+import json
 import time
 from pathlib import Path
 
@@ -81,7 +83,8 @@ def test_a_reused_call_id_starts_a_fresh_record(live, connect, store):
 
 
 def test_pickle_messages_are_never_accepted(live, store, tmp_path: Path):
-    """A pickled message on a toolhub queue is rejected unread: nothing runs, no record."""
+    """A pickled message on a toolhub queue is refused unread: nothing runs, no record; it is
+    in the dead-letter list (the queue screen, ``workers/poison.py``)."""
     marker = tmp_path / "pickled.txt"
     message = {
         "call_id": "pickled",
@@ -107,6 +110,10 @@ def test_pickle_messages_are_never_accepted(live, store, tmp_path: Path):
     time.sleep(0.5)
     assert not marker.exists()
     assert store.get_record("pickled") is None
+    entries = [json.loads(e) for e in store.client.lrange(store.keys.deadletter, 0, -1)]
+    (entry,) = [e for e in entries if b"pickled-task" in base64.b64decode(e["raw_b64"])]
+    assert entry["reason"] == "malformed" and "content type" in entry["why"]
+    assert entry["queue"] == "toolhub.command"
 
 
 def test_flower_sees_tool_and_call_but_not_arguments(live, connect, store):

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.distributed.helpers import assert_contiguous, wait_until, worker_pid
-from tests.distributed.plugin_tools import DEFAULT_POLICY_CONFIG, make_builder
+from tests.distributed.plugin_tools import CONFIG, DEFAULT_POLICY_CONFIG, make_builder
 from toolhub import CallResult, ErrorKind, Progress, RedisUnavailable, Session
 from toolhub.distributed.settings import queue_for
 
@@ -138,9 +138,13 @@ def test_a_new_dispatcher_collects_a_call_by_id(live, connect, store, tmp_path: 
 
     assert asyncio.run(start_and_abandon()) == 3
     second = Session.connect(
+        live.url, CONFIG, tmp_path / "ws", session_id=first.session_id, builder=make_builder()
+    )
+    stranger = Session.connect(
         live.url, None, tmp_path / "other", session_id="another", builder=make_builder()
     )
     try:
+        assert stranger.record_sync(cid) is None, "another session does not see the call"
         record = second.record_sync(cid)
         assert record is not None and record["status"] in {"running", "succeeded"}
         items = list(second.follow_sync(cid))
@@ -154,6 +158,7 @@ def test_a_new_dispatcher_collects_a_call_by_id(live, connect, store, tmp_path: 
         assert len(unknown) == 1 and unknown[0].error.kind == ErrorKind.NOT_FOUND
         assert second.record_sync("never-made") is None
     finally:
+        stranger.close()
         second.close()
 
 

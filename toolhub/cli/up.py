@@ -78,6 +78,8 @@ def up(
             )
             table.add_row("Flower", flower)
         table.add_row("Redis", info.redis_url)
+        if info.fleet_key_file is not None:
+            table.add_row("fleet key", f"in {info.fleet_key_file} (export TOOLHUB_FLEET_KEY)")
         table.add_row("workers", str(workers))
         if info.metrics_urls:
             table.add_row("worker metrics", "\n".join(info.metrics_urls))

@@ -45,6 +45,11 @@ class Keys:
         from ``leases`` (``scripts.py``), so its name must stay ``leases + ':pending'``."""
         return f"{self.leases}:pending"
 
+    @property
+    def deadletter(self) -> str:
+        """List of queue items workers refused to run (``deadletter.py``), newest first."""
+        return f"{self.prefix}deadletter"
+
     def questions(self, sid: str) -> str:
         """Hash call id → open ``ask_user`` questions of one session."""
         return f"{self.prefix}session:{sid}:questions"

@@ -26,6 +26,7 @@ from toolhub.distributed.keys import Keys
 from toolhub.distributed.pubsub import RESYNC, PubSubRouter, Subscription
 from toolhub.distributed.records import TERMINAL_STATUSES, CallRecords, decode_record
 from toolhub.distributed.settings import Settings
+from toolhub.distributed.signing import sign_session
 from toolhub.errors import ErrorCode, ToolhubError
 from toolhub.toolset import ToolSetConfig
 
@@ -83,13 +84,22 @@ class RedisStore:
     def put_session(self, sid: str, config: ToolSetConfig, workspace: str) -> str:
         """Store the session's config (and the config by hash); returns the hash. Both expire
         after ``session_ttl_seconds`` unless used: every call refreshes them (and the
-        session's state and task index) in its dispatch script."""
+        session's state and task index) in its dispatch script. With a fleet key the record
+        is signed (``signing.py``): workers build no tool set from an unsigned one."""
         config_hash = config.config_hash()
         text = config.model_dump_json()
         ttl = self.settings.session_ttl_seconds
         key = self.keys.session(sid)
         pipe = self.client.pipeline()
-        pipe.hset(key, mapping={"config": text, "config_hash": config_hash, "workspace": workspace})
+        pipe.hset(
+            key,
+            mapping={
+                "config": text,
+                "config_hash": config_hash,
+                "workspace": workspace,
+                "sig": sign_session(sid, workspace, config_hash),
+            },
+        )
         pipe.hsetnx(key, "created", f"{time.time():.6f}")
         pipe.expire(key, ttl)
         pipe.set(self.keys.config(config_hash), text, ex=ttl)

@@ -26,6 +26,7 @@ from toolhub.distributed.pubsub import Subscription
 from toolhub.distributed.records import new_run_id
 from toolhub.distributed.settings import Settings, queue_for
 from toolhub.distributed.shared import enqueuer_for
+from toolhub.distributed.signing import sign_message
 from toolhub.distributed.store import CallNotFound, FollowLost, RedisStore
 from toolhub.errors import ErrorCode, RedisUnavailable
 from toolhub.state.redis import RedisStateSync
@@ -111,6 +112,7 @@ class CeleryExecutor:
             "arguments": prepared.arguments,
             "max_attempts": self.settings.max_attempts,
         }
+        message = sign_message(message)  # with a fleet key: workers run only signed messages
         fields = {
             "session_id": self.session_id,
             "tool": entry.fq_id,

@@ -48,6 +48,9 @@ class StackInfo:
     logs: Path
     #: Each worker's ``/metrics`` (empty when turned off).
     metrics_urls: tuple[str, ...] = ()
+    #: The user-only file holding the fleet key, for dispatchers of your own
+    #: (``TOOLHUB_FLEET_KEY=$(cat …)``); the key itself is never shown.
+    fleet_key_file: Path | None = None
 
 
 def queue_plan(workers: int) -> list[list[str]]:
@@ -130,7 +133,18 @@ class LocalStack:
         redis = self._spawn("redis", self.redis.command(), {}, grace=10)
         self._await(redis, deadline, lambda: self._redis_ready())
         url = self.redis.url
-        base = {"TOOLHUB_REDIS_URL": url, "TOOLHUB_WORKSPACE": str(self.workspace)}
+        # Workers run only what a dispatcher signed with it (toolhub/distributed/signing.py),
+        # so a Redis write alone runs nothing. Generated per run unless given; never shown.
+        fleet_key = os.environ.get("TOOLHUB_FLEET_KEY") or secrets.token_urlsafe(32)
+        key_file = self.run_dir / "fleet.key"
+        fd = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(fleet_key)
+        base = {
+            "TOOLHUB_REDIS_URL": url,
+            "TOOLHUB_WORKSPACE": str(self.workspace),
+            "TOOLHUB_FLEET_KEY": fleet_key,
+        }
         if self.config is not None:
             base["TOOLHUB_CONFIG"] = str(self.config)
         started: list[tuple[Child, Path]] = []
@@ -168,7 +182,14 @@ class LocalStack:
         elif self.flower_port is not None:
             flower_url, user, password = self._start_flower(url, deadline)
         self.info = StackInfo(
-            url, gateway_url, flower_url, user, password, self.run_dir, tuple(metrics_urls)
+            url,
+            gateway_url,
+            flower_url,
+            user,
+            password,
+            self.run_dir,
+            tuple(metrics_urls),
+            key_file,
         )
         return self.info
 

@@ -32,6 +32,7 @@ from toolhub.distributed.codec import decode_item, pack, unpack
 from toolhub.distributed.keys import Keys
 from toolhub.distributed.records import TERMINAL_STATUSES, CallRecords, new_run_id
 from toolhub.distributed.settings import QUEUES, Settings
+from toolhub.distributed.signing import sign_message
 from toolhub.errors import ErrorCode
 
 from .base import KillOutcome, TaskSnapshot, TaskStatus, WaitMode
@@ -89,6 +90,7 @@ class RedisBackgroundTasks:
             "timeout_s": timeout_s,
             "max_attempts": self.settings.max_attempts,
         }
+        message = sign_message(message)  # with a fleet key: workers run only signed messages
         self.records.create(
             task_id,
             run_id,

@@ -124,6 +124,10 @@ seccompProfile:
 {{- default (include "toolhub.secretName" .) .Values.auth.existingSecret }}
 {{- end }}
 
+{{- define "toolhub.fleetKeySecret" -}}
+{{- default (include "toolhub.secretName" .) .Values.fleetKey.existingSecret }}
+{{- end }}
+
 {{- define "toolhub.flowerSecret" -}}
 {{- default (include "toolhub.secretName" .) .Values.flower.existingSecret }}
 {{- end }}
@@ -190,9 +194,15 @@ expands $(REDIS_PASSWORD) inside TOOLHUB_REDIS_URL: the password never appears i
   value: {{ printf "%s://%s%s:%s/%s" $scheme $userinfo (include "toolhub.redisHost" .) (include "toolhub.redisPort" .) (include "toolhub.redisDatabase" .) | quote }}
 {{- end }}
 
-{{/* Env shared by the gateway and the workers. */}}
+{{/* Env shared by the gateway and the workers; the gateway signs with the fleet key, the
+workers verify with it. */}}
 {{- define "toolhub.commonEnv" -}}
 {{ include "toolhub.redisEnv" . | trim }}
+- name: TOOLHUB_FLEET_KEY
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "toolhub.fleetKeySecret" . }}
+      key: {{ .Values.fleetKey.secretKey }}
 - name: TOOLHUB_CONFIG
   value: /etc/toolhub/toolset.yaml
 - name: TOOLHUB_WORKSPACE

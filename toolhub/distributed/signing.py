@@ -1,0 +1,167 @@
+"""Signatures on what dispatchers write for workers: queued call messages and session records.
+
+Why: a worker runs what a message names, in the workspace its session record names. With
+write access to Redis alone, a forged session record and message ran ``bash`` on a worker in
+a workspace of the forger's choosing (issue 13). With a fleet key (``TOOLHUB_FLEET_KEY``, the
+same secret on every dispatcher and worker, never logged) dispatchers sign both, and workers
+run nothing whose signatures do not verify: a Redis write alone no longer runs a command,
+only a holder of the key can. Without a key, Redis itself is the trust boundary, and workers
+say so once at startup (``TOOLHUB_REQUIRE_SIGNED=1`` makes them refuse to start instead).
+
+Format: ``v1:<kid>:<hex HMAC-SHA256>``, compared in constant time. The MAC covers a domain tag
+(message or session, so one can never pass for the other) and msgpack bytes:
+
+* a message: the message without its ``sig`` field, as the dispatcher packed it. msgpack
+  encodes a decoded map back to the same bytes, so a worker recomputes them from exactly what
+  it is about to run; the stored copy a sweep re-enqueues keeps the dispatcher's signature
+  (workers never sign what they read from Redis). The task a message is for is part of it
+  (``task``, absent for ``toolhub.execute``), so a message cannot run as another task.
+* a session record: its id, workspace and config hash. The config itself is checked against
+  its hash by the worker (``workers/toolsets.py``), so it needs no signature of its own.
+
+``kid`` is a fingerprint of the key, not a secret: a refusal names the key a message was
+signed with. ``TOOLHUB_FLEET_KEY_PREVIOUS`` is accepted as well while a new key rolls out.
+What is left to a writer of Redis: replaying a message a dispatcher signed (it runs what was
+signed, in the session it was signed for), and whatever needs no worker (deleting keys,
+failing calls). A new message, another session or another workspace cannot be made.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+from functools import lru_cache
+from typing import Any
+
+from toolhub.errors import ToolhubError
+
+from .celery_app import EXECUTE_TASK
+from .codec import pack
+
+KEY_ENV = "TOOLHUB_FLEET_KEY"
+PREVIOUS_KEY_ENV = "TOOLHUB_FLEET_KEY_PREVIOUS"
+REQUIRE_ENV = "TOOLHUB_REQUIRE_SIGNED"
+#: Shorter keys are refused: a guessable key would only look like protection.
+MIN_KEY_CHARS = 32
+VERSION = "v1"
+_MESSAGE = b"toolhub:message:v1\0"
+_SESSION = b"toolhub:session:v1\0"
+#: ``SignatureRefused.reason``: no signature at all, or one that does not verify.
+UNSIGNED = "unsigned"
+BAD_SIGNATURE = "bad_signature"
+
+
+class FleetKeyError(ToolhubError, ValueError):
+    """``TOOLHUB_FLEET_KEY`` is set but unusable. The message never contains the key."""
+
+
+class SignatureRefused(ValueError):
+    """A message or session record whose signature is missing or does not verify."""
+
+    def __init__(self, reason: str, why: str) -> None:
+        super().__init__(why)
+        self.reason = reason
+        self.why = why
+
+
+class FleetKey:
+    """One key: signs, and names itself by ``kid``. Its repr shows the kid only."""
+
+    __slots__ = ("_mac", "kid")
+
+    def __init__(self, secret: str, env: str = KEY_ENV) -> None:
+        if len(secret) < MIN_KEY_CHARS:
+            raise FleetKeyError(
+                f"{env} is too short ({len(secret)} characters, at least {MIN_KEY_CHARS}); "
+                'generate one with: python -c "import secrets; print(secrets.token_urlsafe(32))"'
+            )
+        raw = secret.encode()
+        self.kid = hashlib.sha256(b"toolhub:kid\0" + raw).hexdigest()[:12]
+        self._mac = hmac.new(raw, digestmod=hashlib.sha256)
+
+    def __repr__(self) -> str:
+        return f"FleetKey(kid={self.kid!r})"
+
+    def sign(self, domain: bytes, data: bytes) -> str:
+        mac = self._mac.copy()
+        mac.update(domain)
+        mac.update(data)
+        return f"{VERSION}:{self.kid}:{mac.hexdigest()}"
+
+
+class FleetKeys:
+    """The key this process signs with, and every key it accepts (the previous one too)."""
+
+    def __init__(self, current: FleetKey, previous: FleetKey | None = None) -> None:
+        self.current = current
+        self._by_kid = {key.kid: key for key in (previous, current) if key is not None}
+
+    def sign_message(self, message: dict[str, Any]) -> dict[str, Any]:
+        unsigned = {name: value for name, value in message.items() if name != "sig"}
+        return {**unsigned, "sig": self.current.sign(_MESSAGE, pack(unsigned))}
+
+    def verify_message(self, task: str, message: dict[str, Any]) -> None:
+        """``SignatureRefused`` unless ``message`` was signed with a fleet key for ``task``."""
+        unsigned = {name: value for name, value in message.items() if name != "sig"}
+        try:
+            data = pack(unsigned)
+        except (TypeError, ValueError, OverflowError):
+            raise SignatureRefused(BAD_SIGNATURE, "the message cannot be encoded") from None
+        self._verify("message", _MESSAGE, data, message.get("sig"))
+        if message.get("task", EXECUTE_TASK) != task:
+            raise SignatureRefused(BAD_SIGNATURE, "the message is signed for another task")
+
+    def sign_session(self, sid: str, workspace: str, config_hash: str) -> str:
+        return self.current.sign(_SESSION, pack([sid, workspace, config_hash]))
+
+    def verify_session(self, sid: str, info: dict[str, str]) -> None:
+        """``SignatureRefused`` unless the session record ``info`` of ``sid`` is signed."""
+        data = pack([sid, info.get("workspace", ""), info.get("config_hash", "")])
+        self._verify(f"session {sid!r}", _SESSION, data, info.get("sig"))
+
+    def _verify(self, what: str, domain: bytes, data: bytes, sig: object) -> None:
+        if not isinstance(sig, str) or not sig:
+            raise SignatureRefused(UNSIGNED, f"the {what} is not signed")
+        version, _, rest = sig.partition(":")
+        kid = rest.partition(":")[0]
+        key = self._by_kid.get(kid) if version == VERSION else None
+        if key is None:
+            raise SignatureRefused(
+                BAD_SIGNATURE,
+                f"the {what} is signed with key {kid[:12]!r}, not this fleet's "
+                f"{self.current.kid!r}",
+            )
+        expected = key.sign(domain, data)
+        if not hmac.compare_digest(expected.encode(), sig.encode("utf-8", "replace")):
+            raise SignatureRefused(BAD_SIGNATURE, f"the {what} has a signature that does not match")
+
+
+def fleet_keys() -> FleetKeys | None:
+    """The fleet keys of this process's environment, or None when no key is set.
+    ``FleetKeyError`` when one is set but too short."""
+    return _keys(os.environ.get(KEY_ENV) or None, os.environ.get(PREVIOUS_KEY_ENV) or None)
+
+
+@lru_cache(maxsize=4)
+def _keys(current: str | None, previous: str | None) -> FleetKeys | None:
+    if current is None:
+        return None
+    old = FleetKey(previous, PREVIOUS_KEY_ENV) if previous is not None else None
+    return FleetKeys(FleetKey(current), old)
+
+
+def signing_required() -> bool:
+    return os.environ.get(REQUIRE_ENV, "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+def sign_message(message: dict[str, Any]) -> dict[str, Any]:
+    """``message`` with its fleet signature (``sig``); unchanged when no key is set."""
+    keys = fleet_keys()
+    return message if keys is None else keys.sign_message(message)
+
+
+def sign_session(sid: str, workspace: str, config_hash: str) -> str:
+    """The ``sig`` field of a session record; empty (unsigned) when no key is set."""
+    keys = fleet_keys()
+    return "" if keys is None else keys.sign_session(sid, workspace, config_hash)
