@@ -1,7 +1,7 @@
 """``toolhub tools``, ``validate`` and ``call``: the commands that need no server.
 
-``call`` (and ``tools``) switch to the distributed stack when ``--redis`` or
-``TOOLHUB_REDIS_URL`` is set.
+``call`` switches to the distributed stack when ``--redis`` or ``TOOLHUB_REDIS_URL`` is set
+(``tools`` needs no stack: the definitions are the same either way).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from rich.table import Table
 
 from toolhub.core import CallResult, CapabilityMode, ConfigError, drain
 from toolhub.session import Session, default_builder
-from toolhub.toolset import FORMATS, ToolSetConfig
+from toolhub.toolset import FORMATS, STRICT_FORMATS, ToolSetConfig
 
 from .output import fail, print_json, stderr, stdout
 
@@ -91,12 +91,17 @@ def tools(
     format: Annotated[str, typer.Option(help=f"One of {', '.join(FORMATS)}.")] = "openai",
     mode: Annotated[CapabilityMode | None, typer.Option(help=MODE_HELP)] = None,
     workspace: Annotated[Path | None, typer.Option(help="Workspace directory.")] = None,
+    strict: Annotated[
+        bool, typer.Option("--strict", help="OpenAI strict form (formats openai and mcp).")
+    ] = False,
 ) -> None:
     """Print the tool definitions the model would see, as JSON."""
     if format not in FORMATS:
         fail(f"unknown format {format!r}; use one of {', '.join(FORMATS)}")
+    if strict and format not in STRICT_FORMATS:
+        fail(f"no strict form for {format!r}: use {', '.join(STRICT_FORMATS)}")
     with open_session(config, workspace, mode=mode) as session:
-        print_json(session.definitions(format))
+        print_json(session.definitions(format, strict=strict))
 
 
 def validate(

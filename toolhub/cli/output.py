@@ -13,7 +13,10 @@ stderr = Console(stderr=True)
 
 
 def fail(message: str, code: int = 1) -> NoReturn:
-    stderr.print(f"[bold red]error:[/] {message}", highlight=False)
+    """``error: <message>`` on stderr, then exit ``code``. The message is printed as is:
+    text such as ``pip install 'toolhub[embedded]'`` must not be read as rich markup."""
+    stderr.print("[bold red]error:[/] ", end="", highlight=False)
+    stderr.print(message, highlight=False, markup=False)
     raise typer.Exit(code)
 
 

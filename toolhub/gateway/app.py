@@ -21,7 +21,8 @@ from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 import toolhub
-from toolhub.http_guard import Guard
+from toolhub.errors import ErrorCode, RedisUnavailable
+from toolhub.http_guard import PUBLIC_PATHS, Guard
 
 from .calls import Calls, RemoteCalls
 from .metrics import Metrics, QueueDepths
@@ -102,7 +103,9 @@ def create_app(
     )
     app.state.gateway = gw
     app.include_router(router)
+    app.openapi = _declaring_bearer(app, required=bool(settings.api_token))  # type: ignore[method-assign]
     app.add_exception_handler(RequestValidationError, _validation_failed)
+    app.add_exception_handler(RedisUnavailable, _redis_unavailable)
 
     app.add_middleware(
         Guard,
@@ -112,6 +115,32 @@ def create_app(
     )
     app.add_middleware(RequestMetrics, metrics=gw.metrics)
     return app
+
+
+def _declaring_bearer(app: FastAPI, *, required: bool) -> Callable[[], dict[str, Any]]:
+    """``app.openapi`` that says what ``Guard`` enforces, so generated clients send the token:
+    HTTP bearer on every route outside ``PUBLIC_PATHS`` — required when the gateway has a
+    token, optional (``{}`` beside it) when it has none and answers anyone."""
+    build = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        schema = build()  # FastAPI builds once and keeps it in ``app.openapi_schema``
+        schemes = schema.setdefault("components", {}).setdefault("securitySchemes", {})
+        if "bearer" not in schemes:
+            schemes["bearer"] = {
+                "type": "http",
+                "scheme": "bearer",
+                "description": "TOOLHUB_API_TOKEN, as `Authorization: Bearer <token>`.",
+            }
+            bearer: dict[str, list[str]] = {"bearer": []}
+            security = [bearer] if required else [bearer, {}]
+            for path, operations in schema.get("paths", {}).items():
+                if path not in PUBLIC_PATHS:
+                    for operation in operations.values():
+                        operation["security"] = security
+        return schema
+
+    return openapi
 
 
 #: How much of a refused value a 422 repeats back: enough to recognise it, never a whole
@@ -124,6 +153,13 @@ async def _validation_failed(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
     errors = [{**e, "input": _short(e.get("input"))} if "input" in e else e for e in exc.errors()]
     return JSONResponse({"detail": jsonable_encoder(errors)}, status_code=422)
+
+
+async def _redis_unavailable(request: Request, exc: Exception) -> JSONResponse:
+    """A distributed gateway whose Redis is down answers what ``/readyz`` says: 503, typed."""
+    return JSONResponse(
+        {"detail": str(exc), "code": ErrorCode.REDIS_UNAVAILABLE.value}, status_code=503
+    )
 
 
 def _short(value: Any) -> Any:
