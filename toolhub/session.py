@@ -144,8 +144,14 @@ class Session:
 
     # -- the model-facing surface ---------------------------------------------------------------
 
-    def definitions(self, format: str = "openai", *, include_external: bool = True) -> list[Any]:
-        return self.toolset.definitions(format, include_external=include_external)
+    def definitions(
+        self, format: str = "openai", *, include_external: bool = True, strict: bool = False
+    ) -> list[Any]:
+        """The tool definitions in ``format`` (``openai``, ``anthropic``, ``mcp``). ``strict``:
+        OpenAI strict form (closed objects, every property required, the optional ones
+        nullable; ``strict: true`` on each OpenAI function that has it); ``null`` for an
+        optional parameter is then taken as absent."""
+        return self.toolset.definitions(format, include_external=include_external, strict=strict)
 
     async def call(
         self,
@@ -319,6 +325,13 @@ class Session:
 
     def render_prompt(self, text: str) -> str:
         return self.toolset.render_prompt(text)
+
+    def end(self) -> None:
+        """End the session everywhere, then close it here. Distributed: no dispatcher can
+        reconnect to it (``Session.connect`` with its id starts afresh) and workers take no
+        new call of it; calls already running finish, and their records stay readable."""
+        self.executor.end()
+        self.close()
 
     def close(self) -> None:
         if self._closed:

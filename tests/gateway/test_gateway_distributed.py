@@ -108,3 +108,24 @@ def test_cancel_from_another_replica(replicas: tuple[str, str]) -> None:
         assert result["data"]["error"]["kind"] == "cancelled"
         assert time.monotonic() - started < 10
         assert b.get(f"/v1/sessions/{sid}/calls/d-sleep").json()["status"] == "cancelled"
+
+
+def test_a_deleted_session_is_gone_for_every_replica(replicas: tuple[str, str]) -> None:
+    """``DELETE`` on one replica (even one that never served the session) ends it: no replica
+    rebuilds it from Redis afterwards (issue 16: it came back on the next GET)."""
+    first, second = replicas
+    with httpx.Client(base_url=first, timeout=30) as a, httpx.Client(base_url=second) as b:
+        sid = a.post("/v1/sessions", json={"config": CONFIG}).json()["session_id"]
+        done = a.post(f"/v1/sessions/{sid}/calls", json={"name": "noop", "call_id": "del-1"})
+        assert done.json()["error"] is None
+        assert b.delete(f"/v1/sessions/{sid}").status_code == 204
+        assert b.get(f"/v1/sessions/{sid}/tools").status_code == 404
+        # The replica that held it notices within a second (RECHECK_S).
+        deadline = time.monotonic() + 3
+        while a.get(f"/v1/sessions/{sid}/tools").status_code != 404:
+            assert time.monotonic() < deadline, "the holding replica still serves it"
+            time.sleep(0.1)
+        for client in (a, b):
+            call = client.post(f"/v1/sessions/{sid}/calls", json={"name": "noop"})
+            assert call.status_code == 404
+        assert b.delete(f"/v1/sessions/{sid}").status_code == 404

@@ -107,6 +107,15 @@ class RedisStore:
         pipe.execute()
         return config_hash
 
+    def has_session(self, sid: str) -> bool:
+        return bool(self.client.exists(self.keys.session(sid)))
+
+    def drop_session(self, sid: str) -> bool:
+        """Forget the session's record: no dispatcher rebuilds it and workers run no new call
+        of it (``session_unknown``). Its calls' records, its state and its task index stay
+        until they expire, so what already ran can still be read."""
+        return bool(self.client.delete(self.keys.session(sid)))
+
     def get_session(self, sid: str) -> dict[str, str] | None:
         raw = replies.hgetall(self.client, self.keys.session(sid))
         return {k.decode(): v.decode() for k, v in raw.items()} if raw else None

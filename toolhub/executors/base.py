@@ -37,4 +37,9 @@ class Executor(Protocol):
         no bound beyond the tool's own)."""
         ...
 
+    def end(self) -> None:
+        """End the session for every process: a distributed one forgets its stored record,
+        so no dispatcher rebuilds it and no worker runs a new call of it."""
+        ...
+
     def close(self) -> None: ...

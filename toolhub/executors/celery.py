@@ -251,6 +251,12 @@ class CeleryExecutor:
             return False
         return outcome in {"cancelled", "signalled"}
 
+    def end(self) -> None:
+        try:
+            self.store.drop_session(self.session_id)
+        except RedisError as exc:
+            raise RedisUnavailable(self.settings.redis_url, exc) from None
+
     def close(self) -> None:
         self._local.close()
 

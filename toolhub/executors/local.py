@@ -125,6 +125,9 @@ class LocalExecutor:
     def deadline_seconds(self, workload: str | None) -> float | None:
         return None
 
+    def end(self) -> None:
+        """Nothing is stored beyond this process: closing ends it."""
+
     def close(self) -> None:
         for token in list(self._running.values()):
             token.cancel("session closed")

@@ -104,21 +104,29 @@ def queue_depths(store: RedisStore) -> dict[str, int]:
     return {q: sum(counts[i * step : (i + 1) * step]) for i, q in enumerate(ALL_QUEUES)}
 
 
-def session_recovery(store: RedisStore, root: Path, factory: SessionFactory) -> Any:
-    """Rebuild a session another replica created, from its stored config and workspace."""
+class SessionRecovery:
+    """``Recover`` over the Redis store: rebuild a session another replica created, from its
+    stored config and workspace; say whether one is still stored."""
 
-    def recover(session_id: str) -> Session | None:
-        stored = store.get_session(session_id)
+    def __init__(self, store: RedisStore, root: Path, factory: SessionFactory) -> None:
+        self.store, self.root, self.factory = store, root, factory
+
+    def __call__(self, session_id: str) -> Session | None:
+        stored = self.store.get_session(session_id)
         if stored is None:
             return None
         try:
-            workspace = resolve_workspace(root, stored.get("workspace"))
+            workspace = resolve_workspace(self.root, stored.get("workspace"))
         except WorkspaceError:
             return None
         config = ToolSetConfig.model_validate_json(stored["config"])
-        return factory(config, workspace, session_id)
+        return self.factory(config, workspace, session_id)
 
-    return recover
+    def exists(self, session_id: str) -> bool:
+        try:
+            return self.store.has_session(session_id)
+        except RedisError:
+            return True  # unknown: keep serving it; its calls will say what Redis says
 
 
 def distributed_parts(redis_url: str) -> dict[str, Any]:
@@ -128,5 +136,5 @@ def distributed_parts(redis_url: str) -> dict[str, Any]:
         "remote": StoreCalls(store),
         "readiness": Readiness(store, app),
         "queue_depths": lambda: queue_depths(store),
-        "recover": lambda root, factory: session_recovery(store, root, factory),
+        "recover": lambda root, factory: SessionRecovery(store, root, factory),
     }

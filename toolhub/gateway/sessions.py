@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from toolhub.session import Session
 from toolhub.toolset import ConfigSource
@@ -22,8 +23,20 @@ from .settings import GatewaySettings
 SessionFactory = Callable[[ConfigSource, Path, str], Session]
 """``(config, workspace, session_id) -> Session``; the default picks embedded or distributed."""
 
-Recover = Callable[[str], Session | None]
-"""Rebuilds a session this process does not hold (another replica created it), or None."""
+
+class Recover(Protocol):
+    """The shared store's view of sessions, for a distributed gateway: ``__call__`` rebuilds
+    a session this process does not hold (another replica created it), or None; ``exists``
+    says whether a session is still stored (another replica may have ended it)."""
+
+    def __call__(self, session_id: str) -> Session | None: ...
+
+    def exists(self, session_id: str) -> bool: ...
+
+
+#: How long a held session counts as still stored before the store is asked again: a session
+#: another replica ended is dropped here within this long.
+RECHECK_S = 1.0
 
 
 class WorkspaceError(ValueError):
@@ -76,6 +89,7 @@ class Sessions:
         self._recover = recover(settings.workspace, self.factory) if recover else None
         self._sessions: dict[str, Session] = {}
         self._creating: dict[str, asyncio.Future[Session]] = {}
+        self._checked: dict[str, float] = {}
 
     def __len__(self) -> int:
         return len(self._sessions)
@@ -86,8 +100,10 @@ class Sessions:
     async def lookup(self, session_id: str) -> Session | None:
         """The session, rebuilt from the shared store when another replica created it."""
         session = self._sessions.get(session_id)
-        if session is not None or self._recover is None:
+        if self._recover is None:
             return session
+        if session is not None:
+            return session if await self._still_stored(session_id) else None
         pending = self._creating.get(session_id)
         if pending is not None:
             return await asyncio.shield(pending)
@@ -98,6 +114,22 @@ class Sessions:
         if existing is not recovered:
             await asyncio.to_thread(recovered.close)
         return existing
+
+    async def _still_stored(self, session_id: str) -> bool:
+        """Whether a held distributed session is still stored, asked at most every
+        ``RECHECK_S``; one that is not (ended by another replica) is closed here."""
+        now = time.monotonic()
+        if now - self._checked.get(session_id, 0.0) < RECHECK_S:
+            return True
+        assert self._recover is not None
+        if await asyncio.to_thread(self._recover.exists, session_id):
+            self._checked[session_id] = now
+            return True
+        session = self._sessions.pop(session_id, None)
+        self._checked.pop(session_id, None)
+        if session is not None:
+            await asyncio.to_thread(session.close)
+        return False
 
     def all(self) -> list[Session]:
         return list(self._sessions.values())
@@ -128,14 +160,20 @@ class Sessions:
         finally:
             self._creating.pop(sid, None)
         self._sessions[sid] = session
+        self._checked[sid] = time.monotonic()
         future.set_result(session)
         return session, True
 
     async def close(self, session_id: str) -> bool:
+        """End the session (``DELETE``): here and, distributed, for every replica, which would
+        otherwise rebuild it from the shared store on its next request."""
+        if await self.lookup(session_id) is None:
+            return False
         session = self._sessions.pop(session_id, None)
+        self._checked.pop(session_id, None)
         if session is None:
             return False
-        await asyncio.to_thread(session.close)
+        await asyncio.to_thread(session.end)
         return True
 
     async def close_all(self) -> None:
