@@ -1,4 +1,4 @@
-"""``toolhub tools``, ``validate`` and ``call``: the commands that need no server.
+"""``toolhub tools`` and ``validate``, and the session opener ``call`` (calling.py) shares.
 
 ``call`` switches to the distributed stack when ``--redis`` or ``TOOLHUB_REDIS_URL`` is set
 (``tools`` needs no stack: the definitions are the same either way).
@@ -6,7 +6,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 from pathlib import Path
@@ -15,7 +14,7 @@ from typing import Annotated, Any, NoReturn
 import typer
 from rich.table import Table
 
-from toolhub.core import CallResult, CapabilityMode, ConfigError, drain
+from toolhub.core import CapabilityMode, ConfigError
 from toolhub.session import Session, default_builder
 from toolhub.toolset import FORMATS, STRICT_FORMATS, ToolSetConfig
 
@@ -41,7 +40,6 @@ MODE_HELP = (
 def register(app: typer.Typer) -> None:
     app.command("tools")(tools)
     app.command("validate")(validate)
-    app.command("call")(call)
 
 
 def open_session(
@@ -124,33 +122,3 @@ def validate(
     if not report.ok:
         _violations(ConfigError(report.violations))
     stdout.print(f"[green]valid[/]: {len(report.resolved)} tool(s) enabled")
-
-
-def call(
-    name: Annotated[str, typer.Argument(help="Client name of the tool.")],
-    args: Annotated[str | None, typer.Argument(help="Arguments as a JSON object.")] = None,
-    config: ConfigOpt = None,
-    workspace: Annotated[Path | None, typer.Option(help="Workspace directory.")] = None,
-    session: Annotated[str | None, typer.Option("--session", help="Session id.")] = None,
-    stream: Annotated[bool, typer.Option("--stream", help="Show progress live.")] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the whole result.")] = False,
-    redis: RedisOpt = None,
-) -> None:
-    """Call one tool and print what the model would read (exit 1 when the call failed)."""
-    with open_session(config, workspace, redis=redis, session_id=session) as sess:
-        result = asyncio.run(_call(sess, name, args, stream and not as_json))
-    if as_json:
-        print_json(result.to_dict())
-    elif result.is_error:
-        stderr.print(result.prompt_text, highlight=False, markup=False)
-    else:
-        typer.echo(result.prompt_text)
-    raise typer.Exit(1 if result.is_error else 0)
-
-
-async def _call(session: Session, name: str, args: str | None, live: bool) -> CallResult:
-    from .progress import ProgressView
-
-    view = ProgressView(enabled=live)
-    with view:
-        return await drain(session.stream(name, args), view.show)

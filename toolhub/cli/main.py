@@ -15,7 +15,7 @@ import typer
 
 from toolhub.errors import ToolhubError
 
-from . import demo, embedded, mcp_cmd, serve, tasks, up, worker
+from . import calling, demo, embedded, mcp_cmd, serve, tasks, up, worker
 
 app = typer.Typer(
     name="toolhub",
@@ -26,6 +26,7 @@ app = typer.Typer(
 )
 
 embedded.register(app)
+calling.register(app)
 worker.register(app)
 serve.register(app)
 mcp_cmd.register(app)

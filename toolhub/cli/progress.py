@@ -14,6 +14,8 @@ class ProgressView:
     def __init__(self, *, enabled: bool) -> None:
         self.enabled = enabled
         self._open_line = False
+        #: Whether command output was shown live (the result need not repeat it).
+        self.streamed_output = False
 
     def __enter__(self) -> ProgressView:
         return self
@@ -34,6 +36,7 @@ class ProgressView:
         payload = item.payload if isinstance(item.payload, dict) else {}
         if item.kind == "custom" and isinstance(payload.get("delta"), str):
             delta = payload["delta"]
+            self.streamed_output = True
             stderr.file.write(delta)
             stderr.file.flush()
             self._open_line = not delta.endswith("\n")
