@@ -1,4 +1,4 @@
-"""Redis key names of the distributed protocol (ARCHITECTURE.md §3), under one prefix."""
+"""Redis key names of the distributed protocol (docs/distributed.md), under one prefix."""
 
 from __future__ import annotations
 

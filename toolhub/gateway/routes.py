@@ -1,4 +1,4 @@
-"""The HTTP API of CONTRACT.md: sessions, tool definitions, calls (JSON or SSE), call records and
+"""The HTTP API of docs/contract.md: sessions, tool definitions, calls (JSON or SSE), call records and
 events, cancellation, answers to ``ask_user``, external tools, probes and metrics."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from fastapi.responses import JSONResponse
 from toolhub.core import ConfigError, ToolError
 from toolhub.hub.sources import ExternalSources, SourceTool
 from toolhub.session import Session
-from toolhub.toolset import ExternalSpec
+from toolhub.toolset import STRICT_FORMATS, ExternalSpec
 
 from . import sse
 from .calls import CallConflict
@@ -108,11 +108,29 @@ async def delete_session(session_id: str, request: Request) -> Response:
     return Response(status_code=204)
 
 
-@router.get("/v1/sessions/{session_id}/tools", response_model=list[dict[str, Any]], responses=_404)
+@router.get(
+    "/v1/sessions/{session_id}/tools",
+    response_model=list[dict[str, Any]],
+    responses={
+        422: {
+            "model": Problem,
+            "description": "Invalid query, or strict with a format without it.",
+        },
+        **_404,
+    },
+)
 async def tool_definitions(
-    session_id: str, request: Request, format: Format = "openai"
+    session_id: str,
+    request: Request,
+    format: Format = "openai",
+    strict: Annotated[
+        bool, Query(description="OpenAI strict form (formats openai and mcp).")
+    ] = False,
 ) -> list[dict[str, Any]]:
-    return (await _session(request, session_id)).definitions(format)
+    session = await _session(request, session_id)
+    if strict and format not in STRICT_FORMATS:
+        raise HTTPException(422, f"no strict form for {format!r}: use {', '.join(STRICT_FORMATS)}")
+    return session.definitions(format, strict=strict)
 
 
 # -- calls -----------------------------------------------------------------------------------------

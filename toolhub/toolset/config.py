@@ -1,5 +1,5 @@
 """The client's tool-set configuration (YAML or JSON): which tools, under which names, with which
-parameters and behavior versions. Shape: CONTRACT.md, "Configuration file"."""
+parameters and behavior versions. Shape: docs/contract.md, "Configuration file"."""
 
 from __future__ import annotations
 
