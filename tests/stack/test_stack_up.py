@@ -4,9 +4,11 @@ worker, and SIGINT leaves no process behind."""
 from __future__ import annotations
 
 import os
+import shlex
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -63,10 +65,21 @@ def test_up_serves_a_call_and_stops_everything_on_sigint(tmp_path: Path) -> None
     workspace = tmp_path / "ws"
     workspace.mkdir()
     (workspace / "hello.txt").write_text("hello from the stack\n")
-    port, flower_port = free_port(), free_port()
+    port, flower_port, redis_port_asked = free_port(), free_port(), free_port()
     env = clean_env(tmp_path / "home")
     proc = subprocess.Popen(
-        [TOOLHUB, "up", "--workers", "1", "--port", str(port), "--flower-port", str(flower_port)],
+        [
+            TOOLHUB,
+            "up",
+            "--workers",
+            "1",
+            "--port",
+            str(port),
+            "--flower-port",
+            str(flower_port),
+            "--redis-port",
+            str(redis_port_asked),
+        ],
         cwd=workspace,
         env=env,
         stdout=subprocess.PIPE,
@@ -74,6 +87,9 @@ def test_up_serves_a_call_and_stops_everything_on_sigint(tmp_path: Path) -> None
         text=True,
     )
     url = f"http://127.0.0.1:{port}"
+    printed: list[str] = []
+    reader = threading.Thread(target=lambda: printed.extend(proc.stdout or []), daemon=True)
+    reader.start()
     try:
         deadline = time.monotonic() + 60
         while True:
@@ -93,8 +109,26 @@ def test_up_serves_a_call_and_stops_everything_on_sigint(tmp_path: Path) -> None
             assert "hello from the stack" in result["prompt_text"], result
             record = client.get(f"/v1/sessions/{sid}/calls/{result['call_id']}").json()
             assert record["status"] == "succeeded" and record.get("worker"), record
+        # The connect lines it prints, pasted into another shell, reach this very stack.
+        deadline = time.monotonic() + 30
+        while not any("python: " in line for line in printed):
+            assert time.monotonic() < deadline, "".join(printed)
+            time.sleep(0.1)
+        export = next(line.strip() for line in printed if line.strip().startswith("export "))
+        assert f"127.0.0.1:{redis_port_asked}/0" in export and "TOOLHUB_FLEET_KEY" in export
+        script = (
+            "import os; from toolhub import Session; "
+            f"s = Session.connect(os.environ['TOOLHUB_REDIS_URL'], workspace={str(workspace)!r}); "
+            "print(s.call_sync('read_file', {'path': 'hello.txt'}).prompt_text); s.close()"
+        )
+        pasted = subprocess.run(
+            ["bash", "-c", f"{export}; {sys.executable} -c {shlex.quote(script)}"],
+            env=env, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert "hello from the stack" in pasted.stdout, pasted.stderr
         family |= descendants(proc.pid)
         redis_port, redis_dir = _redis_server(family)
+        assert redis_port == redis_port_asked
         # Redis wants a password, kept in a file only its owner reads (not on the command
         # line, which any local user reads with ps).
         with pytest.raises(RedisError, match="authenticat"):
@@ -105,11 +139,14 @@ def test_up_serves_a_call_and_stops_everything_on_sigint(tmp_path: Path) -> None
     finally:
         proc.send_signal(signal.SIGINT)
         try:
-            out, err = proc.communicate(timeout=60)
+            proc.wait(timeout=60)
         except subprocess.TimeoutExpired:
             proc.kill()
-            out, err = proc.communicate()
+            proc.wait()
+        err = proc.stderr.read() if proc.stderr else ""
+        reader.join(10)
     assert proc.returncode == 0, err
+    out = "".join(printed)
     assert f"http://127.0.0.1:{port}" in out and f"http://127.0.0.1:{flower_port}" in out
     assert "password" in out and "stopped" in err
     # The Redis URL shown once, with its password, is the one that works.

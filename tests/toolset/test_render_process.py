@@ -16,6 +16,7 @@ from jinja2 import ChainableUndefined
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from toolhub.core import ConfigError, TemplateRenderError
+from toolhub.core.template_limits import tool_names
 from toolhub.toolset import ToolSetBuilder
 from toolhub.toolset.render_process import RENDER_BUDGET_S, RenderPool
 
@@ -241,6 +242,7 @@ def test_the_builtin_catalog_renders_as_before() -> None:
         undefined=ChainableUndefined,
         keep_trailing_newline=True,
     )
+    plain.filters["names"] = tool_names  # the one filter toolhub adds
     for entry in toolset.entries.values():
         assert entry.tool is not None
         context = toolset.renderer.context(entry.tool.template_extra(entry.params))

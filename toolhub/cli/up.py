@@ -3,16 +3,20 @@ Ctrl-C or SIGTERM stops every process it started."""
 
 from __future__ import annotations
 
+import shlex
 import signal
 import threading
 from pathlib import Path
 from types import FrameType
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
 
 from .output import fail, stderr, stdout
+
+if TYPE_CHECKING:
+    from toolhub.stack.local import StackInfo
 
 
 def register(app: typer.Typer) -> None:
@@ -33,13 +37,20 @@ def up(
     workspace: Annotated[
         Path | None, typer.Option(envvar="TOOLHUB_WORKSPACE", help="Workspace root.")
     ] = None,
+    redis_port: Annotated[
+        int | None, typer.Option(help="Redis port (default: a free one).")
+    ] = None,
 ) -> None:
     """Run the whole distributed stack on this machine, without Docker."""
     from toolhub.stack.local import LocalStack, StackError
     from toolhub.stack.redis_server import RedisServerNotFound
 
-    for name, value in (("--port", port), ("--flower-port", flower_port)):
-        if not 0 < value < 65536:
+    for name, value in (
+        ("--port", port),
+        ("--flower-port", flower_port),
+        ("--redis-port", redis_port),
+    ):
+        if value is not None and not 0 < value < 65536:
             fail(f"{name} must be 1-65535, got {value}")
     if metrics_port and not 0 < metrics_port <= 65536 - workers:
         fail(f"--metrics-port must leave room for {workers} ports below 65536, or be 0")
@@ -64,6 +75,7 @@ def up(
             workspace=workspace,
             config=config,
             report=report,
+            redis_port=redis_port,
         )
         stderr.print("starting Redis, workers, gateway and Flower…", highlight=False)
         info = stack.start()
@@ -85,6 +97,7 @@ def up(
             table.add_row("worker metrics", "\n".join(info.metrics_urls))
         table.add_row("logs", str(info.logs))
         stdout.print(table)
+        _print_connect(info, stack.workspace)
         stderr.print("Ctrl-C stops everything.", highlight=False)
         stop.wait()
     finally:
@@ -93,3 +106,15 @@ def up(
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     stderr.print("stopped", highlight=False)
+
+
+def _print_connect(info: StackInfo, workspace: Path) -> None:
+    """What to paste into another shell to use this stack from Python (or any toolhub
+    command): the Redis URL and the fleet key, without showing the key itself."""
+    exports = f"export TOOLHUB_REDIS_URL={shlex.quote(info.redis_url)}"
+    if info.fleet_key_file is not None:
+        exports += f' TOOLHUB_FLEET_KEY="$(cat {shlex.quote(str(info.fleet_key_file))})"'
+    stdout.print("\nConnect from another shell:", highlight=False)
+    stdout.print(f"  {exports}", highlight=False, markup=False, soft_wrap=True)
+    line = f'Session.connect(os.environ["TOOLHUB_REDIS_URL"], workspace={str(workspace)!r})'
+    stdout.print(f"  python: {line}", highlight=False, markup=False, soft_wrap=True)

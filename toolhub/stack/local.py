@@ -94,6 +94,7 @@ class LocalStack:
         workspace: Path | None = None,
         config: Path | None = None,
         report: Report | None = None,
+        redis_port: int | None = None,
     ) -> None:
         if workers < 1:
             raise StackError("--workers must be at least 1")
@@ -102,6 +103,8 @@ class LocalStack:
         self.flower_port = flower_port
         #: Worker N serves metrics on ``metrics_port + N - 1``; 0 turns them off.
         self.metrics_port = metrics_port
+        #: None: a free port chosen at start.
+        self.redis_port = redis_port
         self.workspace = (workspace or Path.cwd()).resolve()
         self.config = config
         self.report = report or (lambda message: None)
@@ -112,7 +115,11 @@ class LocalStack:
 
     def start(self, timeout: float = STARTUP_TIMEOUT_S) -> StackInfo:
         """Start everything and wait until each part is ready; on failure stop what started."""
-        for name, port in (("gateway", self.port), ("Flower", self.flower_port)):
+        for name, port in (
+            ("gateway", self.port),
+            ("Flower", self.flower_port),
+            ("Redis", self.redis_port),
+        ):
             if port is not None and not port_free(port):
                 raise StackError(f"port {port} for the {name} is in use (choose another)")
         self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -127,7 +134,9 @@ class LocalStack:
         # Loopback only, and a password all the same: any local user could otherwise write a
         # session record and a message, and have a worker run a command of their choosing.
         self.redis = RedisServer(
-            data_dir=self.run_dir / "redis", password=secrets.token_urlsafe(24)
+            port=self.redis_port,
+            data_dir=self.run_dir / "redis",
+            password=secrets.token_urlsafe(24),
         )
         self.redis.data_dir.mkdir(parents=True, exist_ok=True)
         redis = self._spawn("redis", self.redis.command(), {}, grace=10)
