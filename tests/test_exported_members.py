@@ -1,13 +1,17 @@
 """The declared public surface: ``toolhub.__all__`` is exactly the list in docs/contract.md
 ("Public API"), and every name in it is importable and is toolhub's own (after httpx's
-``test_exported_members``)."""
+``test_exported_members``); each framework adapter's ``__all__`` is its own and named in
+docs/integrations.md."""
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import re
 from pathlib import Path
 from types import ModuleType
+
+import pytest
 
 import toolhub
 
@@ -42,6 +46,15 @@ def test_every_exported_name_is_importable_and_defined_by_toolhub() -> None:
         else:
             module = inspect.getmodule(value)
             assert module is not None and module.__name__.startswith("toolhub."), name
+
+
+@pytest.mark.parametrize("adapter", ["openai_agents", "pydantic_ai", "langchain"])
+def test_each_framework_adapter_exports_its_own_documented_names(adapter: str) -> None:
+    module = importlib.import_module(f"toolhub.integrations.{adapter}")
+    documented = (ROOT / "docs" / "integrations.md").read_text()
+    for name in module.__all__:
+        assert inspect.getmodule(getattr(module, name)) is module, name
+        assert f"`{name}`" in documented, f"docs/integrations.md never names {name}"
 
 
 def test_the_package_is_typed() -> None:

@@ -34,9 +34,14 @@ def test_generate_schema_strips_root_title_and_description():
     assert schema["required"] == ["text"]
 
 
-def test_empty_struct_schema_has_properties_and_required():
+def test_empty_struct_schema_has_properties_and_required_and_is_closed():
     schema = ErasedTool(Noop()).input_schema
-    assert schema == {"type": "object", "properties": {}, "required": []}
+    assert schema == {
+        "type": "object",
+        "properties": {},
+        "required": [],
+        "additionalProperties": False,
+    }
 
 
 def test_invalid_args_name_the_client_field_and_echo_the_original():

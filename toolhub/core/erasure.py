@@ -16,7 +16,7 @@ from pydantic import BaseModel, ValidationError
 
 from .errors import ErrorKind, ToolError
 from .result import ToolOutput, default_model_text
-from .schema import clean_schema
+from .schema import clean_schema, null_plan
 from .stream import ContentBlock, Progress
 from .tool import Tool, ToolContext
 
@@ -50,6 +50,7 @@ class ErasedTool:
     __slots__ = (
         "_allowed",
         "_blocks",
+        "_nulls",
         "_output_type",
         "_text",
         "_validate",
@@ -64,9 +65,14 @@ class ErasedTool:
         self.tool = tool
         self.fq_id = tool.fq_id()
         args_model = type(tool).Args
-        self.input_schema = clean_schema(args_model.model_json_schema())
+        # Closed: ``parse_args`` refuses unknown arguments, whatever the model's ``extra`` says.
+        self.input_schema = {
+            **clean_schema(args_model.model_json_schema()),
+            "additionalProperties": False,
+        }
         self.properties = frozenset(self.input_schema.get("properties", {}))
         self._allowed = frozenset(_accepted_keys(args_model))
+        self._nulls = null_plan(self.input_schema)
         self._validate = args_model.model_validate
         self._output_type = type(tool).Output
         self._text = getattr(self._output_type, "model_text", None)
@@ -86,13 +92,15 @@ class ErasedTool:
         original: str | Mapping[str, Any] | None = None,
     ) -> BaseModel:
         """Validate canonical arguments; errors name fields in the client's own parameter names
-        and echo the client's original arguments (their text, or their object)."""
+        and echo the client's original arguments (their text, or their object). An explicit
+        ``null`` for an optional parameter that refuses it is taken as absent (``NullPlan``)."""
         unknown = [k for k in arguments if k not in self._allowed]
         if unknown:
             names = ", ".join(f"`{_client(k, client_names)}`" for k in unknown)
             raise self._invalid(client_name, f"unknown argument(s) {names}", arguments, original)
+        values = arguments if self._nulls is None else self._nulls.apply(arguments)
         try:
-            return self._validate(arguments)
+            return self._validate(values)
         except ValidationError as exc:
             problems = "; ".join(
                 f"`{_loc(err['loc'], client_names)}`: {err['msg']}" for err in exc.errors()[:5]

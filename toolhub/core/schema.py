@@ -3,10 +3,14 @@
 ``$ref``s are inlined (several providers reject or mishandle them), generated ``title``s and the
 root description are dropped (noise the model pays tokens for), and every object schema carries
 ``properties`` and ``required`` (some providers reject an object without them).
+
+``null_plan`` reads the same schema the other way: which explicit ``null``s in a call's
+arguments mean "absent" (see ``NullPlan``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 _SCHEMA_MAPS = ("properties", "$defs", "definitions", "patternProperties")
@@ -61,3 +65,94 @@ def rename_properties(schema: dict[str, Any], mapping: dict[str, str]) -> dict[s
     out["properties"] = {mapping.get(k, k): v for k, v in schema.get("properties", {}).items()}
     out["required"] = [mapping.get(k, k) for k in schema.get("required", [])]
     return out
+
+
+def accepts_null(node: Any) -> bool:
+    """Whether a schema admits ``null``: a ``null`` type or variant, ``null`` among the enum or
+    as the const, or no type constraint at all. A ``$ref`` left after clean-up is a recursive
+    model, an object."""
+    if not isinstance(node, dict):
+        return node is True
+    variants = _variants(node)
+    if variants:
+        return any(accepts_null(v) for v in variants)
+    if "enum" in node:
+        return isinstance(node["enum"], list) and None in node["enum"]
+    if "const" in node:
+        return node["const"] is None
+    kind = node.get("type")
+    if kind is None:
+        return "$ref" not in node
+    return kind == "null" or (isinstance(kind, list) and "null" in kind)
+
+
+class NullPlan:
+    """Where an explicit ``null`` means "absent": the optional properties whose schema refuses
+    ``null``, at the top level and in nested objects (directly, in arrays, in ``anyOf``).
+
+    A model in strict mode must send every property, and sends ``null`` for the ones it means
+    to leave out (the strict form makes them nullable for that reason). Dropping those before
+    validation lets the default apply, so ``bash.is_background: null`` is ``false``, not
+    "Input should be a valid boolean" — without a ``| None`` on every optional field."""
+
+    __slots__ = ("absent", "nested")
+
+    def __init__(self, absent: frozenset[str], nested: dict[str, NullPlan]) -> None:
+        self.absent = absent
+        self.nested = nested
+
+    def apply(self, value: Mapping[str, Any]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            if item is None and key in self.absent:
+                continue
+            plan = self.nested.get(key)
+            out[key] = item if plan is None else plan._within(item)
+        return out
+
+    def _within(self, item: Any) -> Any:
+        if isinstance(item, dict):
+            return self.apply(item)
+        if isinstance(item, list):
+            return [self._within(x) for x in item]
+        return item
+
+
+def null_plan(schema: Mapping[str, Any], depth: int = 0) -> NullPlan | None:
+    """The plan for an object schema, or None when no ``null`` there needs dropping. Schemas
+    from elsewhere (external tools) may be malformed: what is not a schema is left alone."""
+    properties = schema.get("properties")
+    if not isinstance(properties, dict) or depth > 32:
+        return None
+    listed = schema.get("required")
+    required = set(r for r in listed if isinstance(r, str)) if isinstance(listed, list) else set()
+    absent = frozenset(
+        name for name, sub in properties.items() if name not in required and not accepts_null(sub)
+    )
+    nested = {}
+    for name, sub in properties.items():
+        inner = _object_inside(sub, depth)
+        plan = null_plan(inner, depth + 1) if inner is not None else None
+        if plan is not None:
+            nested[name] = plan
+    return NullPlan(absent, nested) if absent or nested else None
+
+
+def _object_inside(node: Any, depth: int) -> Mapping[str, Any] | None:
+    """The one object schema a property holds (itself, its array items, one ``anyOf``
+    variant); None when it holds none, or several (which one applies is the validator's
+    call, so their nulls are left alone)."""
+    if not isinstance(node, dict) or depth > 32:
+        return None
+    if isinstance(node.get("properties"), dict):
+        return node
+    found = [
+        inner
+        for sub in (node.get("items"), *_variants(node))
+        if (inner := _object_inside(sub, depth + 1)) is not None
+    ]
+    return found[0] if len(found) == 1 else None
+
+
+def _variants(node: Mapping[str, Any]) -> list[Any]:
+    return [v for key in ("anyOf", "oneOf") if isinstance(node.get(key), list) for v in node[key]]

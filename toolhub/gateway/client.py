@@ -63,8 +63,11 @@ class GatewayClient:
         body = {"config": config, "workspace": workspace}
         return self._json(self.http.post("/v1/sessions", json=body))  # type: ignore[no-any-return]
 
-    def tools(self, session_id: str, format: str = "openai") -> list[dict[str, Any]]:
-        response = self.http.get(f"/v1/sessions/{session_id}/tools", params={"format": format})
+    def tools(
+        self, session_id: str, format: str = "openai", *, strict: bool = False
+    ) -> list[dict[str, Any]]:
+        params = {"format": format, **({"strict": "true"} if strict else {})}
+        response = self.http.get(f"/v1/sessions/{session_id}/tools", params=params)
         return self._json(response)  # type: ignore[no-any-return]
 
     def call(

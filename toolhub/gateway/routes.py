@@ -1,5 +1,5 @@
-"""The HTTP API of docs/contract.md: sessions, tool definitions, calls (JSON or SSE), call records and
-events, cancellation, answers to ``ask_user``, external tools, probes and metrics."""
+"""The HTTP API of docs/contract.md: sessions, tool definitions, calls (JSON or SSE), call
+records and events, cancellation, answers to ``ask_user``, external tools, probes and metrics."""
 
 from __future__ import annotations
 

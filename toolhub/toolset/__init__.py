@@ -11,7 +11,7 @@ from .config import (
     default_client_name,
 )
 from .external import ExternalHandler, ExternalSpec, ExternalTool
-from .formats import FORMATS, Definition, render_definitions
+from .formats import FORMATS, STRICT_FORMATS, Definition, render_definitions
 from .merge import Merged, merge
 from .toolset import Entry, Prepared, ToolSet
 from .validate import Report
@@ -19,6 +19,7 @@ from .validate import Report
 __all__ = [
     "FORMATS",
     "PLUGIN_GROUP",
+    "STRICT_FORMATS",
     "ConfigSource",
     "Definition",
     "Entry",

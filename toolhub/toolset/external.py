@@ -14,6 +14,7 @@ from typing import Any
 
 from toolhub.core import ErrorKind, Outcome, Progress, ToolContext, ToolError, ToolOutput
 from toolhub.core.result import default_model_text
+from toolhub.core.schema import null_plan
 
 ExternalHandler = Callable[[dict[str, Any], ToolContext], Any]
 """Returns the output (or an awaitable of it), or an async iterator of Progress then output."""
@@ -41,6 +42,7 @@ class ExternalTool:
         self.fq_id = f"External:{spec.name}"
         self.input_schema = spec.input_schema
         self.properties = frozenset(spec.input_schema.get("properties", {}))
+        self._nulls = null_plan(spec.input_schema)
 
     def parse_args(
         self,
@@ -50,7 +52,9 @@ class ExternalTool:
         client_names: Mapping[str, str] | None = None,
         original: str | Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
-        return dict(arguments)
+        """The arguments as given, less the ``null``s the strict form of the tool's schema
+        invited where the schema itself refuses them: the server behind it validates."""
+        return dict(arguments) if self._nulls is None else self._nulls.apply(arguments)
 
     def run_sync(self, ctx: ToolContext, args: Any) -> Outcome:
         raise ToolError(ErrorKind.NOT_IMPLEMENTED, "external tools run asynchronously")

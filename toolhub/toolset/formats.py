@@ -6,7 +6,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .strict import strict_schema
+
 FORMATS = ("openai", "anthropic", "mcp")
+#: Formats with a strict form: OpenAI's own, and MCP for clients that hold MCP tools to
+#: OpenAI strict mode (openai-agents' ``convert_schemas_to_strict``). Anthropic's strict tool
+#: use accepts another subset of JSON Schema.
+STRICT_FORMATS = ("openai", "mcp")
 
 
 @dataclass(frozen=True, slots=True)
@@ -18,27 +24,42 @@ class Definition:
     parameters: dict[str, Any]
 
 
-def render_definitions(definitions: Sequence[Definition], format: str) -> list[dict[str, Any]]:
+def render_definitions(
+    definitions: Sequence[Definition], format: str, *, strict: bool = False
+) -> list[dict[str, Any]]:
+    """The definitions in ``format``; ``strict``: in OpenAI strict form (``strict_schema``),
+    each OpenAI function marked ``strict: true``, or ``false`` for a tool whose schema has no
+    strict form (listed as it is)."""
+    if format not in FORMATS:
+        raise ValueError(f"unknown definition format {format!r}; use one of {', '.join(FORMATS)}")
+    if strict and format not in STRICT_FORMATS:
+        raise ValueError(
+            f"no strict form for {format!r} definitions; strict is for {', '.join(STRICT_FORMATS)}"
+        )
     if format == "openai":
-        return [
-            {
-                "type": "function",
-                "function": {
-                    "name": d.name,
-                    "description": d.description,
-                    "parameters": d.parameters,
-                },
+        out = []
+        for d in definitions:
+            function: dict[str, Any] = {
+                "name": d.name,
+                "description": d.description,
+                "parameters": d.parameters,
             }
-            for d in definitions
-        ]
+            if strict:
+                held = strict_schema(d.parameters)
+                function["parameters"] = d.parameters if held is None else held
+                function["strict"] = held is not None
+            out.append({"type": "function", "function": function})
+        return out
     if format == "anthropic":
         return [
             {"name": d.name, "description": d.description, "input_schema": d.parameters}
             for d in definitions
         ]
-    if format == "mcp":
-        return [
-            {"name": d.name, "description": d.description, "inputSchema": d.parameters}
-            for d in definitions
-        ]
-    raise ValueError(f"unknown definition format {format!r}; use one of {', '.join(FORMATS)}")
+    return [
+        {
+            "name": d.name,
+            "description": d.description,
+            "inputSchema": (strict_schema(d.parameters) if strict else None) or d.parameters,
+        }
+        for d in definitions
+    ]

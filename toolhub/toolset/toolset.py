@@ -123,13 +123,16 @@ class ToolSet:
             raise ToolError.not_found(f"Unknown tool `{name}`.{hint}", tool=name, suggestions=close)
         return entry
 
-    def definitions(self, format: str = "openai", *, include_external: bool = True) -> list[Any]:
+    def definitions(
+        self, format: str = "openai", *, include_external: bool = True, strict: bool = False
+    ) -> list[Any]:
+        """The listed tools in ``format``; ``strict``: in OpenAI strict form (``strict.py``)."""
         entries = [
             e
             for e in self._entries.values()
             if (include_external or not e.external) and self._listed(e)
         ]
-        return render_definitions([e.definition for e in entries], format)
+        return render_definitions([e.definition for e in entries], format, strict=strict)
 
     def _listed(self, entry: Entry) -> bool:
         if entry.tool is None:
