@@ -16,6 +16,8 @@ from toolhub.core import ErrorKind, Outcome, Progress, ToolContext, ToolError, T
 from toolhub.core.result import default_model_text
 from toolhub.core.schema import null_plan
 
+from .external_check import ArgumentCheck
+
 ExternalHandler = Callable[[dict[str, Any], ToolContext], Any]
 """Returns the output (or an awaitable of it), or an async iterator of Progress then output."""
 
@@ -43,6 +45,7 @@ class ExternalTool:
         self.input_schema = spec.input_schema
         self.properties = frozenset(spec.input_schema.get("properties", {}))
         self._nulls = null_plan(spec.input_schema)
+        self._check = ArgumentCheck.of(spec.input_schema)
 
     def parse_args(
         self,
@@ -53,8 +56,12 @@ class ExternalTool:
         original: str | Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
         """The arguments as given, less the ``null``s the strict form of the tool's schema
-        invited where the schema itself refuses them: the server behind it validates."""
-        return dict(arguments) if self._nulls is None else self._nulls.apply(arguments)
+        invited where the schema itself refuses them, checked against the schema
+        (``external_check.py``): a bad call is refused here, before any dispatch."""
+        args = dict(arguments) if self._nulls is None else self._nulls.apply(arguments)
+        if self._check is not None:
+            self._check.check(args, tool=client_name)
+        return args
 
     def run_sync(self, ctx: ToolContext, args: Any) -> Outcome:
         raise ToolError(ErrorKind.NOT_IMPLEMENTED, "external tools run asynchronously")
