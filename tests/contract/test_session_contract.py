@@ -117,7 +117,9 @@ def test_cancel_ends_a_running_command_with_a_cancelled_terminal(session_factory
 
         async def consume():
             async for item in session.stream(
-                "bash", {"command": "sleep 30", "description": "t"}, call_id="to-cancel"
+                "bash",
+                {"command": "echo so-far; sleep 30", "description": "t"},
+                call_id="to-cancel",
             ):
                 items.append(item)
 
@@ -132,6 +134,9 @@ def test_cancel_ends_a_running_command_with_a_cancelled_terminal(session_factory
     result = items[-1]
     assert isinstance(result, CallResult) and result.error.kind == "cancelled"
     assert took < 5
+    # The tool's own account of the kill, with the output so far, is what the caller reads.
+    assert "exit: killed (cancelled)" in result.error.detail, result.error.detail
+    assert "so-far" in result.prompt_text
 
 
 def test_sync_twins_from_another_thread(session_factory):

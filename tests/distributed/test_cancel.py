@@ -68,7 +68,9 @@ def test_cancel_reaches_a_real_bash_command(live, store, tmp_path):
     async def go():
         task = asyncio.ensure_future(
             session.call(
-                "bash", {"command": f"sleep {marker_arg}", "description": "t"}, call_id=cid
+                "bash",
+                {"command": f"echo before-the-cancel; sleep {marker_arg}", "description": "t"},
+                call_id=cid,
             )
         )
         await async_wait_until(sleepers, 10)
@@ -83,6 +85,9 @@ def test_cancel_reaches_a_real_bash_command(live, store, tmp_path):
     finally:
         session.close()
     assert result.error.kind == "cancelled" and took < 3.0
+    # What the tool said of the kill reaches the caller (issue 16: only "was cancelled").
+    assert "exit: killed (cancelled)" in result.error.detail, result.error.detail
+    assert "before-the-cancel" in result.error.detail
     assert store.get_record(cid)["status"] == "cancelled"
 
 

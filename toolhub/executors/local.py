@@ -15,7 +15,7 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator
 from typing import Any
 
-from toolhub.core import CallResult, CancelToken, Progress, ToolError
+from toolhub.core import CallResult, CancelToken, ErrorKind, Progress, ToolError
 from toolhub.errors import ErrorCode
 from toolhub.toolset import Prepared, ToolSet
 
@@ -80,11 +80,8 @@ class LocalExecutor:
                 waiting: set[asyncio.Future[Any]] = {step, cancelled}
                 await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
                 if cancelled.done():
-                    # A cancel wins even when the tool's step completed in the same instant
-                    # (its kill callback often ends the step at once): the terminal says so.
-                    if not step.cancel() and not step.cancelled():
-                        step.exception()  # consumed: the cancelled terminal replaces it
-                    yield _cancelled(prepared)
+                    async for item in _wind_down(source, step, prepared):
+                        yield item
                     return
                 try:
                     item = step.result()
@@ -168,6 +165,38 @@ def _status(result: CallResult) -> str:
 
 async def _once(awaitable: Any) -> AsyncIterator[CallResult]:
     yield await awaitable
+
+
+#: How long a cancelled tool may take to say how it ended (bash: "killed after 2.1 s" and the
+#: output so far) before the executor answers for it. Cancellation is never longer than this.
+CANCEL_GRACE_S = 0.5
+
+
+async def _wind_down(
+    source: AsyncIterator[Progress | CallResult], step: asyncio.Future[Any], prepared: Prepared
+) -> AsyncIterator[Progress | CallResult]:
+    """After a cancel: the tool's own cancelled result when it gives one within the grace
+    (its last output first), else the executor's. A cancel wins even when the tool's step
+    completed normally in the same instant: the terminal is a ``cancelled`` one either way."""
+    deadline = asyncio.get_running_loop().time() + CANCEL_GRACE_S
+    while True:
+        left = deadline - asyncio.get_running_loop().time()
+        done, _ = await asyncio.wait({step}, timeout=max(left, 0))
+        if not done:
+            step.cancel()
+            break
+        try:
+            item = step.result()
+        except (StopAsyncIteration, Exception):
+            break
+        if isinstance(item, CallResult):
+            if item.error is not None and item.error.kind == ErrorKind.CANCELLED:
+                yield item
+                return
+            break
+        yield item
+        step = asyncio.ensure_future(anext(source))
+    yield _cancelled(prepared)
 
 
 def _cancelled(prepared: Prepared) -> CallResult:
