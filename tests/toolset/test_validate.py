@@ -42,7 +42,12 @@ def test_every_param_problem_of_the_stage_is_reported(builder):
             ]
         }
     )
-    assert sorted(cats(report)) == ["params_unknown_field", "params_unknown_field"]
+    # An unknown param no longer hides the constraint error beside it (issue 16).
+    assert sorted(cats(report)) == [
+        "params_constraint",
+        "params_unknown_field",
+        "params_unknown_field",
+    ]
     report = builder.validate(
         {"tools": [{"id": "Main:echo"}, {"id": "Main:writer", "params": {"limit": 0}}]}
     )
@@ -148,3 +153,38 @@ def test_config_file_yaml_and_json(builder, tmp_path):
     assert list(builder.build(tmp_path / "t.json").entries) == ["noop"]
     assert cats(builder.validate(tmp_path / "bad.yaml")) == ["config_parse"]
     assert cats(builder.validate(tmp_path / "missing.yaml")) == ["config_parse"]
+
+
+def test_independent_problems_are_reported_in_one_pass(tmp_path) -> None:
+    """What took a newcomer seven fix-and-rerun rounds comes back at once: an unknown tool, a
+    bad version, an unknown param beside a wrong type, a duplicate name, a rename of a param
+    that does not exist and a variant conflict; the one dependent check (requirements, which
+    the unknown tool might meet) says it was not checked, and why."""
+    from toolhub.session import default_builder
+
+    report = default_builder().validate(
+        {
+            "tools": [
+                {"id": "Main:read_fil"},
+                {"id": "Main:bash", "version": "v99", "params": {"max_timeout_ms": "x", "oops": 1}},
+                {"id": "Main:grep", "name": "glob"},
+                {"id": "Main:glob"},
+                {"id": "Main:edit_file", "rename": {"nope": "n"}},
+                {"id": "Codex:apply_patch"},
+            ]
+        }
+    )
+    found = sorted(cats(report))
+    for category in (
+        "tool_not_found",
+        "behavior_version",
+        "params_unknown_field",
+        "params_type",
+        "duplicate_client_name",
+        "rename_unknown_param",
+        "variant_conflict",
+        "not_checked",
+    ):
+        assert category in found, (category, found)
+    skipped = next(v for v in report.violations if v.category == "not_checked")
+    assert "Main:read_fil" in skipped.message and "fix those first" in skipped.message

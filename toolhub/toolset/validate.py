@@ -1,8 +1,11 @@
 """Staged validation of a tool-set config against the registry.
 
-Each stage reports every violation it finds; a stage runs only when the ones before it passed,
-because later checks (name clashes, requirements) mean nothing for tools that do not exist.
-Validation never raises: whatever the input, it returns violations.
+Every independent violation is reported in one pass: each tool's id, version and params (an
+unknown param does not hide a wrong type beside it), then names and renames and variant
+conflicts among the tools that resolved. Requirements between tools are the one dependent
+check: when a tool did not resolve, a requirement it would have met would be reported falsely,
+so that stage is skipped and a ``not_checked`` entry says so and why. Validation never raises:
+whatever the input, it returns violations.
 """
 
 from __future__ import annotations
@@ -57,11 +60,13 @@ class Report:
 def validate(config: ToolSetConfig, registry: Registry) -> Report:
     report = Report()
     entries = config.tools if config.tools is not None else _defaults(registry)
-    for stage in (_stage_tools, _stage_names, _stage_variants, _stage_requirements):
+    for stage in (_stage_tools, _stage_names, _stage_variants):
         stage(config, entries, registry, report)
-        if report.violations:
-            report.resolved = []
-            return report
+    _stage_requirements(
+        config, entries, registry, report, complete=len(report.resolved) == len(entries)
+    )
+    if report.violations:
+        report.resolved = []
     return report
 
 
@@ -113,12 +118,11 @@ def _stage_tools(
                     actual=entry.version,
                 )
             )
-            continue
-        if resolved.warning is not None:
+        elif resolved.warning is not None:
             report.warnings.append(resolved.warning)
         params, problems = _check_params(entry, tool.params_model)
         report.violations.extend(problems)
-        if problems:
+        if problems or resolved.error is not None:
             continue
         kind = ToolKind.parse(entry.kind) if entry.kind is not None else tool.kind
         report.resolved.append(Resolved(entry, registered, params, resolved.version, kind))
@@ -153,14 +157,15 @@ def check_params(
         for key in values
         if key not in model.model_fields
     ]
-    if problems:
-        return None, problems
+    # The known params are checked too: an unknown one must not hide a wrong type beside it.
+    known = {k: v for k, v in values.items() if k in model.model_fields}
     try:
-        return model.model_validate(values), []
+        params = model.model_validate(known)
     except ValidationError as exc:
-        return None, [_param_violation(tool, err) for err in exc.errors()]
+        return None, [*problems, *(_param_violation(tool, err) for err in exc.errors())]
     except Exception as exc:
-        return None, [ConfigViolation(tool, str(exc), category="params_constraint")]
+        return None, [*problems, ConfigViolation(tool, str(exc), category="params_constraint")]
+    return (None, problems) if problems else (params, [])
 
 
 def _check_params(
@@ -312,19 +317,39 @@ def proposed_tools(resolved: list[Resolved]) -> list[ProposedTool]:
 
 
 def _stage_requirements(
-    config: ToolSetConfig, entries: list[ToolConfig], registry: Registry, report: Report
+    config: ToolSetConfig,
+    entries: list[ToolConfig],
+    registry: Registry,
+    report: Report,
+    *,
+    complete: bool = True,
 ) -> None:
+    """Requirements among the resolved tools. When some entry did not resolve (``complete``
+    false), an unmet requirement may be one that entry would meet: it is reported as
+    ``not_checked``, naming the entries to fix first, not as a violation of its own."""
     tools = proposed_tools(report.resolved)
+    resolved_ids = {id(r.config) for r in report.resolved}
+    pending = ", ".join(e.id for e in entries if id(e) not in resolved_ids)
     for item, proposed in zip(report.resolved, tools, strict=True):
         ctx = EvalContext(tools, proposed.params)
         missing = unmet(item.registered.tool.requires, ctx)
-        if missing:
-            needs = "; ".join(part.explain() for part in missing)
-            report.violations.append(
-                ConfigViolation(
-                    item.config.id,
-                    f"{item.client_name} requires {needs}, which the tool set does not enable",
-                    category="requirements",
-                    expected=item.registered.tool.requires.explain(),
-                )
+        if not missing:
+            continue
+        needs = "; ".join(part.explain() for part in missing)
+        if complete:
+            message = f"{item.client_name} requires {needs}, which the tool set does not enable"
+            category = "requirements"
+        else:
+            message = (
+                f"not checked: {item.client_name} requires {needs}, and the entries that could "
+                f"not be resolved ({pending}) may provide it; fix those first"
             )
+            category = "not_checked"
+        report.violations.append(
+            ConfigViolation(
+                item.config.id,
+                message,
+                category=category,
+                expected=item.registered.tool.requires.explain(),
+            )
+        )
