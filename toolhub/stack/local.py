@@ -187,7 +187,9 @@ class LocalStack:
         self._await(gateway, deadline, lambda: _http_ok(f"{gateway_url}/readyz"))
         flower_url = user = password = None
         if self.flower_port is not None and find_spec("flower") is None:
-            self.report("Flower is not installed (pip install flower): starting without it")
+            self.report(
+                "Flower is not installed (pip install 'toolhub[stack]'): starting without it"
+            )
         elif self.flower_port is not None:
             flower_url, user, password = self._start_flower(url, deadline)
         self.info = StackInfo(
