@@ -121,9 +121,7 @@ def test_apply_patch_refuses_a_file_over_the_limit(harness: Harness, ws: Path) -
     assert big.stat().st_size == EditFileParams().max_file_bytes + 1
 
 
-def test_a_fifo_named_gitignore_does_not_hang_the_listing_tools(
-    harness: Harness, ws: Path
-) -> None:
+def test_a_fifo_named_gitignore_does_not_hang_the_listing_tools(harness: Harness, ws: Path) -> None:
     (ws / "sub").mkdir()
     (ws / "sub" / "kept.txt").write_text("x")
     os.mkfifo(ws / "sub" / ".gitignore")

@@ -35,7 +35,6 @@ def local_fetch_permitted() -> bool:
     return os.environ.get(ALLOW_LOCAL_ENV, "").strip().lower() in ("1", "true", "yes", "on")
 
 
-
 class WebFetchParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
