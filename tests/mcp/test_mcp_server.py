@@ -22,6 +22,7 @@ from mcp.shared.exceptions import MCPError
 from tests.gateway.support import make_builder
 from toolhub import Session
 from toolhub.gateway import ThreadedServer
+from toolhub.mcp.results import OUTPUT_META_KEY
 from toolhub.mcp.transports import http_app
 
 pytestmark = pytest.mark.timeout(60)
@@ -94,7 +95,8 @@ def test_list_call_progress_and_errors(connect: Connect, tmp_path: Path) -> None
             ok = await s.call_tool("echo", {"text": "hi"})
             assert ok.is_error is False
             assert ok.content[0].text == "echo: hi"
-            assert ok.structured_content == {"echoed": "hi"}
+            assert ok.structured_content is None, "the text is not its JSON"
+            assert ok.meta == {OUTPUT_META_KEY: {"echoed": "hi"}}
 
             seen: list[tuple[float, str | None]] = []
 
@@ -106,7 +108,7 @@ def test_list_call_progress_and_errors(connect: Connect, tmp_path: Path) -> None
             counted = await s.call_tool(
                 "count", {"n": 4, "delay": 0.06}, progress_callback=on_progress
             )
-            assert counted.structured_content == {"total": 4}
+            assert counted.structured_content == {"total": 4}, "its text is its JSON"
             values = [p for p, _ in seen]
             assert values == sorted(values) and len(set(values)) == len(values) and values
             assert values[-1] == 4.0

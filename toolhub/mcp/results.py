@@ -1,5 +1,6 @@
 """An MCP tool result as toolhub's terminal: the text the model reads (content blocks joined,
-capped) and the structured output (``structuredContent``, else the text)."""
+capped) and the structured output (``structuredContent``, else a toolhub server's
+``_meta["toolhub/output"]``, else the text)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,10 @@ import mcp_types as types
 from toolhub.core import Outcome, ToolError, ToolOutput
 
 DEFAULT_MAX_OUTPUT_BYTES = 20_000
+
+#: Where ``toolhub mcp`` puts a structured output whose text is not its JSON (see
+#: ``server.to_mcp_result``), so a toolhub reached over MCP keeps its typed outputs.
+OUTPUT_META_KEY = "toolhub/output"
 
 
 def max_output_bytes() -> int:
@@ -46,6 +51,9 @@ def outcome_of(result: types.CallToolResult, tool_id: str) -> Outcome:
     text = result_text(result)
     if result.is_error:
         return Outcome(error=ToolError.execution(text or "the MCP tool reported an error"))
-    if result.structured_content is not None:
-        return Outcome(ToolOutput.dynamic(result.structured_content, tool_id), text)
+    structured = result.structured_content
+    if structured is None and result.meta is not None:
+        structured = result.meta.get(OUTPUT_META_KEY)
+    if structured is not None:
+        return Outcome(ToolOutput.dynamic(structured, tool_id), text)
     return Outcome(ToolOutput.plain_text(text, tool_id), text)

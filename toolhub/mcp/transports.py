@@ -3,18 +3,32 @@
 Over HTTP the same bearer token as the gateway (``TOOLHUB_API_TOKEN``) guards the endpoint, and
 the same body limit applies. Over stdio the SDK points fd 1 at stderr while serving, so a tool's
 child process can never write into the protocol stream.
+
+Either way a cancelled request gets no answer (the spec: the receiver SHOULD NOT respond), and
+stdin's EOF ends the stdio server quietly: the calls still running are cancelled, and nothing is
+written for them.
 """
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING, Any
 
 import anyio
 import uvicorn
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.server.stdio import stdio_server
+from mcp.server.streamable_http import REQUEST_CANCELLED
 from mcp.shared.message import SessionMessage
-from mcp_types import INVALID_REQUEST, PARSE_ERROR, ErrorData, JSONRPCError
+from mcp_types import (
+    CONNECTION_CLOSED,
+    INVALID_REQUEST,
+    PARSE_ERROR,
+    ErrorData,
+    JSONRPCError,
+    JSONRPCMessage,
+    JSONRPCResponse,
+)
 from pydantic import ValidationError
 
 from toolhub.http_guard import DEFAULT_MAX_BODY, Guard
@@ -30,11 +44,19 @@ MCP_PATH = "/mcp"
 
 def run_stdio(session: Session) -> None:
     async def main() -> None:
-        mcp = ToolhubMcpServer(session).server
-        async with stdio_server() as (read, write), anyio.create_task_group() as tasks:
-            sink, source = anyio.create_memory_object_stream[SessionMessage | Exception](0)
-            tasks.start_soon(answer_malformed, read, sink, write)
-            await mcp.run(source, write, mcp.create_initialization_options())
+        toolhub_mcp = ToolhubMcpServer(session)
+        mcp = toolhub_mcp.server
+        eof = anyio.Event()
+        try:
+            async with stdio_server() as (read, write), anyio.create_task_group() as tasks:
+                sink, source = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+                out, outgoing = anyio.create_memory_object_stream[SessionMessage](0)
+                tasks.start_soon(answer_malformed, read, sink, write, eof)
+                tasks.start_soon(quiet_after_eof, outgoing, write, eof)
+                async with out:
+                    await mcp.run(source, out, mcp.create_initialization_options())
+        finally:
+            toolhub_mcp.close()
 
     anyio.run(main)
 
@@ -43,12 +65,13 @@ async def answer_malformed(
     read: MemoryObjectReceiveStream[SessionMessage | Exception],
     sink: MemoryObjectSendStream[SessionMessage | Exception],
     write: MemoryObjectSendStream[SessionMessage],
+    eof: anyio.Event,
 ) -> None:
     """Pass the messages on; answer each line that is not one, as JSON-RPC 2.0 requires:
     ``-32700 Parse error`` for text that is not JSON, ``-32600 Invalid Request`` for JSON
     that is not a JSON-RPC message, with ``id: null``. (The SDK hands such lines to the
     server as exceptions, which it only logs: the client would wait for an answer forever.)
-    Blank lines are skipped."""
+    Blank lines are skipped. Sets ``eof`` when stdin ends, before the server hears of it."""
     async with sink:
         async for item in read:
             if not isinstance(item, Exception):
@@ -57,6 +80,29 @@ async def answer_malformed(
             reply = _malformed_reply(item)
             if reply is not None:
                 await write.send(SessionMessage(reply))
+        eof.set()
+
+
+async def quiet_after_eof(
+    outgoing: MemoryObjectReceiveStream[SessionMessage],
+    write: MemoryObjectSendStream[SessionMessage],
+    eof: anyio.Event,
+) -> None:
+    """The server's frames to stdout, until stdin's EOF; after it only the answers of requests
+    that were finished. EOF is how an MCP client shuts a stdio server down: the SDK then
+    cancels the requests still running and would answer each with "Connection closed", and
+    their progress could still trickle out, to a client that has said it is done. (Answers
+    that are ready still go out: a piped ``initialize``, ``tools/list``, EOF is answered.)"""
+    async with write:
+        async for item in outgoing:
+            if not eof.is_set() or _finished_answer(item.message):
+                await write.send(item)
+
+
+def _finished_answer(message: JSONRPCMessage) -> bool:
+    if isinstance(message, JSONRPCError):
+        return message.error.code != CONNECTION_CLOSED
+    return isinstance(message, JSONRPCResponse)
 
 
 def _malformed_reply(exc: Exception) -> JSONRPCError | None:
@@ -73,7 +119,47 @@ def http_app(session: Session, *, host: str, token: str | None = None) -> Any:
     """The streamable-HTTP ASGI app, guarded by the bearer token when one is set."""
     mcp = ToolhubMcpServer(session).server
     app = mcp.streamable_http_app(streamable_http_path=MCP_PATH, host=host)
-    return Guard(app, token=token, max_body_bytes=DEFAULT_MAX_BODY)
+    return Guard(SilentCancellation(app), token=token, max_body_bytes=DEFAULT_MAX_BODY)
+
+
+class SilentCancellation:
+    """Keeps the answer of a cancelled request off the wire.
+
+    On the 2025 streamable-HTTP wire the SDK ends the SSE stream of a cancelled request with a
+    ``-32800 Request cancelled`` error, though the spec says a cancelled request SHOULD NOT be
+    answered. This drops that one event; the stream then just ends (the client stopped waiting
+    when it cancelled, and with no event store there is nothing to resume)."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope.get("method") != "POST":
+            await self.app(scope, receive, send)
+            return
+
+        async def quiet(message: Any) -> None:
+            if message["type"] == "http.response.body" and _cancelled_answer(message["body"]):
+                if message.get("more_body", False):
+                    return
+                message = {**message, "body": b""}
+            await send(message)
+
+        await self.app(scope, receive, quiet)
+
+
+def _cancelled_answer(body: bytes) -> bool:
+    """Whether an SSE chunk is one event carrying a ``-32800`` JSON-RPC error."""
+    if str(REQUEST_CANCELLED).encode() not in body:
+        return False
+    lines = body.decode("utf-8", "replace").splitlines()
+    data = "\n".join(line[5:].removeprefix(" ") for line in lines if line.startswith("data:"))
+    try:
+        message = json.loads(data)
+    except ValueError:
+        return False
+    error = message.get("error") if isinstance(message, dict) else None
+    return isinstance(error, dict) and error.get("code") == REQUEST_CANCELLED
 
 
 def run_http(session: Session, *, host: str, port: int, token: str | None = None) -> None:
