@@ -15,8 +15,8 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check toolhub workers tests bench
-	$(VENV)/bin/ruff format --check toolhub workers tests bench
+	$(VENV)/bin/ruff check toolhub workers tests bench examples
+	$(VENV)/bin/ruff format --check toolhub workers tests bench examples
 
 format: $(STAMP)
 	$(VENV)/bin/ruff check --fix toolhub workers tests bench
