@@ -19,8 +19,8 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff format --check toolhub workers tests bench examples
 
 format: $(STAMP)
-	$(VENV)/bin/ruff check --fix toolhub workers tests bench
-	$(VENV)/bin/ruff format toolhub workers tests bench
+	$(VENV)/bin/ruff check --fix toolhub workers tests bench examples
+	$(VENV)/bin/ruff format toolhub workers tests bench examples
 
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy toolhub/core

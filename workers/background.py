@@ -28,6 +28,7 @@ from toolhub.sandbox import SandboxPolicy
 from . import holder
 from .claimed import Claimed, run_claimed
 from .emitter import Emitter
+from .outcomes import Ended
 from .runtime import Running, WorkerRuntime
 
 logger = logging.getLogger("toolhub.worker.background")
@@ -36,11 +37,11 @@ logger = logging.getLogger("toolhub.worker.background")
 HELD = "held"
 
 
-def run_background(runtime: WorkerRuntime, message: dict[str, Any]) -> str:
+def run_background(runtime: WorkerRuntime, message: dict[str, Any]) -> Ended:
     return run_claimed(runtime, message, _start)
 
 
-def _start(attempt: Claimed) -> str:
+def _start(attempt: Claimed) -> Ended:
     runtime, message, running = attempt.runtime, attempt.message, attempt.running
     place = _place(runtime, message)
     if isinstance(place, CallResult):
@@ -48,7 +49,8 @@ def _start(attempt: Claimed) -> str:
     handed = _hand_over(runtime, running, message, place)
     if handed is not None:
         attempt.metric.outcome = handed
-        return handed
+        # The holder ends the call (its lease, its terminal): this message did not.
+        return Ended(handed)
     return attempt.settle(_run(message, running, attempt.emitter, place))
 
 

@@ -28,18 +28,19 @@ from toolhub.toolset import Prepared
 
 from .claimed import Claimed, run_claimed
 from .emitter import Emitter
+from .outcomes import Ended
 from .runtime import INTERNAL_REASONS, Running, WorkerRuntime
 from .toolsets import SessionRuntime
 
 logger = logging.getLogger("toolhub.worker")
 
 
-def run_call(runtime: WorkerRuntime, message: dict[str, Any]) -> str:
-    """Run one delivered message; returns what happened (for the worker log)."""
+def run_call(runtime: WorkerRuntime, message: dict[str, Any]) -> Ended:
+    """Run one delivered message; returns what happened (for the worker log and Flower)."""
     return run_claimed(runtime, message, _execute)
 
 
-def _execute(attempt: Claimed) -> str:
+def _execute(attempt: Claimed) -> Ended:
     runtime, message, claim = attempt.runtime, attempt.message, attempt.claim
     prepared = _prepare(runtime, message, claim.state or {})
     if isinstance(prepared, CallResult):

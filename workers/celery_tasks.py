@@ -1,6 +1,7 @@
 """The Celery tasks. Both check the message's fleet signature (``refusals.py``), then hand it to
 the worker runtime; neither returns anything through Celery (``ignore_result``): results travel
-on toolhub's own channel."""
+on toolhub's own channel. What Celery (and so Flower) is told of the call comes last, once its
+record is written (``outcomes.py``): SUCCESS, FAILURE with the error kind, or REVOKED."""
 
 from __future__ import annotations
 
@@ -10,11 +11,13 @@ from typing import Any
 from celery import Celery, Task
 
 from toolhub.distributed.celery_app import BACKGROUND_TASK, EXECUTE_TASK
+from toolhub.errors import ErrorCode
 from toolhub.logs import call_context
 
 from .background import run_background
 from .calls import run_call
 from .metrics import tool_label
+from .outcomes import Ended, report
 from .refusals import REFUSED, Refusals
 from .runtime import WorkerRuntime
 
@@ -24,7 +27,7 @@ TASK_OPTIONS: dict[str, Any] = {
     "reject_on_worker_lost": True,
 }
 
-Body = Callable[[WorkerRuntime, dict[str, Any]], str]
+Body = Callable[[WorkerRuntime, dict[str, Any]], Ended]
 
 
 def register_tasks(
@@ -36,9 +39,11 @@ def register_tasks(
 
     def run(name: str, body: Body, message: dict[str, Any]) -> str:
         with call_context(message["call_id"], message.get("session_id"), tool_label(message)):
-            if not refusals().admit(name, message, _queue(tasks[name])):
-                return REFUSED
-            return body(runtime(), message)
+            if refusals().admit(name, message, _queue(tasks[name])):
+                ended = body(runtime(), message)
+            else:
+                ended = Ended.custom(REFUSED, ErrorCode.MESSAGE_REFUSED)
+        return report(tasks[name], ended)  # raises Ignore for a failed or cancelled call
 
     def execute(**message: Any) -> str:
         return run(EXECUTE_TASK, run_call, message)

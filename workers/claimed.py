@@ -4,7 +4,8 @@
 call before claiming it (so a cancel that lands right after the claim finds its token), drop a
 message the claim says not to run (a duplicate, a finished or stale call), fail one whose policy
 on worker loss says so, count the attempt in the metrics, and put a ``retry`` marker in the
-stream when an earlier attempt was lost. ``settle`` publishes what the work returned.
+stream when an earlier attempt was lost. ``settle`` publishes what the work returned. What
+the message came to is an ``Ended`` (``outcomes.py``): what Flower is told about it.
 """
 
 from __future__ import annotations
@@ -14,12 +15,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from redis.exceptions import RedisError
+
 from toolhub.core import CallResult, Progress, ToolError
 from toolhub.distributed.records import Claim
 from toolhub.errors import ErrorCode
 
 from .emitter import Emitter
 from .metrics import Attempt, metrics, outcome, tool_label
+from .outcomes import CANCELLED, Ended
 from .runtime import HANDOFF, INTERNAL_REASONS, Running, WorkerRuntime
 
 logger = logging.getLogger("toolhub.worker")
@@ -36,24 +40,24 @@ class Claimed:
     emitter: Emitter
     metric: Attempt
 
-    def settle(self, result: CallResult) -> str:
+    def settle(self, result: CallResult) -> Ended:
         settled = settle(self.runtime, self.running, self.emitter, result)
         self.metric.outcome = outcome(self.running, settled, result)
-        return settled
+        return Ended.settled(settled, result)
 
 
 def run_claimed(
-    runtime: WorkerRuntime, message: dict[str, Any], work: Callable[[Claimed], str]
-) -> str:
+    runtime: WorkerRuntime, message: dict[str, Any], work: Callable[[Claimed], Ended]
+) -> Ended:
     """Claim ``message``'s call and hand the attempt to ``work``; returns what happened (for
-    the worker log)."""
+    the worker log and Flower)."""
     running = runtime.register(message["call_id"])
     try:
         claim = runtime.records.claim(message, runtime.name)
         if claim.action == "lost_fail":
             runtime.recovery.fail_lost(running.call_id, message)
             logger.warning("call %s: its worker was lost; failed (policy: fail)", running.call_id)
-            return claim.action
+            return Ended.custom(claim.action, ErrorCode.WORKER_LOST)
         if claim.action != "run":
             metrics.dropped.labels(claim.action).inc()
             logger.info(
@@ -62,7 +66,7 @@ def run_claimed(
                 claim.action,
                 claim.attempt,
             )
-            return claim.action
+            return dropped(runtime, running.call_id, claim)
         running.attempt = claim.attempt
         with metrics.attempt(tool_label(message), claim.attempt) as metric:
             emitter = Emitter(runtime, running, message["session_id"])
@@ -77,6 +81,25 @@ def run_claimed(
                 return attempt.settle(worker_failed(message, exc))
     finally:
         runtime.unregister(running)
+
+
+def dropped(runtime: WorkerRuntime, call_id: str, claim: Claim) -> Ended:
+    """A message the claim said not to run. ``cancelled`` and ``exhausted``: the claim wrote
+    the call's terminal (cancelled; failed, its worker lost too often). ``finished`` before any
+    attempt ran: the call ended while queued, usually cancelled (one read tells). Any other
+    drop (a duplicate delivery, a stale or gone call) did not end the call."""
+    if claim.action == "cancelled":
+        return Ended(claim.action, CANCELLED)
+    if claim.action == "exhausted":
+        return Ended.custom(claim.action, ErrorCode.WORKER_LOST)
+    if claim.action == "finished" and claim.attempt == 0:
+        try:
+            record = runtime.store.get_record(call_id) or {}
+        except RedisError:
+            record = {}
+        if record.get("status") == "cancelled":
+            return Ended(claim.action, CANCELLED)
+    return Ended(claim.action)
 
 
 def worker_failed(message: dict[str, Any], exc: Exception) -> CallResult:

@@ -2,5 +2,6 @@
 ``toolhub worker`` processes, each with its own metrics port) and its fixtures."""
 
 from tests.distributed.conftest import connect, live, store
+from tests.observability.flower_support import flower
 
-__all__ = ["connect", "live", "store"]
+__all__ = ["connect", "flower", "live", "store"]

@@ -30,6 +30,10 @@ HOST = "127.0.0.1"
 STARTUP_TIMEOUT_S = 60.0
 #: Workers of the local stack hand calls back quickly on Ctrl-C (production default: 60 s).
 LOCAL_SOFT_SHUTDOWN_S = "5"
+#: Flower's task list columns (``--tasks_columns``; compose and the Helm chart pass the same,
+#: ``FLOWER_TASKS_COLUMNS`` overrides it here): ``kwargs`` shows each call's tool and call id,
+#: ``exception`` a failed call's error kind.
+FLOWER_TASKS_COLUMNS = "name,uuid,state,kwargs,exception,result,received,runtime,worker"
 
 
 class StackError(ToolhubError, RuntimeError):
@@ -227,6 +231,7 @@ class LocalStack:
             "flower",
             f"--port={self.flower_port}",
             f"--address={HOST}",
+            f"--tasks_columns={os.environ.get('FLOWER_TASKS_COLUMNS') or FLOWER_TASKS_COLUMNS}",
         ]
         env = {"TOOLHUB_REDIS_URL": redis_url, "FLOWER_BASIC_AUTH": credentials}
         flower = self._spawn("flower", argv, env, grace=5)
