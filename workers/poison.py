@@ -13,7 +13,9 @@ died the same way, until someone removed it by hand (issue 13).
 cycle, deliver, then the same cleanup in ``finally``) and one more: the raw item goes through
 ``toolhub.distributed.messages.read_queue_item`` first, and an item it refuses goes to
 ``on_poison`` (``Refusals.refuse``: dead-letter list, log line, metric, an answer to its call)
-instead of kombu. Nothing of a refused item reaches kombu's QoS, so it leaves no unacked entry
+instead of kombu. Only task queues are screened: a pidbox reply queue (the answers to a
+``celery inspect`` or Flower's worker queries, in the process that asked) is delivered as
+kombu would. Nothing of a refused item reaches kombu's QoS, so it leaves no unacked entry
 and is never redelivered; the worker goes on with its next item.
 
 ``Channel._get`` (``basic_get``, which Celery's consumer does not use) is left as it is.
@@ -30,12 +32,17 @@ from collections.abc import Callable
 from queue import Empty
 from typing import Any
 
+from kombu.utils.encoding import bytes_to_str
+from kombu.utils.json import loads
+
 from toolhub.distributed.messages import PoisonMessage, read_queue_item
 
 from .kombu_redis import TARGET_KOMBU
 
 logger = logging.getLogger("toolhub.worker.kombu")
 
+#: kombu's pidbox reply queues end so (``Mailbox.reply_exchange`` is ``reply.celery.pidbox``).
+REPLY_QUEUE_SUFFIX = ".reply.celery.pidbox"
 PoisonSink = Callable[[bytes, str, PoisonMessage], None]
 _MARK = "_toolhub_queue_screen"
 #: Class attributes the replacement uses (``_queue_cycle`` and ``connection_errors`` are set
@@ -65,6 +72,10 @@ def _screened_brpop_read(self: Any, **options: Any) -> bool:
         queue = name.rsplit(self.sep, 1)[0]
         self._queue_cycle.rotate(queue)
         raw = item if isinstance(item, bytes) else str(item).encode()
+        if is_control_reply_queue(queue):
+            # Not a task queue: replies to this process's own ``inspect``/``control`` calls.
+            self.connection._deliver(loads(bytes_to_str(raw)), queue)
+            return True
         try:
             envelope = read_queue_item(raw)
         except PoisonMessage as poison:
@@ -77,6 +88,14 @@ def _screened_brpop_read(self: Any, **options: Any) -> bool:
         flush = getattr(self, "_flush_brpop_reauth", None)
         if flush is not None:
             flush()
+
+
+def is_control_reply_queue(queue: str) -> bool:
+    """Whether ``queue`` is one of kombu's pidbox reply queues (``<oid>.reply.celery.pidbox``):
+    a process that sends ``inspect``/``control`` (Flower, ``celery inspect``) BRPOPs its
+    replies from it. Those are kombu's own messages, not toolhub tasks; they are delivered as
+    stock kombu does, unscreened."""
+    return queue.endswith(REPLY_QUEUE_SUFFIX)
 
 
 def _refuse(raw: bytes, queue: str, poison: PoisonMessage) -> None:

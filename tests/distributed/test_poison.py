@@ -9,6 +9,9 @@ import asyncio
 import base64
 import hashlib
 import json
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -17,6 +20,7 @@ import msgpack
 import pytest
 
 from tests.distributed.helpers import CALL_MESSAGE, NO_WORKFLOW, follow_all, queue_item, wait_until
+from tests.fixtures_stack import REPO, STACK_ENV
 from tests.observability.metrics_scrape import moved, scrape_all
 from toolhub.distributed.deadletter import MAX_RAW_BYTES
 
@@ -142,3 +146,38 @@ def test_a_refused_item_answers_the_queued_call_it_names(live, store):
     assert _entry(store, named)["call_id"] == "poison-named"
     assert store.get_record("poison-stray")["status"] == "queued"
     assert store.records.cancel("poison-stray") == "cancelled"
+
+
+INSPECT_FROM_A_SCREENED_PROCESS = """
+import json, workers.app as worker_app
+from workers import poison
+assert worker_app.app.connection().transport.Channel._brpop_read is poison._screened_brpop_read
+print(json.dumps(sorted(worker_app.app.control.inspect(timeout=3).ping() or {})))
+"""
+
+
+def test_control_replies_pass_the_screen(live, store):
+    """A process with the screen installed (Flower loads ``workers.app``) still gets the
+    workers' answers to its ``inspect``: pidbox reply queues are not task queues."""
+    before = store.client.llen(store.keys.deadletter)
+    env = {
+        **os.environ,
+        **STACK_ENV,
+        "TOOLHUB_REDIS_URL": live.url,
+        "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", INSPECT_FROM_A_SCREENED_PROCESS],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=40,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    answered = json.loads(done.stdout.strip().splitlines()[-1])
+    assert {f"toolhub-{worker.pid}" for worker in live.workers} == {
+        name.split("@")[0] for name in answered
+    }
+    assert store.client.llen(store.keys.deadletter) == before
+    assert "refused a queue item" not in done.stderr
