@@ -30,10 +30,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from queue import Empty
-from typing import Any
+from typing import Any, cast
 
-from kombu.utils.encoding import bytes_to_str
-from kombu.utils.json import loads
+from kombu.utils import json as kombu_json
 
 from toolhub.distributed.messages import PoisonMessage, read_queue_item
 
@@ -44,6 +43,8 @@ logger = logging.getLogger("toolhub.worker.kombu")
 #: kombu's pidbox reply queues end so (``Mailbox.reply_exchange`` is ``reply.celery.pidbox``).
 REPLY_QUEUE_SUFFIX = ".reply.celery.pidbox"
 PoisonSink = Callable[[bytes, str, PoisonMessage], None]
+#: kombu's own JSON decoding (its type hooks included), as stock ``_brpop_read`` uses it.
+_kombu_loads = cast(Callable[[str], Any], kombu_json.loads)
 _MARK = "_toolhub_queue_screen"
 #: Class attributes the replacement uses (``_queue_cycle`` and ``connection_errors`` are set
 #: by kombu 5.7's ``Channel.__init__``; another kombu version is logged).
@@ -74,7 +75,7 @@ def _screened_brpop_read(self: Any, **options: Any) -> bool:
         raw = item if isinstance(item, bytes) else str(item).encode()
         if is_control_reply_queue(queue):
             # Not a task queue: replies to this process's own ``inspect``/``control`` calls.
-            self.connection._deliver(loads(bytes_to_str(raw)), queue)
+            self.connection._deliver(_kombu_loads(raw.decode()), queue)
             return True
         try:
             envelope = read_queue_item(raw)
