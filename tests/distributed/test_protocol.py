@@ -119,7 +119,9 @@ def test_pickle_messages_are_never_accepted(live, store, tmp_path: Path):
 def test_flower_sees_tool_and_call_but_not_arguments(live, connect, store):
     """The worker's ``task-received`` event (what Flower lists a call by) carries the call in
     ``kwargsrepr``; arguments stay redacted by default. The dispatcher sends no ``task-sent``
-    (it would cost every call a publish), and the call still reaches ``task-succeeded``."""
+    (it would cost every call a publish), and the call still reaches its terminal event: here
+    ``task-failed`` (the marker's directory does not exist), whose exception names the error
+    kind and never the detail that quotes the path."""
     session = connect()
     captured: list[dict] = []
     app = session.executor.app
@@ -132,7 +134,8 @@ def test_flower_sees_tool_and_call_but_not_arguments(live, connect, store):
                 if event.get("type", "").startswith("task-"):
                     captured.append(event)
                 uuids = {e["uuid"] for e in captured if "'flower'" in str(e.get("kwargs"))}
-                done = any(e["type"] == "task-succeeded" and e["uuid"] in uuids for e in captured)
+                ends = ("task-succeeded", "task-failed")
+                done = any(e["type"] in ends and e["uuid"] in uuids for e in captured)
                 if done or time.monotonic() > deadline:
                     receiver.should_stop = True
 
@@ -146,7 +149,8 @@ def test_flower_sees_tool_and_call_but_not_arguments(live, connect, store):
         await asyncio.wait_for(listener, 10)
         return result
 
-    asyncio.run(asyncio.wait_for(go(), 20))
+    result = asyncio.run(asyncio.wait_for(go(), 20))
+    assert result.error is not None and "/secret/path" in result.error.detail
     received = [e for e in captured if "'flower'" in str(e.get("kwargs"))]
     assert received, captured
     assert [e["type"] for e in received] == ["task-received"]
@@ -155,7 +159,11 @@ def test_flower_sees_tool_and_call_but_not_arguments(live, connect, store):
     assert received[0]["name"] == "toolhub.execute"
     assert "/secret/path" not in str(captured)
     of_call = [e["type"] for e in captured if e["uuid"] == received[0]["uuid"]]
-    assert of_call[0] == "task-received" and of_call[-1] == "task-succeeded"
+    assert of_call[0] == "task-received" and of_call[-1] == "task-failed"
+    (failed,) = [
+        e for e in captured if e["uuid"] == received[0]["uuid"] and e["type"] == "task-failed"
+    ]
+    assert failed["exception"] == f"ToolError({result.error.kind.value!r})"
     assert "task-sent" not in of_call
 
 

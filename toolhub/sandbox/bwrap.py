@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from .policy import SandboxMode, SandboxPolicy
@@ -97,65 +97,63 @@ def bwrap_argv(
     """
     if not policy.confined:
         raise ValueError("a full-mode policy runs without bwrap")
+    # Plain strings, not pathlib, throughout: this runs before every command, and a policy
+    # hides one path per other session on the host.
     workspace = _real(policy.workspace)
     out = [bwrap or find_bwrap(), "--dev", "/dev", "--proc", "/proc"]
     # (depth, order, args): sorted so a parent is mounted before anything under it.
     mounts: list[tuple[int, int, list[str]]] = []
     # The root is bwrap's empty tmpfs: only what is bound below exists for the command.
-    bound: list[Path] = [workspace]
+    bound: list[str] = []
     for root in (*policy.readable_roots(env.get("PATH", "")), "/sys"):
-        if os.path.islink(root) and Path(root).parent == Path("/"):
+        if os.path.islink(root) and os.path.dirname(root) == "/":
             mounts.append((1, 0, ["--symlink", os.readlink(root), root]))  # /bin -> usr/bin
             continue
         real = _real(root)
-        if real.exists() and not any(_is_under(real, b) for b in bound if b != workspace):
-            mounts.append((_depth(real), 0, ["--ro-bind", str(real), str(real)]))
+        if os.path.exists(real) and not any(_is_under(real, b) for b in bound):
+            mounts.append((_depth(real), 0, ["--ro-bind", real, real]))
             bound.append(real)
     #: Hidden directories, made read-only only after every mount: bwrap creates the mount
     #: point of a workspace bound back inside one in its (still writable) tmpfs.
     sealed: list[str] = []
     if policy.mode is SandboxMode.WORKSPACE_WRITE and policy.tmp_dir is not None:
         tmp = _real(policy.tmp_dir)
-        (tmp / "home").mkdir(parents=True, exist_ok=True)
-        mounts.append((1, 0, ["--bind", str(tmp), SANDBOX_TMP]))
+        os.makedirs(os.path.join(tmp, "home"), exist_ok=True)
+        mounts.append((1, 0, ["--bind", tmp, SANDBOX_TMP]))
     else:
         mounts.append((1, 0, ["--tmpfs", SANDBOX_TMP, "--dir", SANDBOX_HOME]))
-    hidden = list(dict.fromkeys(_real(path) for path in policy.hidden))
-    # A path under another hidden one is hidden already; mounting over it again would leave
-    # its mount point (a directory named like a session) in the parent's empty tmpfs.
-    hidden = [p for p in hidden if not any(q != p and _is_under(p, q) for q in hidden)]
-    for real in hidden:
+    for real in _outermost(dict.fromkeys(_real(path) for path in policy.hidden)):
         # /tmp is private already; the workspace itself is never hidden (a parent may be).
-        if real == workspace or not os.path.lexists(real) or _is_under(real, Path(SANDBOX_TMP)):
+        if real == workspace or _is_under(real, SANDBOX_TMP) or not os.path.lexists(real):
             continue
-        if not any(_is_under(real, b) for b in bound):
+        if not any(_is_under(real, b) for b in bound) and not _is_under(real, workspace):
             continue  # not bound: absent already
-        if real.is_dir():
-            mounts.append((_depth(real), 1, ["--tmpfs", str(real)]))
-            sealed.append(str(real))
+        if os.path.isdir(real):
+            mounts.append((_depth(real), 1, ["--tmpfs", real]))
+            sealed.append(real)
         else:
-            mounts.append((_depth(real), 1, ["--ro-bind", "/dev/null", str(real)]))
+            mounts.append((_depth(real), 1, ["--ro-bind", "/dev/null", real]))
     bind = "--bind" if policy.mode is SandboxMode.WORKSPACE_WRITE else "--ro-bind"
-    mounts.append((_depth(workspace), 2, [bind, str(workspace), str(workspace)]))
+    mounts.append((_depth(workspace), 2, [bind, workspace, workspace]))
     if policy.mode is SandboxMode.WORKSPACE_WRITE:
-        pinned: set[Path] = set()
+        pinned: set[str] = set()
         for path in policy.read_only_paths():
             real = _real(path)
-            if not real.exists() or not _is_under(real, workspace) or real == workspace:
+            if real == workspace or not _is_under(real, workspace) or not os.path.exists(real):
                 continue
-            mounts.append((_depth(real), 3, ["--ro-bind", str(real), str(real)]))
+            mounts.append((_depth(real), 3, ["--ro-bind", real, real]))
             # A read-only mount protects a path, not its parents: `mv .git .git2; mkdir -p
             # .git/hooks` would plant a hook beside it. Each parent up to the workspace is
             # bound onto itself (still writable), and a mount point cannot be renamed or
             # removed (EBUSY).
-            for parent in real.parents:
-                if parent == workspace or not _is_under(parent, workspace):
-                    break
+            parent = os.path.dirname(real)
+            while parent != workspace and _is_under(parent, workspace):
                 if parent not in pinned:
                     pinned.add(parent)
-                    mounts.append((_depth(parent), 3, ["--bind", str(parent), str(parent)]))
+                    mounts.append((_depth(parent), 3, ["--bind", parent, parent]))
+                parent = os.path.dirname(parent)
     for source, target in binds:
-        mounts.append((_depth(Path(target)), 4, ["--bind", str(source), target]))
+        mounts.append((_depth(target), 4, ["--bind", str(source), target]))
     for _, _, args in sorted(mounts, key=lambda m: (m[0], m[1])):
         out += args
     for hidden_dir in sealed:
@@ -169,20 +167,35 @@ def bwrap_argv(
     out.append("--die-with-parent")
     if os.geteuid() == 0:
         out += ["--cap-drop", "ALL"]
-    out += ["--chdir", str(_real(cwd) if cwd is not None else workspace), "--clearenv"]
+    out += ["--chdir", _real(cwd) if cwd is not None else workspace, "--clearenv"]
     for name, value in env.items():
         out += ["--setenv", name, value]
     return [*out, "--", *argv]
 
 
-def _real(path: Path | str) -> Path:
-    return Path(os.path.realpath(os.path.expanduser(path)))
+def _real(path: Path | str) -> str:
+    return os.path.realpath(os.path.expanduser(path))
 
 
-def _depth(path: Path) -> int:
-    return len(path.parts)
+def _depth(path: str) -> int:
+    """How many parts ``path`` has, as ``len(Path(path).parts)`` (``/`` is one)."""
+    return path.rstrip("/").count("/") + 1
 
 
-def _is_under(path: Path, parent: Path) -> bool:
-    """True when ``path`` is ``parent`` or inside it."""
-    return path == parent or parent in path.parents
+def _is_under(path: str, parent: str) -> bool:
+    """True when ``path`` is ``parent`` or inside it (both real, absolute)."""
+    return path == parent or path.startswith(parent.rstrip("/") + "/")
+
+
+def _outermost(paths: Iterable[str]) -> list[str]:
+    """``paths`` without those under another of them: a path under a hidden one is hidden
+    already, and mounting over it again would leave its mount point (a directory named like
+    a session) in the parent's empty tmpfs. Shortest first, so ancestors are seen first."""
+    kept: set[str] = set()
+    for path in sorted(paths, key=len):
+        parent = path
+        while parent not in kept and parent != "/":
+            parent = os.path.dirname(parent)
+        if parent not in kept:
+            kept.add(path)
+    return sorted(kept)
