@@ -91,13 +91,22 @@ class BodyTooLarge(HTTPException):
         super().__init__(413, f"request body exceeds {limit} bytes")
 
 
+def tokens_of(token: str) -> list[str]:
+    """The accepted tokens: ``TOOLHUB_API_TOKEN`` may list several, comma-separated (one per
+    client; each is its own principal for what is bound to one, such as MCP tasks)."""
+    return [part.strip() for part in token.split(",") if part.strip()]
+
+
 def token_ok(header: str | None, token: str) -> bool:
     if not header:
         return False
     scheme, _, provided = header.partition(" ")
     if scheme.lower() != "bearer":
         return False
-    return hmac.compare_digest(provided.strip().encode(), token.encode())
+    given = provided.strip().encode()
+    # Every token is compared, so the time taken does not tell which one nearly matched.
+    matches = [hmac.compare_digest(given, known.encode()) for known in tokens_of(token)]
+    return any(matches)
 
 
 class Guard:

@@ -45,6 +45,16 @@ def test_bearer_token(make_gateway: MakeGateway) -> None:
         assert ok.status_code == 201
 
 
+def test_several_tokens_one_per_client(make_gateway: MakeGateway) -> None:
+    url = make_gateway(api_token="token-alice, token-bob")
+    with httpx.Client(base_url=url) as c:
+        for token, status in (("token-alice", 201), ("token-bob", 201), ("token-eve", 401)):
+            answer = c.post("/v1/sessions", json={}, headers={"Authorization": f"Bearer {token}"})
+            assert answer.status_code == status, token
+        whole = c.post("/v1/sessions", json={}, headers={"Authorization": "Bearer token-alice,"})
+        assert whole.status_code == 401  # the list itself is no token
+
+
 def test_no_token_means_open(client: httpx.Client) -> None:
     assert client.post("/v1/sessions", json={}).status_code == 201
 

@@ -19,7 +19,7 @@ from redis.backoff import ExponentialBackoff
 from redis.exceptions import RedisError
 from redis.retry import Retry
 
-from toolhub.core import CallResult
+from toolhub.core import CallResult, Progress
 from toolhub.distributed import replies
 from toolhub.distributed.codec import StreamEvent, decode_item, parse_frame, unpack
 from toolhub.distributed.keys import Keys
@@ -148,6 +148,15 @@ class RedisStore:
                 )
             )
         return out
+
+    def latest_progress(self, call_id: str, look_back: int = 8) -> Progress | None:
+        """The newest progress item among the call's last ``look_back`` events (one
+        ``XREVRANGE``): what a poller shows as the call's current state, from any process."""
+        for _, fields in replies.xrevrange(self.client, self.keys.events(call_id), look_back):
+            item = decode_item(fields[b"d"])
+            if isinstance(item, Progress):
+                return item
+        return None
 
     def _terminal_from_record(self, call_id: str, after_seq: int) -> list[StreamEvent]:
         status, seq, result, version = replies.hmget(

@@ -19,8 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 import mcp_types as types
@@ -37,7 +36,15 @@ from toolhub.core import CallResult, Progress, new_call_id
 from .changes import ToolListChanges
 from .elicit import answers_from, questions_message, questions_schema, unanswerable_text
 from .progress import ProgressRelay
-from .results import OUTPUT_META_KEY
+from .replies import text_result, to_mcp_result
+from .tasks import (
+    TASKS_EXTENSION,
+    McpTasks,
+    TaskParams,
+    UpdateTaskParams,
+    declares_tasks,
+    task_policy,
+)
 
 if TYPE_CHECKING:
     from toolhub.session import Session
@@ -45,49 +52,6 @@ if TYPE_CHECKING:
 INPUT_REQUIRED = "input_required"
 CANCEL_GRACE_S = 5.0
 _END = object()
-
-
-def to_mcp_result(result: CallResult) -> types.CallToolResult:
-    """``prompt_text`` (reminders and notes included) as the text, then the result's images.
-
-    Clients differ in what they show the model: most show the text content, but some
-    (pydantic-ai; openai-agents with ``use_structured_content``) show ``structuredContent``
-    instead whenever a result has it, relying on the spec's rule that the text is then the
-    serialized structured content. The model must read ``prompt_text`` in every client, so
-    ``structuredContent`` is sent only when the text is exactly its JSON; otherwise the
-    structured output travels in ``_meta`` under ``toolhub/output``, for programs (clients
-    do not show ``_meta`` to models).
-    """
-    output = result.output
-    value = output.value if output is not None and output.tag != "plain_text" else None
-    twin = isinstance(value, dict) and _is_json_of(result.prompt_text, value)
-    content: list[Any] = [types.TextContent(type="text", text=result.prompt_text)]
-    content += [
-        types.ImageContent(type="image", data=block.data, mime_type=block.mime_type or "image/png")
-        for block in result.content
-        if block.type == "image" and block.data
-    ]
-    return types.CallToolResult(
-        content=content,
-        structured_content=value if twin else None,
-        meta={OUTPUT_META_KEY: value} if value is not None and not twin else None,
-        is_error=result.is_error,
-    )
-
-
-def _is_json_of(text: str, value: dict[str, Any]) -> bool:
-    if not text.lstrip().startswith("{"):
-        return False
-    try:
-        return bool(json.loads(text) == value)
-    except ValueError:
-        return False
-
-
-def text_result(text: str, *, is_error: bool = False) -> types.CallToolResult:
-    return types.CallToolResult(
-        content=[types.TextContent(type="text", text=text)], is_error=is_error
-    )
 
 
 class _Server(Server[Any]):
@@ -122,13 +86,20 @@ class ToolhubMcpServer:
             version=toolhub.__version__,
             instructions="toolhub tools: files, search, commands and more, with live progress.",
             on_list_tools=self.list_tools,
-            on_call_tool=self.call_tool,
+            # The runner passes a mapping with an extension's resultType ("task") through as
+            # it is; the SDK's annotation names only the core result types.
+            on_call_tool=cast(Any, self.call_tool),
             on_subscriptions_listen=self.listen,
         )
         self.server.add_notification_handler(
             "notifications/initialized", types.NotificationParams, self.initialized
         )
         self.changes = ToolListChanges(session.toolset, lambda: session.definitions("mcp"))
+        self.tasks = McpTasks(session)
+        self.server.extensions[TASKS_EXTENSION] = {}
+        self.server.add_request_handler("tasks/get", TaskParams, self.tasks.get)
+        self.server.add_request_handler("tasks/update", UpdateTaskParams, self.tasks.update)
+        self.server.add_request_handler("tasks/cancel", TaskParams, self.tasks.cancel)
 
     def close(self) -> None:
         self.changes.close()
@@ -177,21 +148,34 @@ class ToolhubMcpServer:
 
     async def call_tool(
         self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
-    ) -> types.CallToolResult:
+    ) -> types.CallToolResult | dict[str, Any]:
+        """The call's result; for a client that declared the tasks extension, a task handle
+        instead when the call outlasts the policy's wait (``tasks.py``)."""
         if params.name not in self.session.toolset.entries:
             raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {params.name}")
         call_id = new_call_id()
         queue: asyncio.Queue[object] = asyncio.Queue()
         pump = asyncio.create_task(self._pump(params.name, params.arguments, call_id, queue))
+        mode, after_s, ttl_s = task_policy()
+        loop = asyncio.get_running_loop()
+        task_at = None
+        if mode != "never" and declares_tasks(ctx):
+            task_at = loop.time() + (0.0 if mode == "always" else after_s)
 
         async def send(progress: float, message: str | None) -> None:
             await ctx.session.report_progress(progress, None, message)
 
         relay = ProgressRelay(send)
-        finished = False
+        finished = handed = False
         try:
             while True:
-                item = await queue.get()
+                try:
+                    wait = None if task_at is None else max(task_at - loop.time(), 0.0)
+                    item = await asyncio.wait_for(queue.get(), wait)
+                except TimeoutError:
+                    handed = True
+                    await relay.flush()
+                    return await self.tasks.create(ctx, params.name, call_id, queue, ttl_s)
                 if isinstance(item, CallResult):
                     finished = True
                     await relay.flush()
@@ -201,15 +185,23 @@ class ToolhubMcpServer:
                     return text_result(f"`{params.name}` ended without a result", is_error=True)
                 assert isinstance(item, Progress)
                 if item.kind == "custom" and item.subkind == INPUT_REQUIRED:
+                    if task_at is not None:
+                        # The question is asked through the task (input_required).
+                        handed = True
+                        await relay.flush()
+                        return await self.tasks.create(
+                            ctx, params.name, call_id, queue, ttl_s, first=item
+                        )
                     early = await self._ask(ctx, call_id, item.payload)
                     if early is not None:
                         return early
                 await relay.push(item)
         finally:
-            with anyio.CancelScope(shield=True):
-                if not finished:
-                    await self.session.cancel(call_id)
-                await _settle(pump)
+            if not handed:
+                with anyio.CancelScope(shield=True):
+                    if not finished:
+                        await self.session.cancel(call_id)
+                    await _settle(pump)
 
     async def _pump(
         self, name: str, arguments: Any, call_id: str, queue: asyncio.Queue[object]

@@ -1,0 +1,128 @@
+"""The MCP SDK's own client support for the tasks extension, and no more: ``ClientSession``
+declares the extension (``extensions=``) on a 2026-07-28 connection (``discover``) and sends
+any request (``send_request``); it has no models or polling for ``tasks/*``. These few models
+are what a client adds on top of the SDK (fastmcp-tasks ships the same, independently)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, Literal
+
+import httpx2
+import mcp_types as types
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from pydantic import ConfigDict, Field
+
+TASKS = "io.modelcontextprotocol/tasks"
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class TaskRequestParams(types.RequestParams):
+    model_config = ConfigDict(populate_by_name=True)
+
+    task_id: str = Field(serialization_alias="taskId")
+    request_state: str | None = Field(default=None, serialization_alias="requestState")
+    input_responses: dict[str, Any] | None = Field(
+        default=None, serialization_alias="inputResponses"
+    )
+
+
+class GetTask(types.Request[TaskRequestParams, Literal["tasks/get"]]):
+    method: Literal["tasks/get"] = "tasks/get"
+    params: TaskRequestParams
+
+
+class UpdateTask(types.Request[TaskRequestParams, Literal["tasks/update"]]):
+    method: Literal["tasks/update"] = "tasks/update"
+    params: TaskRequestParams
+
+
+class CancelTask(types.Request[TaskRequestParams, Literal["tasks/cancel"]]):
+    method: Literal["tasks/cancel"] = "tasks/cancel"
+    params: TaskRequestParams
+
+
+class TaskResult(types.Result):
+    """Any task-bearing answer, read loosely: the tests assert on its fields."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+class TaskClient:
+    def __init__(self, session: ClientSession) -> None:
+        self.session = session
+
+    async def call(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        """``tools/call`` as sent: a ``CallToolResult`` or a task handle, as a dict."""
+        request = types.CallToolRequest(
+            params=types.CallToolRequestParams(name=name, arguments=arguments)
+        )
+        raw = await self.session.send_request(request, TaskResult)
+        return raw.model_dump(by_alias=True, mode="json", exclude_none=True)
+
+    async def get(self, task_id: str, state: str | None = None) -> dict[str, Any]:
+        return await self._send(GetTask, task_id, state)
+
+    async def cancel(self, task_id: str, state: str | None = None) -> dict[str, Any]:
+        return await self._send(CancelTask, task_id, state)
+
+    async def update(self, task_id: str, responses: dict[str, Any]) -> dict[str, Any]:
+        return await self._send(UpdateTask, task_id, None, responses)
+
+    async def send_raw(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """Any method, as a client unaware of toolhub would send it."""
+
+        class Raw(types.Request[dict[str, Any], str]):
+            pass
+
+        raw = await self.session.send_request(Raw(method=method, params=params), TaskResult)
+        return raw.model_dump(by_alias=True, mode="json", exclude_none=True)
+
+    async def _send(
+        self,
+        kind: Any,
+        task_id: str,
+        state: str | None,
+        responses: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        params = TaskRequestParams(task_id=task_id, request_state=state, input_responses=responses)
+        raw = await self.session.send_request(kind(params=params), TaskResult)
+        return raw.model_dump(by_alias=True, mode="json", exclude_none=True)
+
+
+@asynccontextmanager
+async def stdio_task_client(workspace: Path) -> AsyncIterator[TaskClient]:
+    """A 2026-07-28 client declaring the extension, of ``toolhub mcp`` on stdio (the test
+    server: the test tools over an embedded session in ``workspace``)."""
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "tests.mcp.mcp_test_server", str(workspace)],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    async with (
+        stdio_client(params) as (read, write),
+        ClientSession(read, write, extensions={TASKS: {}}) as session,
+    ):
+        await session.discover()
+        yield TaskClient(session)
+
+
+@asynccontextmanager
+async def task_client(url: str, token: str, *, declare: bool = True) -> AsyncIterator[TaskClient]:
+    """A 2026-07-28 client of ``url`` (``…/mcp``) with bearer ``token``, declaring the tasks
+    extension unless ``declare`` is false."""
+    headers = {"Authorization": f"Bearer {token}"}
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=30) as http,
+        streamable_http_client(url, http_client=http) as (read, write),
+        ClientSession(read, write, extensions={TASKS: {}} if declare else None) as session,
+    ):
+        await session.discover()
+        yield TaskClient(session)

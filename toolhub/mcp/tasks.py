@@ -1,0 +1,345 @@
+"""MCP tasks (the ``io.modelcontextprotocol/tasks`` extension, SEP-2663) over toolhub calls.
+
+A client that declares the extension on its ``tools/call`` may get a task handle
+(``resultType: "task"``) instead of the result; it then polls ``tasks/get``, answers questions
+with ``tasks/update`` and stops the work with ``tasks/cancel``. The server decides per call
+(``TOOLHUB_MCP_TASKS``): ``auto`` (the default) answers directly when the call ends within
+``TOOLHUB_MCP_TASK_AFTER_S`` (1 s) and hands out a task otherwise, so short calls cost nothing
+more; ``always`` makes every call of a declaring client a task; ``never`` turns tasks off.
+
+A task is a handle on one toolhub call (``task_records.py``): the call keeps running on the
+fleet whatever happens to the MCP connection or the replica that made the task, its outcome is
+in the call's record, and any replica of the session answers for it. A call re-run after its
+worker was lost, or failed because of it, says so in its result, as every call does; the task
+then completes with that result. Only the replica that made a task follows its stream, to keep
+``statusMessage`` at the latest progress and to surface ``ask_user`` as ``input_required``;
+without it polls still see the call's status, just not its latest progress line.
+
+Server duties the extension names, and how they are met: the record is written before the
+handle is returned; task ids carry 192 random bits; every request is checked against the
+task's principal (``principal_of``: a digest of the caller's bearer token over HTTP, the
+process owner over stdio), and a task of another principal is "not found", as one that does
+not exist; ``requestState`` is HMAC-bound to task, principal and expiry
+(``request_state.py``); the TTL is the record's (``TOOLHUB_MCP_TASK_TTL_S``, 1 h), after which
+the task is gone. The 2025-11-25 experimental tasks (``tasks/result``, the ``task`` request
+param) are not served: they are not wire-compatible with the extension and the SDK's clients no
+longer speak them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import secrets
+import time
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+import mcp_types as types
+from mcp.server.context import ServerRequestContext
+from mcp.shared.exceptions import MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import ConfigDict, Field
+from redis.exceptions import RedisError
+
+from toolhub.core import CallResult, Progress
+from toolhub.distributed.records import TERMINAL_STATUSES
+
+from .elicit import answers_from, questions_message, questions_schema
+from .progress import progress_message
+from .replies import to_mcp_result
+from .request_state import RequestStates, StateRefused
+from .task_records import TaskRecord, records_for
+
+if TYPE_CHECKING:
+    from toolhub.session import Session
+
+TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
+MISSING_CAPABILITY = -32021
+POLL_INTERVAL_MS = 500
+INPUT_KEY = "ask_user"
+
+
+class TaskParams(types.RequestParams):
+    model_config = ConfigDict(populate_by_name=True, extra="allow")
+
+    task_id: str = Field(alias="taskId")
+    request_state: str | None = Field(default=None, alias="requestState")
+
+
+class UpdateTaskParams(TaskParams):
+    input_responses: dict[str, Any] = Field(default_factory=dict, alias="inputResponses")
+
+
+def task_policy() -> tuple[str, float, float]:
+    """(``auto``/``always``/``never``, seconds before a call becomes a task, TTL seconds)."""
+    mode = os.environ.get("TOOLHUB_MCP_TASKS", "auto").strip().lower() or "auto"
+    if mode not in ("auto", "always", "never"):
+        mode = "auto"
+    after = float(os.environ.get("TOOLHUB_MCP_TASK_AFTER_S", "1.0"))
+    ttl = float(os.environ.get("TOOLHUB_MCP_TASK_TTL_S", "3600"))
+    return mode, after, ttl
+
+
+def declares_tasks(ctx: ServerRequestContext[Any]) -> bool:
+    """Whether this request's client declared the extension (2026-07-28 requests carry their
+    capabilities; a legacy connection never gets a task)."""
+    if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+        return False
+    caps = ctx.session.client_capabilities
+    extensions = getattr(caps, "extensions", None) or {}
+    return TASKS_EXTENSION in extensions
+
+
+def principal_of(ctx: ServerRequestContext[Any]) -> str:
+    """Who is asking: over HTTP a digest of the bearer credentials (never the token itself);
+    over stdio the one client of the process."""
+    request = ctx.request
+    headers = getattr(request, "headers", None)
+    if headers is None:
+        return "stdio"
+    scheme, _, token = (headers.get("authorization") or "").partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        return "anonymous"
+    return "bearer:" + hashlib.sha256(token.strip().encode()).hexdigest()[:32]
+
+
+def _iso(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _not_found() -> MCPError:
+    return MCPError(types.INVALID_PARAMS, "Failed to retrieve task: Task not found")
+
+
+class McpTasks:
+    """The task side of one MCP server: creating tasks and answering ``tasks/*``."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self.records, client = records_for(session)
+        self.states = RequestStates.for_fleet(client)
+        self._followers: set[asyncio.Task[None]] = set()
+        #: Live details the following replica keeps (latest progress, open questions).
+        self._messages: dict[str, str] = {}
+        self._questions: dict[str, list[dict[str, Any]]] = {}
+
+    # -- creating ---------------------------------------------------------------------------------
+
+    async def create(
+        self,
+        ctx: ServerRequestContext[Any],
+        tool: str,
+        call_id: str,
+        queue: asyncio.Queue[object],
+        ttl_s: float,
+        *,
+        first: object | None = None,
+    ) -> dict[str, Any]:
+        """Make the task of a running call (its items arrive on ``queue``; ``first``, one
+        already taken from it), durably, and return the ``CreateTaskResult``. From now on this
+        replica follows the call."""
+        principal = principal_of(ctx)
+        now = time.time()
+        record = TaskRecord(
+            task_id="task_" + secrets.token_urlsafe(24),
+            call_id=call_id,
+            principal=principal,
+            tool=tool,
+            created_at=now,
+            expires_at=now + ttl_s if ttl_s > 0 else None,
+            updated_at=now,
+        )
+        await asyncio.to_thread(self.records.put, record)
+        follower = asyncio.create_task(self._follow(record, queue, first))
+        self._followers.add(follower)
+        follower.add_done_callback(self._followers.discard)
+        return {
+            **self._task_fields(record, "working", "The call is running."),
+            "resultType": "task",
+            "requestState": self.states.issue(record.task_id, principal),
+        }
+
+    async def _follow(
+        self, record: TaskRecord, queue: asyncio.Queue[object], first: object | None
+    ) -> None:
+        """Drain the call's items: keep its latest progress line and open questions; store
+        the MCP result once it ends."""
+        task_id = record.task_id
+        try:
+            while True:
+                item, first = (first, None) if first is not None else (await queue.get(), None)
+                if isinstance(item, CallResult):
+                    status = "cancelled" if _cancelled(item) else "completed"
+                    result = to_mcp_result(item).model_dump(
+                        by_alias=True, mode="json", exclude_none=True
+                    )
+                    await asyncio.to_thread(self.records.put, record.ended(status, result))
+                    return
+                if not isinstance(item, Progress):
+                    return  # the stream ended without a result: polls read the call's record
+                if item.kind == "custom" and item.subkind == "input_required":
+                    payload = item.payload if isinstance(item.payload, dict) else {}
+                    questions = payload.get("questions")
+                    self._questions[task_id] = questions if isinstance(questions, list) else []
+                    continue
+                message = progress_message(item)
+                if message:
+                    self._messages[task_id] = message[-500:]
+        finally:
+            self._messages.pop(task_id, None)
+            self._questions.pop(task_id, None)
+
+    # -- tasks/get, tasks/update, tasks/cancel ----------------------------------------------------
+
+    def _admit(self, ctx: ServerRequestContext[Any], params: TaskParams) -> TaskRecord:
+        if not declares_tasks(ctx):
+            raise MCPError(
+                MISSING_CAPABILITY,
+                "Missing required client capability",
+                {"requiredCapabilities": {"extensions": {TASKS_EXTENSION: {}}}},
+            )
+        record = self.records.get(params.task_id)
+        principal = principal_of(ctx)
+        if record is None or record.principal != principal:
+            raise _not_found()
+        if params.request_state is not None:
+            try:
+                self.states.check(params.request_state, record.task_id, principal)
+            except StateRefused as refused:
+                raise MCPError(types.INVALID_PARAMS, f"Invalid requestState: {refused}") from None
+        return record
+
+    async def get(self, ctx: ServerRequestContext[Any], params: TaskParams) -> dict[str, Any]:
+        record = await asyncio.to_thread(self._admit, ctx, params)
+        detail = await self._detail(record)
+        detail["requestState"] = self.states.issue(record.task_id, record.principal)
+        return detail
+
+    async def update(
+        self, ctx: ServerRequestContext[Any], params: UpdateTaskParams
+    ) -> dict[str, Any]:
+        record = await asyncio.to_thread(self._admit, ctx, params)
+        questions = self._questions.get(record.task_id)
+        reply = params.input_responses.get(INPUT_KEY)
+        if questions is not None and isinstance(reply, dict):
+            self._questions.pop(record.task_id, None)
+            if reply.get("action") == "accept":
+                answers = answers_from(reply.get("content"), len(questions))
+                await asyncio.to_thread(self.session.answer, record.call_id, answers)
+            else:
+                await self.session.cancel(record.call_id)
+        return {"resultType": "complete"}
+
+    async def cancel(self, ctx: ServerRequestContext[Any], params: TaskParams) -> dict[str, Any]:
+        record = await asyncio.to_thread(self._admit, ctx, params)
+        if record.result is None:
+            await self.session.cancel(record.call_id)
+        return {"resultType": "complete"}
+
+    async def _detail(self, record: TaskRecord) -> dict[str, Any]:
+        """What ``tasks/get`` shows: the stored outcome, else the call's record read now."""
+        if record.result is not None and record.status is not None:
+            return self._ended(record, record.status, record.result)
+        call = await self.session.record(record.call_id)
+        if call is None:
+            return {
+                **self._task_fields(record, "failed", None),
+                "statusMessage": "toolhub no longer has this call's record; its outcome is unknown",
+                "error": {"code": types.INTERNAL_ERROR, "message": "call record lost"},
+            }
+        status = str(call.get("status"))
+        if status in TERMINAL_STATUSES:
+            result = await self._result_of(record.call_id)
+            if result is not None:
+                task_status = "cancelled" if _cancelled(result) else "completed"
+                wire = to_mcp_result(result).model_dump(
+                    by_alias=True, mode="json", exclude_none=True
+                )
+                await asyncio.to_thread(self.records.put, record.ended(task_status, wire))
+                return self._ended(record, task_status, wire)
+        questions = self._questions.get(record.task_id)
+        if questions is not None:
+            return {
+                **self._task_fields(record, "input_required", "Waiting for the user's answers."),
+                "inputRequests": {INPUT_KEY: _elicitation(questions)},
+            }
+        message = self._messages.get(record.task_id) or await self._latest(record.call_id)
+        return self._task_fields(record, "working", message or _status_line(call))
+
+    async def _latest(self, call_id: str) -> str | None:
+        """The call's newest progress line from its event stream, for a replica that does not
+        follow the call itself (distributed sessions; None embedded)."""
+        store = getattr(self.session.executor, "store", None)
+        if store is None:
+            return None
+        try:
+            item = await asyncio.to_thread(store.latest_progress, call_id)
+        except RedisError:
+            return None
+        message = progress_message(item) if item is not None else None
+        return message[-500:] if message else None
+
+    async def _result_of(self, call_id: str) -> CallResult | None:
+        try:
+            async with asyncio.timeout(10):
+                async for item in self.session.follow(call_id):
+                    if isinstance(item, CallResult):
+                        return item
+        except TimeoutError:
+            return None
+        return None
+
+    def _ended(self, record: TaskRecord, status: str, result: dict[str, Any]) -> dict[str, Any]:
+        fields = self._task_fields(record, status, None)
+        if status == "completed":
+            fields["result"] = result
+            fields["statusMessage"] = "The call failed." if result.get("isError") else "Done."
+        else:
+            fields["statusMessage"] = "The call was cancelled."
+        return fields
+
+    def _task_fields(self, record: TaskRecord, status: str, message: str | None) -> dict[str, Any]:
+        ttl = record.expires_at - record.created_at if record.expires_at is not None else None
+        fields: dict[str, Any] = {
+            "resultType": "complete",
+            "taskId": record.task_id,
+            "status": status,
+            "createdAt": _iso(record.created_at),
+            "lastUpdatedAt": _iso(record.updated_at or record.created_at),
+            "ttlMs": None if ttl is None else int(ttl * 1000),
+            "pollIntervalMs": POLL_INTERVAL_MS,
+        }
+        if message:
+            fields["statusMessage"] = message
+        return fields
+
+    async def close(self) -> None:
+        for follower in list(self._followers):
+            follower.cancel()
+
+
+def _cancelled(result: CallResult) -> bool:
+    return result.error is not None and result.error.kind == "cancelled"
+
+
+def _status_line(call: dict[str, Any]) -> str:
+    status = str(call.get("status") or "unknown")
+    attempts = call.get("attempts")
+    if status == "running" and isinstance(attempts, int) and attempts > 1:
+        return f"running (attempt {attempts}: an earlier worker was lost)"
+    return {"queued": "queued for a worker", "running": "running on a worker"}.get(
+        status, f"status: {status}"
+    )
+
+
+def _elicitation(questions: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "method": "elicitation/create",
+        "params": {
+            "mode": "form",
+            "message": questions_message(questions),
+            "requestedSchema": questions_schema(questions),
+        },
+    }
