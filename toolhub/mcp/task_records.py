@@ -43,9 +43,14 @@ class TaskRecord:
     result: dict[str, Any] | None = None
     status: str | None = None
     updated_at: float | None = None
+    #: The ``ask_user`` questions the call waits on (``input_required``), for any replica.
+    questions: list[dict[str, Any]] | None = None
 
     def ended(self, status: str, result: dict[str, Any] | None) -> TaskRecord:
-        return replace(self, status=status, result=result, updated_at=time.time())
+        return replace(self, status=status, result=result, questions=None, updated_at=time.time())
+
+    def asking(self, questions: list[dict[str, Any]] | None) -> TaskRecord:
+        return replace(self, questions=questions, updated_at=time.time())
 
 
 class TaskRecords(Protocol):

@@ -121,9 +121,8 @@ class McpTasks:
         self.records, client = records_for(session)
         self.states = RequestStates.for_fleet(client)
         self._followers: set[asyncio.Task[None]] = set()
-        #: Live details the following replica keeps (latest progress, open questions).
+        #: The latest progress line of each task this replica follows.
         self._messages: dict[str, str] = {}
-        self._questions: dict[str, list[dict[str, Any]]] = {}
 
     # -- creating ---------------------------------------------------------------------------------
 
@@ -182,14 +181,14 @@ class McpTasks:
                 if item.kind == "custom" and item.subkind == "input_required":
                     payload = item.payload if isinstance(item.payload, dict) else {}
                     questions = payload.get("questions")
-                    self._questions[task_id] = questions if isinstance(questions, list) else []
+                    record = record.asking(questions if isinstance(questions, list) else [])
+                    await asyncio.to_thread(self.records.put, record)
                     continue
                 message = progress_message(item)
                 if message:
                     self._messages[task_id] = message[-500:]
         finally:
             self._messages.pop(task_id, None)
-            self._questions.pop(task_id, None)
 
     # -- tasks/get, tasks/update, tasks/cancel ----------------------------------------------------
 
@@ -221,10 +220,11 @@ class McpTasks:
         self, ctx: ServerRequestContext[Any], params: UpdateTaskParams
     ) -> dict[str, Any]:
         record = await asyncio.to_thread(self._admit, ctx, params)
-        questions = self._questions.get(record.task_id)
+        questions = record.questions
         reply = params.input_responses.get(INPUT_KEY)
-        if questions is not None and isinstance(reply, dict):
-            self._questions.pop(record.task_id, None)
+        if questions is not None and record.result is None and isinstance(reply, dict):
+            # Answered once: the key is not outstanding any more (a repeat is ignored).
+            await asyncio.to_thread(self.records.put, record.asking(None))
             if reply.get("action") == "accept":
                 answers = answers_from(reply.get("content"), len(questions))
                 await asyncio.to_thread(self.session.answer, record.call_id, answers)
@@ -259,7 +259,12 @@ class McpTasks:
                 )
                 await asyncio.to_thread(self.records.put, record.ended(task_status, wire))
                 return self._ended(record, task_status, wire)
-        questions = self._questions.get(record.task_id)
+            return {
+                **self._task_fields(record, "failed", None),
+                "statusMessage": f"the call ended ({status}) but its result could not be read",
+                "error": {"code": types.INTERNAL_ERROR, "message": "call result unreadable"},
+            }
+        questions = record.questions
         if questions is not None:
             return {
                 **self._task_fields(record, "input_required", "Waiting for the user's answers."),
