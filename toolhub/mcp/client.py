@@ -25,8 +25,10 @@ import mcp_types as types
 from mcp.client.session import ClientSession, IncomingMessage
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.client.subscriptions import listen
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from toolhub.core import Outcome, Progress, ToolContext, ToolError
 from toolhub.hub.env import expand_all, expand_env
@@ -36,6 +38,7 @@ from toolhub.toolset import ExternalSpec, McpServerConfig, ToolSet
 
 from .loop import BackgroundLoop
 from .naming import client_name, valid_server_name
+from .remote_tasks import TASKS_EXTENSION, CreatedTask, drive, task_claims
 from .results import outcome_of
 
 logger = logging.getLogger("toolhub.mcp.client")
@@ -105,10 +108,34 @@ class ServerLink:
                 streamable_http_client(expand_env(cfg.url), http_client=http)
             )
         session = await stack.enter_async_context(
-            ClientSession(read, write, message_handler=self._on_message)
+            ClientSession(
+                read,
+                write,
+                message_handler=self._on_message,
+                extensions={TASKS_EXTENSION: {}},
+                result_claims=task_claims(),
+            )
         )
-        await asyncio.wait_for(session.initialize(), CONNECT_TIMEOUT_S)
+        await asyncio.wait_for(_negotiate(session, modern=cfg.tasks), CONNECT_TIMEOUT_S)
+        if session.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            # No handshake, no server-initiated stream: list changes come on a listen stream.
+            listener = asyncio.ensure_future(self._listen(session))
+            stack.callback(listener.cancel)
         return session
+
+    async def _listen(self, session: ClientSession) -> None:
+        """A 2026-07-28 server's tool list changes, as ``list_changed`` is on a legacy one; a
+        lost stream breaks the link (it reconnects and lists again)."""
+        try:
+            async with listen(session, tools_list_changed=True) as changes:
+                async for _ in changes:
+                    self._refresh_wanted.set()
+        except MCPError as err:
+            logger.info("MCP server %r offers no change stream (%s)", self.name, err.message)
+            return
+        except Exception as exc:
+            logger.warning("MCP server %r: change stream lost (%s)", self.name, exc)
+        self._broken.set()
 
     async def _serve(self) -> None:
         """Until stopped or broken: refresh on list_changed, ping now and then."""
@@ -176,7 +203,15 @@ class ServerLink:
             reason = f" ({self.error})" if self.error else ""
             raise ToolError.execution(f"MCP server `{self.name}` is not connected{reason}")
         try:
-            result = await session.call_tool(tool, arguments, progress_callback=progress)
+            result = await session.call_tool(
+                tool, arguments, progress_callback=progress, allow_claimed=True
+            )
+            if isinstance(result, CreatedTask):
+
+                async def message(text: str) -> None:
+                    await progress(0.0, None, text)
+
+                result = await drive(session, result, message)
         except MCPError as err:
             if err.code == types.INVALID_PARAMS:
                 raise ToolError.invalid_arguments(err.message) from None
@@ -307,6 +342,18 @@ class McpConnections:
         self.loop.stop()
         for name in self.links:
             self.sources.remove(f"mcp:{name}")
+
+
+async def _negotiate(session: ClientSession, *, modern: bool) -> None:
+    """With ``modern`` (the server config's ``tasks``), 2026-07-28 (``server/discover``) when
+    the server speaks it; else, and by default, the handshake."""
+    if modern:
+        try:
+            await session.discover()
+            return
+        except MCPError:
+            pass
+    await session.initialize()
 
 
 def _config_problem(name: str, config: McpServerConfig) -> str | None:

@@ -51,6 +51,11 @@ class McpServerConfig(BaseModel):
     url: str | None = None
     headers: dict[str, str] = Field(default_factory=dict)
     env: dict[str, str] = Field(default_factory=dict)
+    #: Speak protocol 2026-07-28 with the server (when it does) and take its MCP tasks: a
+    #: long call answered with a task handle is polled to its result. Off by default: many
+    #: servers that speak 2026-07-28 still announce tool list changes only on handshake-era
+    #: connections, so toolhub would stop hearing of them.
+    tasks: bool = False
 
 
 class HubConfig(BaseModel):
