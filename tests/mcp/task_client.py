@@ -1,7 +1,8 @@
 """The MCP SDK's own client support for the tasks extension, and no more: ``ClientSession``
 declares the extension (``extensions=``) on a 2026-07-28 connection (``discover``) and sends
-any request (``send_request``); it has no models or polling for ``tasks/*``. These few models
-are what a client adds on top of the SDK (fastmcp-tasks ships the same, independently)."""
+any request (``send_request``); it has no models or polling for ``tasks/*``. The request
+models are toolhub's client's (``toolhub.mcp.remote_tasks``; fastmcp-tasks ships its own,
+independently); answers are read as plain dicts, so the tests see the wire as sent."""
 
 from __future__ import annotations
 
@@ -10,42 +11,19 @@ import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import httpx2
 import mcp_types as types
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict
 
-TASKS = "io.modelcontextprotocol/tasks"
+from toolhub.mcp.remote_tasks import TASKS_EXTENSION as TASKS
+from toolhub.mcp.remote_tasks import CancelTask, GetTask, TaskRequestParams, UpdateTask
+
 ROOT = Path(__file__).resolve().parents[2]
-
-
-class TaskRequestParams(types.RequestParams):
-    model_config = ConfigDict(populate_by_name=True)
-
-    task_id: str = Field(serialization_alias="taskId")
-    request_state: str | None = Field(default=None, serialization_alias="requestState")
-    input_responses: dict[str, Any] | None = Field(
-        default=None, serialization_alias="inputResponses"
-    )
-
-
-class GetTask(types.Request[TaskRequestParams, Literal["tasks/get"]]):
-    method: Literal["tasks/get"] = "tasks/get"
-    params: TaskRequestParams
-
-
-class UpdateTask(types.Request[TaskRequestParams, Literal["tasks/update"]]):
-    method: Literal["tasks/update"] = "tasks/update"
-    params: TaskRequestParams
-
-
-class CancelTask(types.Request[TaskRequestParams, Literal["tasks/cancel"]]):
-    method: Literal["tasks/cancel"] = "tasks/cancel"
-    params: TaskRequestParams
 
 
 class TaskResult(types.Result):
