@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 import logging
 import sys
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 from contextlib import AsyncExitStack
 from typing import Any
 
@@ -30,16 +30,16 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from toolhub.core import Outcome, Progress, ToolContext, ToolError
+from toolhub.core import ToolError
 from toolhub.hub.env import expand_all, expand_env
 from toolhub.hub.sources import ExternalSources, SourceTool
 from toolhub.redaction import redact
 from toolhub.toolset import ExternalSpec, McpServerConfig, ToolSet
 
+from .external_calls import external_handler
 from .loop import BackgroundLoop
 from .naming import client_name, valid_server_name
 from .remote_tasks import TASKS_EXTENSION, CreatedTask, drive, task_claims
-from .results import outcome_of
 
 logger = logging.getLogger("toolhub.mcp.client")
 
@@ -225,57 +225,8 @@ class ServerLink:
         assert isinstance(result, types.CallToolResult)
         return result
 
-    # -- calls (caller's loop) ---------------------------------------------------------------------
-
     def handler(self, tool: str, client: str) -> Any:
-        """The external handler of one tool: runs the call on the background loop and streams
-        its progress back into the caller's loop; a cancelled toolhub call cancels the MCP
-        request (the SDK sends ``notifications/cancelled``)."""
-        link = self
-        tool_id = f"External:{client}"
-
-        async def handle(
-            args: dict[str, Any], ctx: ToolContext
-        ) -> AsyncIterator[Progress | Outcome]:
-            caller = asyncio.get_running_loop()
-            queue: asyncio.Queue[Progress] = asyncio.Queue()
-
-            async def on_progress(
-                progress: float, total: float | None, message: str | None
-            ) -> None:
-                item = (
-                    Progress.of_text(message)
-                    if message
-                    else Progress.custom("mcp_progress", {"progress": progress, "total": total})
-                )
-                caller.call_soon_threadsafe(queue.put_nowait, item)
-
-            future = link.owner.loop.submit(link.call(tool, args, on_progress))
-
-            def cancel() -> None:
-                future.cancel()
-
-            remove = ctx.cancel.on_cancel(cancel)
-            done = asyncio.wrap_future(future)
-            try:
-                while not done.done():
-                    getter: asyncio.Future[Any] = asyncio.ensure_future(queue.get())
-                    await asyncio.wait([getter, done], return_when=asyncio.FIRST_COMPLETED)
-                    if getter.done():
-                        yield getter.result()
-                    else:
-                        getter.cancel()
-                while not queue.empty():
-                    yield queue.get_nowait()
-                if done.cancelled():
-                    raise ToolError.cancelled()
-                yield outcome_of(done.result(), tool_id)
-            finally:
-                remove()
-                if not future.done():
-                    future.cancel()
-
-        return handle
+        return external_handler(self, tool, client)
 
 
 class McpConnections:
