@@ -73,7 +73,7 @@ def bars(score: Score, profile: Profile) -> list[str]:
                 missed.append(f"background command restarted: side effects {bg['sidefx']!r}")
     if profile.probe_burst:
         probe = score.probe
-        bound = profile.lease
+        bound = profile.lease * profile.rerun_bound_leases
         if probe is None or not probe["taken"]:
             missed.append("take-before-claim probe: no message was caught taken before claim")
         elif probe["hung"]:
