@@ -16,6 +16,7 @@ from .background import TOOLS as _background
 from .codex import TOOLS as _codex
 from .edit_file import TOOLS as _edit_file
 from .file_ops import TOOLS as _file_ops
+from .hashline import TOOLS as _hashline
 from .list_dir import TOOLS as _list_dir
 from .lsp import TOOLS as _lsp
 from .media import TOOLS as _media
@@ -46,6 +47,7 @@ BUILTIN_TOOLS: list[type[Tool[Any, Any]]] = [
     *_ask_user,
     *_meta,
     *_codex,
+    *_hashline,
     *_web,
     *_lsp,
     *_media,
