@@ -41,6 +41,12 @@ def run_call(runtime: WorkerRuntime, message: dict[str, Any]) -> Ended:
 
 
 def _execute(attempt: Claimed) -> Ended:
+    message = attempt.message
+    with attempt.runtime.toolsets.in_use(message["session_id"], message.get("config_hash", "")):
+        return _execute_in(attempt)
+
+
+def _execute_in(attempt: Claimed) -> Ended:
     runtime, message, claim = attempt.runtime, attempt.message, attempt.claim
     prepared = _prepare(runtime, message, claim.state or {})
     if isinstance(prepared, CallResult):

@@ -55,7 +55,9 @@ class WorkerRuntime:
         #: Where this host's command cgroups live: the sweep reaps those of dead processes.
         self.cgroups = PidsCgroups.detect()
         self.name = f"{socket.gethostname()}:{os.getpid()}"
-        self.toolsets = ToolSets(self.store, app, worker_builder(settings), keys)
+        self.toolsets = ToolSets(
+            self.store, app, worker_builder(settings), keys, capacity=settings.cached_sessions
+        )
         #: call id → its runs in this process: usually one, but a duplicate delivery of a call
         #: this process already runs registers too (and is dropped by its claim); it must not
         #: hide the real run from lease renewal and cancellation.

@@ -4,7 +4,10 @@ A worker rebuilds exactly the tool set the dispatcher validated against: the con
 by the hash the message carries and assembled by the same code as the dispatcher's
 (``toolhub/assembly.py``: workspace, local and Redis-backed resources, compare-and-set state,
 the config's MCP servers and hubs, so a meta-tool running on the worker reaches their tools).
-Its sources are disconnected when the tool set leaves the cache.
+Its sources are disconnected when the tool set leaves the cache. The cache is bounded
+(``TOOLHUB_WORKER_SESSIONS``, 256, least recently used out), and a tool set still running a
+call when it leaves is only retired: it is closed when its last call ends, so an eviction
+never cancels a call (``LocalExecutor.close`` cancels what runs) nor cuts its MCP sources.
 
 With a fleet key (``toolhub.distributed.signing``) the session record must carry a valid
 signature over its id, workspace and config hash, and the stored config must hash to that
@@ -17,7 +20,8 @@ import importlib
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,8 +40,6 @@ from toolhub.state.redis import RedisStateSync
 from toolhub.toolset import ToolSet, ToolSetBuilder, ToolSetConfig
 
 logger = logging.getLogger("toolhub.worker")
-
-MAX_CACHED = 256
 
 
 def worker_builder(settings: Settings) -> ToolSetBuilder:
@@ -76,33 +78,78 @@ class ToolSets:
         app: Celery,
         builder: ToolSetBuilder,
         keys: FleetKeys | None,
+        *,
+        capacity: int = 256,
     ) -> None:
         self.store = store
         self.app = app
         self.builder = builder
         self.keys = keys
+        self.capacity = capacity
         self._cache: OrderedDict[tuple[str, str], SessionRuntime] = OrderedDict()
+        #: calls running per key, and the tool sets that left the cache while some ran
+        self._users: dict[tuple[str, str], int] = {}
+        self._retired: dict[tuple[str, str], SessionRuntime] = {}
         self._lock = threading.Lock()
         self._home = toolhub_home()
 
     def get(self, session_id: str, config_hash: str) -> SessionRuntime:
+        """The tool set, for a short look (its workspace, its sandbox); a call runs inside
+        ``in_use`` instead."""
         key = (session_id, config_hash)
         with self._lock:
             cached = self._cache.get(key)
             if cached is not None:
                 self._cache.move_to_end(key)
                 return cached
-            built = self._build(session_id, config_hash)
+            built = self._retired.pop(key, None) or self._build(session_id, config_hash)
             self._cache[key] = built
-            while len(self._cache) > MAX_CACHED:
-                _, evicted = self._cache.popitem(last=False)
-                evicted.close()
-            return built
+            evicted = self._evict()
+        for runtime in evicted:
+            runtime.close()
+        return built
+
+    @contextmanager
+    def in_use(self, session_id: str, config_hash: str) -> Iterator[None]:
+        """Marks the session's tool set busy while a call runs: if it leaves the cache
+        meanwhile, it is closed when the last such block ends, not at once."""
+        key = (session_id, config_hash)
+        with self._lock:
+            self._users[key] = self._users.get(key, 0) + 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                left = self._users.pop(key) - 1
+                if left:
+                    self._users[key] = left
+                done = None if left else self._retired.pop(key, None)
+            if done is not None:
+                done.close()
+
+    @property
+    def sizes(self) -> tuple[int, int]:
+        """(cached, retired but still running a call): for the memory bench and tests."""
+        with self._lock:
+            return len(self._cache), len(self._retired)
+
+    def _evict(self) -> list[SessionRuntime]:
+        """Under the lock: drop the least recently used beyond capacity; returns those to
+        close now (the busy ones are retired instead)."""
+        closing = []
+        while len(self._cache) > self.capacity:
+            key, evicted = self._cache.popitem(last=False)
+            if self._users.get(key):
+                self._retired[key] = evicted
+            else:
+                closing.append(evicted)
+        return closing
 
     def close(self) -> None:
         with self._lock:
-            cached = list(self._cache.values())
+            cached = [*self._cache.values(), *self._retired.values()]
             self._cache.clear()
+            self._retired.clear()
         for session in cached:
             session.close()
 

@@ -89,6 +89,9 @@ class Settings:
     #: The directory the fleet's session workspaces live in, hidden from every command (each
     #: sees only its own workspace inside it); unset: only toolhub's own dirs are hidden.
     workspace_root: str | None = None
+    #: How many (session, config) tool sets a worker keeps built, least recently used first
+    #: out; one still running a call is closed only when its last call ends.
+    cached_sessions: int = 256
 
     @classmethod
     def from_env(cls, redis_url: str | None = None) -> Settings:
@@ -114,6 +117,7 @@ class Settings:
             sandbox_network=_bool("TOOLHUB_SANDBOX_NETWORK", False),
             sandbox_mechanism=(os.environ.get("TOOLHUB_SANDBOX_MECHANISM") or "auto").lower(),
             workspace_root=os.environ.get("TOOLHUB_WORKSPACE_ROOT") or None,
+            cached_sessions=max(1, _int("TOOLHUB_WORKER_SESSIONS", 256)),
         )
 
     @property
