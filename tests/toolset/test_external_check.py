@@ -71,3 +71,28 @@ def test_a_schema_that_is_not_json_schema_is_not_checked(tmp_path: Path) -> None
     seen: list[dict[str, Any]] = []
     with _session(tmp_path, {"type": "object", "required": "a"}, seen) as session:
         assert session.call_sync("srv__add", {}).error is None and len(seen) == 1
+
+
+def test_schemas_compile_at_the_first_call_and_are_shared(tmp_path: Path) -> None:
+    """Registration does not pay the meta-schema check (a 500-tool server took 1.3 s); the
+    first call does, and equal schemas of other sessions reuse the compiled check."""
+    import copy
+
+    from toolhub.toolset.external import ExternalTool
+    from toolhub.toolset.external_check import ArgumentCheck
+
+    seen: list[dict[str, Any]] = []
+    session = _session(tmp_path, SCHEMA, seen)
+    handle = session.toolset.lookup("srv__add").handle
+    assert isinstance(handle, ExternalTool)
+    assert "_check" not in vars(handle), "compiled at registration"
+    refused = session.call_sync("srv__add", {"a": -1, "b": "x"})
+    assert refused.is_error and "minimum" in refused.prompt_text
+    assert "_check" in vars(handle)
+    other = _session(tmp_path, copy.deepcopy(SCHEMA), [])
+    other_handle = other.toolset.lookup("srv__add").handle
+    assert isinstance(other_handle, ExternalTool)
+    assert other.call_sync("srv__add", {"a": 1, "b": "y"}).is_error is False
+    assert other_handle._check is handle._check
+    assert ArgumentCheck.for_schema({**SCHEMA, "required": ["a"]}) is not handle._check
+    assert seen == []

@@ -10,6 +10,7 @@ import inspect
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from toolhub.core import ErrorKind, Outcome, Progress, ToolContext, ToolError, ToolOutput
@@ -45,7 +46,11 @@ class ExternalTool:
         self.input_schema = spec.input_schema
         self.properties = frozenset(spec.input_schema.get("properties", {}))
         self._nulls = null_plan(spec.input_schema)
-        self._check = ArgumentCheck.of(spec.input_schema)
+
+    @cached_property
+    def _check(self) -> ArgumentCheck | None:
+        """Compiled at the first call, not at registration (``external_check.py``)."""
+        return ArgumentCheck.for_schema(self.input_schema)
 
     def parse_args(
         self,
