@@ -15,6 +15,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
+import secrets
 import statistics
 import tempfile
 import time
@@ -123,6 +125,8 @@ def row(label: str, direct: list[float], gateway: list[float], unit: float = 100
 
 
 def bench_distributed(workspace: Path, calls: int, lines: int) -> list[str]:
+    # The stack signs its messages with this key; the direct session must sign alike.
+    os.environ.setdefault("TOOLHUB_FLEET_KEY", secrets.token_urlsafe(32))
     stack = LocalStack(workers=1, port=free_port(), flower_port=None, workspace=workspace)
     info = stack.start()
     try:

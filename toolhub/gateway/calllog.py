@@ -22,6 +22,8 @@ class LoggedEvent:
     seq: int
     kind: EventKind
     data: dict[str, Any]
+    #: the SSE frame, made once however many clients follow the call (``sse.encode``)
+    _frame: list[bytes] = field(default_factory=list, init=False, repr=False, compare=False)
 
 
 @dataclass

@@ -18,8 +18,12 @@ MEDIA_TYPE = "text/event-stream"
 
 
 def encode(event: LoggedEvent) -> bytes:
-    data = json.dumps(event.data, ensure_ascii=False, separators=(",", ":"))
-    return f"id: {event.seq}\nevent: {event.kind}\ndata: {data}\n\n".encode()
+    """The event's SSE frame; encoded at its first follower and kept on the event, so a
+    thousand followers of one call cost one ``json.dumps`` per event, not a thousand."""
+    if not event._frame:
+        data = json.dumps(event.data, ensure_ascii=False, separators=(",", ":"))
+        event._frame.append(f"id: {event.seq}\nevent: {event.kind}\ndata: {data}\n\n".encode())
+    return event._frame[0]
 
 
 def parse_last_event_id(raw: str | None) -> int:
@@ -32,6 +36,11 @@ def parse_last_event_id(raw: str | None) -> int:
     return value
 
 
+#: Frames ready at once are sent as one write, up to this many.
+MAX_BATCH = 64
+_DONE = object()
+
+
 async def _frames(
     events: AsyncIterator[LoggedEvent],
     keepalive_s: float,
@@ -39,38 +48,67 @@ async def _frames(
 ) -> AsyncIterator[bytes]:
     """Events as SSE frames, with keepalives while the call is quiet.
 
-    The next event is awaited as a task of its own, so a keepalive timeout never cancels the
-    event source. When the client goes away before the result, ``on_abandon`` runs (cancel on
-    disconnect)."""
+    One task per stream pumps the event source into a queue, so a keepalive timeout only
+    ever cancels a queue read, never the source (and no task is made per event: with a
+    thousand followers that was most of the gateway's time). Frames already waiting go out
+    as one write. When the client goes away before the result, ``on_abandon`` runs (cancel
+    on disconnect)."""
+    queue: asyncio.Queue[object] = asyncio.Queue()
+    pump = asyncio.ensure_future(_pump(events, queue))
     finished = False
-    step: asyncio.Future[LoggedEvent] | None = None
     try:
         yield b": connected\n\n"
-        while True:
-            if step is None:
-                step = asyncio.ensure_future(anext(events))
-            done, _ = await asyncio.wait({step}, timeout=keepalive_s)
-            if not done:
-                yield b": keepalive\n\n"
-                continue
-            try:
-                event = step.result()
-            except StopAsyncIteration:
-                finished = True
-                return
-            step = None
-            yield encode(event)
-            if event.kind == "result":
-                finished = True
-                return
+        while not finished:
+            if queue.empty():
+                try:
+                    async with asyncio.timeout(keepalive_s):
+                        first = await queue.get()
+                except TimeoutError:
+                    yield b": keepalive\n\n"
+                    continue
+            else:
+                first = queue.get_nowait()
+            chunk: list[bytes] = []
+            item = first
+            while True:
+                if item is _DONE:
+                    finished = True
+                    break
+                if isinstance(item, BaseException):
+                    raise item
+                assert isinstance(item, LoggedEvent)
+                chunk.append(encode(item))
+                if item.kind == "result":
+                    finished = True
+                    break
+                if queue.empty() or len(chunk) >= MAX_BATCH:
+                    break
+                item = queue.get_nowait()
+            if chunk:
+                yield b"".join(chunk)
     finally:
-        if step is not None and not step.done():
-            step.cancel()
+        if not pump.done():
+            pump.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
-                await step
+                await pump
         if not finished and on_abandon is not None:
             # The client is gone; we may be inside a cancellation, so the cancel runs on its own.
             asyncio.get_running_loop().create_task(_quietly(on_abandon))
+
+
+async def _pump(events: AsyncIterator[LoggedEvent], queue: asyncio.Queue[object]) -> None:
+    """The source's events into ``queue``, then ``_DONE`` (or the error that ended it)."""
+    try:
+        async for event in events:
+            queue.put_nowait(event)
+            if event.kind == "result":
+                break
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:
+        queue.put_nowait(exc)
+        return
+    queue.put_nowait(_DONE)
 
 
 async def _quietly(action: Callable[[], Awaitable[object]]) -> None:

@@ -1,0 +1,231 @@
+"""Many SSE followers of one call on one gateway process: progress latency and memory per stream.
+
+    .venv/bin/python bench/bench_sse_followers.py [--followers 1000] [--seconds 10]
+
+A local stack (redis-server, one worker, ``toolhub serve`` as its own process) runs one ``bash``
+call that prints its clock every 100 ms; ``--followers`` clients follow the call's events
+(``GET /v1/sessions/{sid}/calls/{cid}/events``), split over two client processes so that the
+clients' own parsing does not hold one core. Latency is the arrival time of a line at a
+follower minus the time the command printed it (same host clock). The baseline measured in the
+same run is a single follower: what one stream costs with no crowd. Targets: p99 <= 20 ms with
+all followers attached; the gateway's memory per open stream is reported.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import secrets
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import httpx
+import psutil
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from toolhub.ports import free_port  # noqa: E402
+from toolhub.stack.local import LocalStack  # noqa: E402
+
+TARGET_P99_MS = 20.0
+#: The verdict is on lines printed this long after every follower sent its request: before,
+#: the gateway is still answering the crowd's requests and replaying each the call so far.
+STEADY_AFTER_S = 2.0
+STAMP = "for i in $(seq {n}); do date +%s.%N; sleep 0.1; done"
+
+
+async def _follow(
+    host: str, port: int, path: str, lags: list[tuple[float, float]], ready: list[int]
+) -> None:
+    """One follower on a raw connection: the SSE ``data:`` lines, each stamped on arrival."""
+    reader, writer = await asyncio.open_connection(host, port, limit=1 << 20)
+    writer.write(
+        f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nAccept: text/event-stream\r\n\r\n".encode()
+    )
+    await writer.drain()
+    ready.append(1)
+    try:
+        while line := await reader.readline():
+            if not line.startswith(b"data:"):
+                continue
+            now = time.time()
+            data = json.loads(line[5:])
+            delta = (data.get("payload") or {}).get("delta") or ""
+            for stamp in delta.split():
+                with contextlib.suppress(ValueError):
+                    lags.append((float(stamp), now - float(stamp)))
+            if "is_error" in data:  # the result event: the call is over
+                return
+    finally:
+        writer.close()
+
+
+def client_main(url: str, path: str, followers: int) -> int:
+    """A client process: ``followers`` streams; prints (attached_at, lags) as JSON at the end."""
+    parts = urlsplit(url)
+    lags: list[tuple[float, float]] = []
+    ready: list[int] = []
+
+    async def run() -> None:
+        tasks = [
+            asyncio.ensure_future(
+                _follow(parts.hostname or "", parts.port or 80, path, lags, ready)
+            )
+            for _ in range(followers)
+        ]
+        while len(ready) < followers:
+            await asyncio.sleep(0.01)
+        print(json.dumps({"attached": time.time()}), flush=True)
+        await asyncio.gather(*tasks)
+
+    asyncio.run(run())
+    print(json.dumps({"lags": lags}), flush=True)
+    return 0
+
+
+def _start_call(client: httpx.Client, sid: str, seconds: int) -> tuple[str, threading.Thread]:
+    """Start the printing call through the gateway and drain its own stream in a thread."""
+    cid = f"sse-{secrets.token_hex(4)}"
+    body = {
+        "name": "bash",
+        "arguments": {"command": STAMP.format(n=seconds * 10), "description": "clock"},
+        "call_id": cid,
+    }
+
+    def drain() -> None:
+        with client.stream(
+            "POST", f"/v1/sessions/{sid}/calls", json=body, headers={"Accept": "text/event-stream"}
+        ) as response:
+            for _ in response.iter_lines():
+                pass
+
+    thread = threading.Thread(target=drain, daemon=True)
+    thread.start()
+    return cid, thread
+
+
+def run_followers(
+    url: str, sid: str, cid: str, followers: int, procs: int
+) -> tuple[list[tuple[float, float]], float]:
+    path = f"/v1/sessions/{sid}/calls/{cid}/events"
+    share = [followers // procs + (1 if i < followers % procs else 0) for i in range(procs)]
+    children = [
+        subprocess.Popen(
+            [sys.executable, __file__, "--client", url, path, str(n)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for n in share
+        if n
+    ]
+    attached = []
+    for child in children:
+        assert child.stdout is not None
+        attached.append(json.loads(child.stdout.readline())["attached"])
+    since = max(attached)
+    lags: list[tuple[float, float]] = []
+    for child in children:
+        out, _ = child.communicate(timeout=600)
+        # Only lines printed once every follower was attached: earlier ones are a replay.
+        lags += [
+            (stamp - since, lag)
+            for stamp, lag in json.loads(out.strip().splitlines()[-1])["lags"]
+            if stamp > since
+        ]
+    return lags, since
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
+
+
+def main() -> int:
+    if len(sys.argv) > 1 and sys.argv[1] == "--client":
+        return client_main(sys.argv[2], sys.argv[3], int(sys.argv[4]))
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--followers", type=int, default=1000)
+    parser.add_argument("--seconds", type=int, default=10)
+    args = parser.parse_args()
+
+    workspace = Path(tempfile.mkdtemp(prefix="bench-sse-"))
+    os.environ.setdefault("TOOLHUB_FLEET_KEY", secrets.token_urlsafe(32))
+    stack = LocalStack(workers=1, port=free_port(), flower_port=None, workspace=workspace)
+    info = stack.start()
+    gateway = next(
+        p
+        for p in psutil.Process().children(recursive=True)
+        if "serve" in " ".join(p.cmdline()) and "toolhub" in " ".join(p.cmdline())
+    )
+    results = {}
+    try:
+        with httpx.Client(base_url=info.gateway_url, timeout=600) as client:
+            sid = client.post("/v1/sessions", json={}).json()["session_id"]
+            for label, n in (
+                ("1 follower (baseline)", 1),
+                (f"{args.followers} followers", args.followers),
+            ):
+                idle = gateway.memory_info().rss
+                cid, drainer = _start_call(client, sid, args.seconds)
+                time.sleep(0.3)
+                sampler: list[int] = []
+                stop = threading.Event()
+
+                def sample(into: list[int] = sampler, done: threading.Event = stop) -> None:
+                    while not done.wait(0.5):
+                        into.append(gateway.memory_info().rss)
+
+                watcher = threading.Thread(target=sample, daemon=True)
+                watcher.start()
+                lags, attached = run_followers(info.gateway_url, sid, cid, n, 2 if n > 1 else 1)
+                stop.set()
+                drainer.join(60)
+                every = [lag for _, lag in lags]
+                settled = [lag for after, lag in lags if after >= STEADY_AFTER_S]
+                results[label] = {
+                    "n": n,
+                    "lines": len(every),
+                    "p50": pct(settled, 0.5) * 1000,
+                    "p99": pct(settled, 0.99) * 1000,
+                    "p99_all": pct(every, 0.99) * 1000,
+                    "peak_rss": max(sampler, default=idle),
+                    "idle_rss": idle,
+                    "attached_after": attached,
+                }
+    finally:
+        stack.stop()
+
+    print(
+        "| followers | lines received | progress p50 | progress p99 | p99 incl. the first "
+        f"{STEADY_AFTER_S:.0f} s | gateway RSS idle -> peak |"
+    )
+    print("|---|---|---|---|---|---|")
+    for label, r in results.items():
+        print(
+            f"| {label} | {r['lines']} | {r['p50']:.1f} ms | {r['p99']:.1f} ms "
+            f"| {r['p99_all']:.1f} ms | {r['idle_rss'] / 2**20:.0f} -> "
+            f"{r['peak_rss'] / 2**20:.0f} MiB |"
+        )
+    crowd = results[f"{args.followers} followers"]
+    per_stream = (crowd["peak_rss"] - crowd["idle_rss"]) / crowd["n"] / 1024
+    verdict = "PASS" if crowd["p99"] <= TARGET_P99_MS else "MISS"
+    print(f"\ngateway memory per open stream: {per_stream:.0f} KiB")
+    print(
+        f"target p99 <= {TARGET_P99_MS:.0f} ms with {args.followers} followers on one gateway "
+        f"process: {verdict} ({crowd['p99']:.1f} ms; one follower alone: "
+        f"{results['1 follower (baseline)']['p99']:.1f} ms)"
+    )
+    return 0 if verdict == "PASS" else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
