@@ -33,6 +33,7 @@ from toolhub.gateway.server import free_port
 from toolhub.stack.local import LocalStack
 
 READ = ("read_file", {"path": "bench.txt"})
+TARGET_RATIO = 1.3
 STAMP = "for i in $(seq {n}); do date +%s.%N; sleep 0.02; done"
 
 
@@ -194,6 +195,13 @@ def main() -> None:
     print("|---|---|---|---|---|---|")
     for line in rows:
         print(line)
+    if not args.skip_distributed:
+        ratio = float(rows[0].split("|")[4].strip().rstrip("x"))
+        verdict = "PASS" if ratio <= TARGET_RATIO else "MISS"
+        print(
+            f"\ntarget gateway <= {TARGET_RATIO}x a direct Session.call at p50 (distributed): "
+            f"{verdict} ({ratio:.2f}x)"
+        )
 
 
 if __name__ == "__main__":

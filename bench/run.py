@@ -15,13 +15,26 @@ HERE = Path(__file__).parent
 
 def main() -> int:
     failed = []
+    verdicts: list[tuple[str, str]] = []
     for script in sorted(HERE.glob("bench_*.py")):
         print(f"\n## {script.stem}\n", flush=True)
-        code = subprocess.call([sys.executable, str(script)], cwd=HERE.parent)
-        if code != 0:
+        proc = subprocess.Popen(
+            [sys.executable, str(script)], cwd=HERE.parent, stdout=subprocess.PIPE, text=True
+        )
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            print(line, end="", flush=True)
+            if "PASS" in line or "MISS" in line:
+                verdicts.append((script.stem, line.strip()))
+        if proc.wait() != 0:
             failed.append(script.name)
+    print("\n## every target, with its verdict\n")
+    for stem, line in verdicts:
+        print(f"- {stem}: {line}")
+    passed = sum("PASS" in line and "MISS" not in line for _, line in verdicts)
+    print(f"\n{passed} of {len(verdicts)} targets met")
     if failed:
-        print(f"\nfailed: {', '.join(failed)}", file=sys.stderr)
+        print(f"\nnot every target met, or a bench failed: {', '.join(failed)}", file=sys.stderr)
     return 1 if failed else 0
 
 
