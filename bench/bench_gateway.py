@@ -14,15 +14,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import logging
 import os
 import secrets
+import socket
 import statistics
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -65,6 +68,38 @@ def direct_call(session: Session) -> Callable[[], Any]:
     def call() -> None:
         result = loop.run_until_complete(session.call(*READ))
         assert not result.is_error, result.prompt_text
+
+    return call
+
+
+def raw_gateway_call(url: str, sid: str) -> Callable[[], Any]:
+    """The same call over one kept-alive socket with a minimal HTTP/1.1 client: what the
+    gateway itself costs, without an HTTP client library's own overhead."""
+    parts = urlsplit(url)
+    sock = socket.create_connection((parts.hostname, parts.port))
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    body = json.dumps({"name": READ[0], "arguments": READ[1]}).encode()
+    request = (
+        f"POST /v1/sessions/{sid}/calls HTTP/1.1\r\nHost: {parts.netloc}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+    ).encode() + body
+
+    def call() -> None:
+        sock.sendall(request)
+        data = b""
+        while True:
+            data += sock.recv(65536)
+            head, sep, rest = data.partition(b"\r\n\r\n")
+            if not sep:
+                continue
+            length = next(
+                int(line.split(b":", 1)[1])
+                for line in head.split(b"\r\n")
+                if line.lower().startswith(b"content-length:")
+            )
+            if len(rest) >= length:
+                assert b'"is_error":false' in rest.replace(b" ", b""), rest[:300]
+                return
 
     return call
 
@@ -140,6 +175,10 @@ def bench_distributed(workspace: Path, calls: int, lines: int) -> list[str]:
                 row(
                     "distributed: read_file call latency (ms)",
                     *timed(direct_call(session), gateway_call(client, sid), calls),
+                ),
+                row(
+                    "distributed: the same, minimal HTTP client instead of httpx (ms)",
+                    *timed(direct_call(session), raw_gateway_call(info.gateway_url, sid), calls),
                 ),
                 row(
                     "distributed: progress latency, bash line → client (ms)",
