@@ -3,23 +3,43 @@ versions of the ``mcp`` SDK or fastmcp), each in its own virtualenv under ``.ven
 made once and reused, as a user of that client would have it.
 
 A registry or network failure fails the test that asked (never a skip): the client is what the
-test is about.
+test is about. Every client is named here (``PYTHON_CLIENTS``, ``INSPECTOR``), and
+``tests/conftest.py`` starts building the missing ones in the background when the session
+starts, so a cold run (CI) does not wait for pip and npm one test at a time; a test that needs
+a client still being built waits on its lock.
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
+import functools
+import shutil
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 CLIENTS = ROOT / ".venv" / "clients"
 
+#: name -> exact requirements of each Python client's virtualenv.
+PYTHON_CLIENTS: dict[str, list[str]] = {
+    # FastMCP + its tasks client (tests/mcp/test_mcp_tasks_fastmcp.py)
+    "fastmcp-tasks": ["fastmcp-tasks==4.1.4"],
+    # needs mcp<2 (tests/mcp/test_third_party_clients.py)
+    "langchain-mcp": ["langchain-mcp-adapters==0.3.2"],
+    # generates a client from the gateway's /openapi.json (tests/gateway/...generated_client.py)
+    "openapi": ["openapi-python-client==0.29.1"],
+}
+#: The MCP Inspector's npm package (tests/mcp/test_third_party_clients.py).
+INSPECTOR = "@modelcontextprotocol/inspector@2.12.0"
 
-def client_python(name: str, requirements: list[str], *, timeout_s: float = 600) -> Path:
-    """The python of the virtualenv ``name`` with exactly ``requirements`` installed (made
-    on first use; a changed requirement list makes it again)."""
+
+def client_python(name: str, *, timeout_s: float = 600) -> Path:
+    """The python of the virtualenv ``name`` with exactly its ``PYTHON_CLIENTS`` requirements
+    installed (made on first use; a changed requirement list makes it again)."""
+    requirements = PYTHON_CLIENTS[name]
     home = CLIENTS / name
     python = home / "bin" / "python"
     wanted = "\n".join(requirements)
@@ -42,3 +62,45 @@ def client_python(name: str, requirements: list[str], *, timeout_s: float = 600)
             raise RuntimeError(f"could not install {requirements}: {done.stderr[-2000:]}")
         stamp.write_text(wanted)
     return python
+
+
+def inspector_launcher(timeout_s: float = 600) -> Path:
+    """The Inspector's launcher, npm-installed once under ``.venv/clients/inspector``; raises
+    ``RuntimeError`` when npm cannot install it (``FileNotFoundError`` without node/npm)."""
+    if not (shutil.which("npm") and shutil.which("node")):
+        raise FileNotFoundError("node and npm are not on PATH")
+    home = CLIENTS / "inspector"
+    launcher = home / "node_modules" / ".bin" / "mcp-inspector"
+    stamp = home / ".installed"
+    home.mkdir(parents=True, exist_ok=True)
+    with (CLIENTS / "inspector.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if launcher.exists() and stamp.exists() and stamp.read_text() == INSPECTOR:
+            return launcher
+        stamp.unlink(missing_ok=True)
+        done = subprocess.run(
+            ["npm", "install", "--prefix", str(home), "--no-audit", "--no-fund", INSPECTOR],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+        )
+        if done.returncode != 0 or not launcher.exists():
+            raise RuntimeError(f"npm could not install {INSPECTOR}: {done.stderr[-2000:]}")
+        stamp.write_text(INSPECTOR)
+    return launcher
+
+
+def prepare_in_background() -> threading.Thread:
+    """Build every client that is not built yet, one after another, on a daemon thread. A
+    failure is left for the test that needs the client to meet (and report) again."""
+
+    makers = [*(functools.partial(client_python, n) for n in PYTHON_CLIENTS), inspector_launcher]
+
+    def build() -> None:
+        for make in makers:
+            with contextlib.suppress(Exception):  # met again, and reported, by its test
+                make()
+
+    thread = threading.Thread(target=build, name="client-venvs", daemon=True)
+    thread.start()
+    return thread

@@ -20,7 +20,6 @@ from toolhub.mcp.transports import http_app
 pytestmark = pytest.mark.timeout(600)
 
 CLIENT = Path(__file__).with_name("fastmcp_tasks_client.py")
-REQUIREMENTS = ["fastmcp-tasks==4.1.4"]
 
 
 @pytest.fixture
@@ -34,7 +33,7 @@ def url(tmp_path: Path) -> Iterator[str]:
 
 
 def test_fastmcp_tasks_client_runs_polls_and_cancels_toolhub_tasks(url: str) -> None:
-    python = client_python("fastmcp-tasks", REQUIREMENTS)
+    python = client_python("fastmcp-tasks")
     done = subprocess.run(
         [str(python), str(CLIENT), url, "tok"], capture_output=True, text=True, timeout=120
     )

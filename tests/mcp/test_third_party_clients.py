@@ -12,9 +12,7 @@ Both caches are made on first use and reused. A registry that cannot be reached 
 
 from __future__ import annotations
 
-import fcntl
 import json
-import shutil
 import signal
 import subprocess
 import time
@@ -25,15 +23,13 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.client_venvs import CLIENTS, client_python
+from tests.client_venvs import client_python, inspector_launcher
 from tests.mcp.stdio_support import ROOT, TOOLHUB, toolhub_args, toolhub_env
 from toolhub.ports import free_port
 
 pytestmark = pytest.mark.timeout(600)
 
-LANGCHAIN = ["langchain-mcp-adapters==0.3.2"]
 LANGCHAIN_CLIENT = Path(__file__).with_name("langchain_mcp_client.py")
-INSPECTOR = "@modelcontextprotocol/inspector@2.12.0"
 TOKEN = "tok"
 #: A few of toolhub's built-in tools, by the names it serves them under.
 NAMES = {"read_file", "write_file", "edit_file", "grep", "glob", "bash", "task_output"}
@@ -82,7 +78,7 @@ def http_url(tmp_path: Path, workspace: Path) -> Iterator[str]:
 
 
 def _langchain(connection: dict[str, Any]) -> dict[str, Any]:
-    python = client_python("langchain-mcp", LANGCHAIN)
+    python = client_python("langchain-mcp")
     done = subprocess.run(
         [str(python), str(LANGCHAIN_CLIENT), json.dumps(connection)],
         capture_output=True,
@@ -143,29 +139,15 @@ def test_langchain_mcp_adapters_over_streamable_http(http_url: str, workspace: P
 # -- MCP Inspector CLI -------------------------------------------------------------------------
 
 
-def inspector_bin(timeout_s: float = 600) -> Path:
-    """The Inspector's launcher, npm-installed once under ``.venv/clients/inspector``."""
-    if not (shutil.which("npm") and shutil.which("node")):
-        pytest.skip("node and npm are not on PATH")
-    home = CLIENTS / "inspector"
-    launcher = home / "node_modules" / ".bin" / "mcp-inspector"
-    stamp = home / ".installed"
-    home.mkdir(parents=True, exist_ok=True)
-    with (CLIENTS / "inspector.lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if launcher.exists() and stamp.exists() and stamp.read_text() == INSPECTOR:
-            return launcher
-        stamp.unlink(missing_ok=True)
-        done = subprocess.run(
-            ["npm", "install", "--prefix", str(home), "--no-audit", "--no-fund", INSPECTOR],
-            capture_output=True,
-            text=True,
-            timeout=timeout_s,
-        )
-        if done.returncode != 0 or not launcher.exists():
-            pytest.fail(f"npm could not install {INSPECTOR}: {done.stderr[-2000:]}")
-        stamp.write_text(INSPECTOR)
-    return launcher
+def inspector_bin() -> Path:
+    """The Inspector's launcher (``tests/client_venvs.py``); a machine without node and npm
+    skips, an install that fails fails the test."""
+    try:
+        return inspector_launcher()
+    except FileNotFoundError as missing:
+        pytest.skip(str(missing))
+    except RuntimeError as failed:
+        pytest.fail(str(failed))
 
 
 def _inspector(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
