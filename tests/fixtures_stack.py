@@ -31,7 +31,7 @@ STACK_ENV = {
     "TOOLHUB_MAX_ATTEMPTS": "3",
     "TOOLHUB_SOFT_SHUTDOWN_SECONDS": "3",
     "TOOLHUB_FOLLOW_OUTAGE_SECONDS": "20",
-    "TOOLHUB_PLUGINS": "tests.distributed.plugin_tools",
+    "TOOLHUB_PLUGINS": "tests.distributed.plugin_tools,tests.distributed.plugin_subagents",
 }
 
 

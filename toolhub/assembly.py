@@ -27,6 +27,7 @@ from toolhub.backends import (
     Workspace,
 )
 from toolhub.backends.tool_index import EnabledToolNames, InMemoryToolIndex, ToolEntry, ToolIndex
+from toolhub.backends.worktrees import GitWorktrees
 from toolhub.core import Container, Params
 from toolhub.sandbox import SandboxPolicy, default_settings, enforce
 from toolhub.tasks import BackgroundTasks, LocalBackgroundTasks
@@ -64,7 +65,8 @@ def install_local_resources(
     tasks: BackgroundTasks | None = None,
 ) -> None:
     """Insert the embedded implementations: workspace, process runner (logs under
-    ``session_dir/terminal``), background tasks, answer box, path locks and ripgrep.
+    ``session_dir/terminal``), background tasks, answer box, path locks, ripgrep and git
+    worktrees (under ``session_dir/worktrees``).
 
     Pass ``tasks`` to share one background-task backend between sessions (each task remembers
     its owning session, and the tools only show a session its own tasks).
@@ -78,6 +80,7 @@ def install_local_resources(
     container.insert(LocalAnswerBox(), AnswerBox)
     container.insert(PathLocks())
     container.insert(Ripgrep())
+    container.insert(GitWorktrees(ws.root, Path(session_dir) / "worktrees"))
 
 
 def configure_sandbox(

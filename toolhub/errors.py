@@ -73,6 +73,18 @@ class ErrorCode(StrEnum):
     TOO_MANY_REDIRECTS = "too_many_redirects"
     #: A media generation job ended without a result.
     JOB_FAILED = "job_failed"
+    #: ``task`` was called in a session whose container has no ``SubagentRunner``.
+    NO_SUBAGENT_RUNNER = "no_subagent_runner"
+    #: ``task`` with a ``resume_from`` the runner has no state of (a ``not_found`` error).
+    UNKNOWN_SUBAGENT = "unknown_subagent"
+    #: ``task`` while ``max_concurrent`` sub-agents are running (a ``rate_limited`` error).
+    TOO_MANY_SUBAGENTS = "too_many_subagents"
+    #: ``task`` called by a sub-agent at the depth limit (a ``permission_denied`` error).
+    SUBAGENT_DEPTH_EXCEEDED = "subagent_depth_exceeded"
+    #: ``task`` with ``isolation: worktree`` in a workspace that is not a git repository.
+    NOT_A_GIT_REPOSITORY = "not_a_git_repository"
+    #: A sub-agent ran but failed (its host callback raised, or its worker was lost for good).
+    SUBAGENT_FAILED = "subagent_failed"
 
     # -- codes of host-side errors (``ToolhubError.code``) -------------------------------------
     TOOLHUB_ERROR = "toolhub_error"

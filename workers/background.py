@@ -30,6 +30,7 @@ from .claimed import Claimed, run_claimed
 from .emitter import Emitter
 from .outcomes import Ended
 from .runtime import Running, WorkerRuntime
+from .subagent import run_subagent
 
 logger = logging.getLogger("toolhub.worker.background")
 
@@ -42,6 +43,8 @@ def run_background(runtime: WorkerRuntime, message: dict[str, Any]) -> Ended:
 
 
 def _start(attempt: Claimed) -> Ended:
+    if attempt.message.get("subagent") is not None:
+        return run_subagent(attempt)  # a background sub-agent of `task`
     runtime, message, running = attempt.runtime, attempt.message, attempt.running
     place = _place(runtime, message)
     if isinstance(place, CallResult):

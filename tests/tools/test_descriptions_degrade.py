@@ -26,8 +26,13 @@ COMPANIONS: dict[str, list[dict[str, object]]] = {
     "Main:task_output": [{"id": "Main:monitor"}],
     "Main:wait_tasks": [{"id": "Main:monitor"}],
     "Main:search_tool": [{"id": "Main:use_tool"}],
+    "OpenCode:edit": [{"id": "OpenCode:read"}],
+    "Main:task": [],  # with background off below, it requires nothing
 }
-ALONE = {"Main:bash": {"params": {"enabled_background": False}}}
+ALONE = {
+    "Main:bash": {"params": {"enabled_background": False}},
+    "Main:task": {"params": {"enabled_background": False}},
+}
 
 
 @pytest.mark.parametrize("tool_id", TOOL_IDS)

@@ -41,7 +41,8 @@ CODEX = {
         {"id": "Main:todo_write", "rename": {"merge": "keep_others"}},
     ]
 }
-CONFIGS = {"default": None, "codex_and_renames": CODEX}
+OPENCODE = {"preset": "opencode"}
+CONFIGS = {"default": None, "codex_and_renames": CODEX, "opencode": OPENCODE}
 
 
 class _Listing(MCPServer):
@@ -131,6 +132,9 @@ def test_non_strict_schemas_are_closed_as_the_validator_is(tmp_path: Path) -> No
 REQUIRED: dict[str, Any] = {
     "path": "notes.txt",
     "file_path": "notes.txt",
+    "filePath": "notes.txt",
+    "oldString": "world",
+    "newString": "there",
     "dir_path": ".",
     "content": "hello\n",
     "old_string": "world",
@@ -188,7 +192,7 @@ def test_null_for_every_optional_parameter_is_absent(config: Any, tmp_path: Path
             return {name: await _call(session, name, args) for name, args in calls.items()}
 
         results = asyncio.run(run_all())
-    assert len(calls) == (16 if config is None else 6)
+    assert len(calls) == (16 if config is None else 5 if config is OPENCODE else 6)
     for name, result in results.items():
         refused = result.error is not None and "Failed to parse arguments" in result.error.detail
         assert not refused, (name, result.error)
@@ -199,6 +203,10 @@ def test_null_for_every_optional_parameter_is_absent(config: Any, tmp_path: Path
         assert results["grep"].error is None and "notes.txt" in results["grep"].prompt_text
         assert results["memory_get"].error is None and "hello" in results["memory_get"].prompt_text
         assert results["ask_user"].error is None
+    elif config is OPENCODE:
+        assert results["bash"].error is None and "hello" in results["bash"].prompt_text
+        assert results["read"].error is None and "hello world" in results["read"].prompt_text
+        assert results["grep"].error is None and "notes.txt" in results["grep"].prompt_text
     else:
         assert results["run"].error is None and "hello" in results["run"].prompt_text
         assert (

@@ -138,7 +138,8 @@ BACKGROUND_FIELDS: dict[str, Check] = {
     "timeout_s": NUMBER,
     "max_attempts": (int,),
 }
-OPTIONAL_FIELDS: dict[str, Check] = {"sig": STR, "task": STR, "queue": STR}
+#: ``subagent``: a background sub-agent's request (``task``), run instead of ``command``.
+OPTIONAL_FIELDS: dict[str, Check] = {"sig": STR, "task": STR, "queue": STR, "subagent": DICT}
 TASKS: dict[str, dict[str, Check]] = {
     EXECUTE_TASK: EXECUTE_FIELDS,
     BACKGROUND_TASK: BACKGROUND_FIELDS,

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict
 
@@ -48,6 +48,9 @@ class TaskSnapshot(BaseModel):
     """Which run of the command this is: above 1 when it was restarted from the beginning
     because its host was lost (``output`` is then this run's)."""
     max_attempts: int = 1
+    error: str = ""
+    """Why it ended without an exit code of its own, when a backend knows (a fleet task whose
+    worker was lost more often than it may be re-run: the ``worker_lost`` error's detail)."""
 
     @property
     def finished(self) -> bool:
@@ -116,4 +119,23 @@ class BackgroundTasks(Protocol):
     def claim_completion(self, task_id: str) -> bool:
         """True exactly once per finished task: to whoever reports its completion first.
         False while the task is still running."""
+        ...
+
+
+@runtime_checkable
+class HostsSubagents(Protocol):
+    """A backend that runs background sub-agents itself (a fleet's: each one a durable task a
+    worker runs with its own ``SubagentRunner``). The local backend instead ``adopt``s a run
+    the session's runner started."""
+
+    def start_subagent(
+        self,
+        request: dict[str, Any],
+        *,
+        label: str,
+        owner_session: str,
+        call_id: str,
+        max_concurrent: int,
+    ) -> str:
+        """Queue the sub-agent of ``request`` (a ``SubagentRequest`` as JSON); its task id."""
         ...

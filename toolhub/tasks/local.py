@@ -1,8 +1,9 @@
 """Background tasks run as child processes of this process (the embedded implementation).
 
 Every task is a ``RunningCommand`` of the process runner: its output streams into a log file and
-a bounded in-memory tail. Waiting is event-driven: each finished command notifies a condition
-variable (for threads) and a set of listeners (for coroutines); nothing polls.
+a bounded in-memory tail; a task something else started (a background sub-agent) joins through
+``adopt`` as any ``TaskProcess``. Waiting is event-driven: each finished task notifies a
+condition variable (for threads) and a set of listeners (for coroutines); nothing polls.
 """
 
 from __future__ import annotations
@@ -15,15 +16,28 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Protocol
 
+from toolhub.backends.capture import CapturedOutput
 from toolhub.backends.process import ProcessRunner
-from toolhub.backends.running import CommandResult, RunningCommand
+from toolhub.backends.running import CommandResult, KillReason
 
 from .base import KillOutcome, TaskSnapshot, TaskStatus, WaitMode
 
 MAX_RUNTIME_S = 10 * 3600
 TAIL_BYTES = 16_000
 MAX_FINISHED = 500
+
+
+class TaskProcess(Protocol):
+    """What a task runs: a ``RunningCommand``, or anything that behaves like one (a sub-agent
+    run, ``LocalBackgroundTasks.adopt``)."""
+
+    def output(self) -> CapturedOutput: ...
+
+    def kill(self, reason: KillReason = "killed") -> bool: ...
+
+    def add_done_callback(self, callback: Callable[[CommandResult], None]) -> None: ...
 
 
 @dataclass(slots=True)
@@ -33,7 +47,7 @@ class _Task:
     owner_session: str
     call_id: str
     started_at: datetime
-    running: RunningCommand
+    running: TaskProcess
     finished_at: datetime | None = None
     claimed: bool = False
     result: CommandResult | None = field(default=None)
@@ -81,6 +95,17 @@ class LocalBackgroundTasks:
         with self._cond:
             self._tasks[task_id] = task
         running.add_done_callback(lambda result: self._finished(task, result))
+        return task_id
+
+    def adopt(self, label: str, process: TaskProcess, *, owner_session: str, call_id: str) -> str:
+        """Track a task that something else started (a background sub-agent): it is then
+        shown, waited for, killed and announced like a background command. ``label`` is
+        what stands in its snapshot's ``command``."""
+        task_id = f"task-{uuid.uuid4().hex[:10]}"
+        task = _Task(task_id, label, owner_session, call_id, _now(), process)
+        with self._cond:
+            self._tasks[task_id] = task
+        process.add_done_callback(lambda result: self._finished(task, result))
         return task_id
 
     def _finished(self, task: _Task, result: CommandResult) -> None:

@@ -34,10 +34,13 @@ from toolhub.distributed.records import TERMINAL_STATUSES, CallRecords, new_run_
 from toolhub.distributed.settings import QUEUES, Settings
 from toolhub.distributed.signing import sign_message
 from toolhub.errors import ErrorCode
+from toolhub.subagents.base import too_many_subagents
 
 from .base import KillOutcome, TaskSnapshot, TaskStatus, WaitMode
 
 TAIL_BYTES = 16_000
+#: How a background sub-agent's task label starts (``task`` labels them so).
+SUBAGENT = "sub-agent "
 _POLL_S = 0.05
 BACKGROUND_TOOL = "toolhub:background"
 
@@ -71,10 +74,41 @@ class RedisBackgroundTasks:
         owner_session: str,
         call_id: str,
     ) -> str:
-        task_id = f"task-{os.urandom(5).hex()}"
-        run_id = new_run_id()
         limit = self.settings.max_background_seconds
         timeout_s = min(timeout_ms / 1000, limit) if timeout_ms and timeout_ms > 0 else limit
+        return self._enqueue(command, {"cwd": cwd, "timeout_s": timeout_s}, owner_session, call_id)
+
+    def start_subagent(
+        self,
+        request: dict[str, Any],
+        *,
+        label: str,
+        owner_session: str,
+        call_id: str,
+        max_concurrent: int,
+    ) -> str:
+        """A background sub-agent: a durable task like a command, whose worker runs it with
+        its own ``SubagentRunner`` and, when the worker is lost, re-runs it (resumed from the
+        runner's stored state when it has it) as the next attempt. ``max_concurrent`` counts
+        the session's running sub-agents (a check, not a reservation: two dispatchers racing
+        at the limit may both start one)."""
+        running = [
+            t for t in self.list(owner_session) if not t.finished and t.command.startswith(SUBAGENT)
+        ]
+        if len(running) >= max_concurrent:
+            raise too_many_subagents(max_concurrent)
+        extra = {
+            "subagent": request,
+            "cwd": request.get("cwd"),
+            "timeout_s": self.settings.max_background_seconds,
+        }
+        return self._enqueue(label, extra, owner_session, call_id)
+
+    def _enqueue(
+        self, command: str, extra: dict[str, Any], owner_session: str, call_id: str
+    ) -> str:
+        task_id = f"task-{os.urandom(5).hex()}"
+        run_id = new_run_id()
         queue = QUEUES["background"]
         message = {
             "task": BACKGROUND_TASK,
@@ -86,8 +120,7 @@ class RedisBackgroundTasks:
             "name": "background",
             "tool": BACKGROUND_TOOL,
             "command": command,
-            "cwd": cwd,
-            "timeout_s": timeout_s,
+            **extra,
             "max_attempts": self.settings.max_attempts,
         }
         message = sign_message(message)  # with a fleet key: workers run only signed messages
@@ -138,6 +171,7 @@ class RedisBackgroundTasks:
             finished_at=_time(finished) if finished else None,
             attempt=max(int(record.get("attempt") or 0), 1),
             max_attempts=max(int(record.get("max_attempts") or 0), 1),
+            error=_lost_error(record),
         )
 
     def _tail(self, task_id: str) -> tuple[str, int]:
@@ -236,6 +270,16 @@ def _status(record: dict[str, bytes]) -> tuple[TaskStatus, int | None]:
     if status == "cancelled" or (error.get("details") or {}).get("code") == ErrorCode.WORKER_LOST:
         return "killed", exit_code
     return "exited", exit_code
+
+
+def _lost_error(record: dict[str, bytes]) -> str:
+    """The detail of a ``worker_lost`` terminal: the task did not end by itself, and says so."""
+    if "result" not in record:
+        return ""
+    error = unpack(record["result"]).get("error") or {}
+    if (error.get("details") or {}).get("code") != ErrorCode.WORKER_LOST:
+        return ""
+    return str(error.get("detail", ""))
 
 
 def _expired(record: dict[str, bytes], client: Redis) -> bool:

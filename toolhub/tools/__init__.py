@@ -24,12 +24,16 @@ from .memory import TOOLS as _memory
 from .meta import TOOLS as _meta
 from .monitor import REMINDERS as _monitor_reminders
 from .monitor import TOOLS as _monitor
+from .opencode import TOOLS as _opencode
+from .opencode_session import TOOLS as _opencode_session
 from .plan import TOOLS as _plan
+from .presets import TOOLSET_PRESETS
 from .read_file import TOOLS as _read_file
 from .search import TOOLS as _search
 from .shell import TOOLS as _shell
 from .skill_reminder import REMINDERS as _skill_reminders
 from .skills import TOOLS as _skills
+from .task import TOOLS as _task
 from .todo import REMINDERS as _todo_reminders
 from .todo import TOOLS as _todo
 from .web import TOOLS as _web
@@ -48,12 +52,15 @@ BUILTIN_TOOLS: list[type[Tool[Any, Any]]] = [
     *_meta,
     *_codex,
     *_hashline,
+    *_opencode,
+    *_opencode_session,
     *_web,
     *_lsp,
     *_media,
     *_memory,
     *_skills,
     *_monitor,
+    *_task,
 ]
 
 BUILTIN_REMINDERS: list[Reminder] = [
@@ -99,4 +106,10 @@ DEFAULT_TOOL_IDS: list[str] = [
     "Main:monitor",
 ]
 
-__all__ = ["BUILTIN_REMINDERS", "BUILTIN_TOOLS", "DEFAULT_TOOL_IDS", "PRESETS"]
+__all__ = [
+    "BUILTIN_REMINDERS",
+    "BUILTIN_TOOLS",
+    "DEFAULT_TOOL_IDS",
+    "PRESETS",
+    "TOOLSET_PRESETS",
+]

@@ -28,9 +28,11 @@ MAX_WAIT_MS = 600_000
 KILL_SETTLE_S = 3.0
 REMINDER_OUTPUT_BYTES = 4000
 
-NEEDS_BACKGROUND: Expr = NeedTool(
-    "Main", "bash", if_params=ParamIs("enabled_background", True)
-) | NeedTool("Main", "monitor")
+NEEDS_BACKGROUND: Expr = (
+    NeedTool("Main", "bash", if_params=ParamIs("enabled_background", True))
+    | NeedTool("Main", "monitor")
+    | NeedTool("Main", "task", if_params=ParamIs("enabled_background", True))
+)
 
 
 def _ids(value: Any) -> list[str]:
@@ -120,6 +122,8 @@ def describe(task: TaskSnapshot, limit: int) -> str:
     log = f"; full log: {task.log_path}" if task.log_path else ""
     if task.restart_note:
         lines.append(task.restart_note)
+    if task.error:
+        lines.append(f"It failed: {task.error}")
     if not task.output_bytes:
         lines.append(f"(no output yet{log})" if not task.finished else f"(no output{log})")
     elif shown < task.output_bytes:

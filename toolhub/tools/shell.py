@@ -15,11 +15,11 @@ Versions: ``current`` keeps the head and the tail of a long output and says so
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import copy
 import re
 import uuid
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
@@ -31,7 +31,6 @@ from toolhub.backends.workspace import Workspace
 from toolhub.core import (
     BehaviorVersion,
     ErrorKind,
-    OutputDeltas,
     Params,
     Progress,
     Tool,
@@ -43,6 +42,7 @@ from toolhub.core.requirements import IfParams, Kind, ParamIs
 from toolhub.sandbox import SandboxSettings
 from toolhub.tasks import BackgroundTasks
 
+from .output_queue import drain, post
 from .plan import ensure_not_planning
 from .text import kind_name
 
@@ -50,6 +50,7 @@ LEGACY = "legacy-1"
 BACKGROUND_MAX_MS = 10 * 3600 * 1000
 _UNWAITED_AMPERSAND = re.compile(r"(?<![&|>])&\s*$")
 _MB = 1 << 20
+FOREGROUND_ONLY_HINT = "processes cannot outlive the call here"
 
 
 class BashArgs(BaseModel):
@@ -170,16 +171,13 @@ class Bash(Tool[BashArgs, BashOutput]):
         if args.is_background:
             yield self._background(ctx, args, params)
             return
-        if _UNWAITED_AMPERSAND.search(args.command.strip()):
-            hint = (
-                f"set `{ctx.param_name('is_background')}` instead"
-                if params.enabled_background
-                else "processes cannot outlive the call here"
-            )
-            raise ToolError.invalid_arguments(
-                f"the command ends with `&`: its process would be killed when the call ends; {hint}"
-            )
-        async for item in self._foreground(ctx, args, params):
+        hint = (
+            f"set `{ctx.param_name('is_background')}` instead"
+            if params.enabled_background
+            else FOREGROUND_ONLY_HINT
+        )
+        refuse_trailing_ampersand(args.command, hint)
+        async for item in run_foreground(ctx, args.command, args.timeout, params):
             yield item
 
     def _background(self, ctx: ToolContext, args: BashArgs, params: BashParams) -> BashOutput:
@@ -219,64 +217,72 @@ class Bash(Tool[BashArgs, BashOutput]):
             note=note,
         )
 
-    async def _foreground(
-        self, ctx: ToolContext, args: BashArgs, params: BashParams
-    ) -> AsyncIterator[Progress | BashOutput]:
-        runner = ctx.container.require(ProcessRunner)
-        timeout_ms = min(args.timeout or params.default_timeout_ms, params.max_timeout_ms)
-        loop = asyncio.get_running_loop()
-        queue: asyncio.Queue[bytes | None] = asyncio.Queue()
-        budget = [params.stream_limit_bytes]
 
-        def on_output(chunk: bytes) -> None:
-            if budget[0] <= 0:
-                return
-            chunk = chunk[: budget[0]]
-            budget[0] -= len(chunk)
-            _post(loop, queue, chunk)
-
-        running = runner.start(
-            args.command,
-            log_name=ctx.call_id or uuid.uuid4().hex,
-            timeout_s=timeout_ms / 1000,
-            keep_bytes=params.output_limit_bytes,
-            on_output=on_output,
-            limits=params.limits(),
+def refuse_trailing_ampersand(command: str, hint: str) -> None:
+    """A command ending in a lone ``&`` is refused: its process would be killed when the call
+    ends, so the model would think it left a server running. ``hint`` says what to do instead."""
+    if _UNWAITED_AMPERSAND.search(command.strip()):
+        raise ToolError.invalid_arguments(
+            f"the command ends with `&`: its process would be killed when the call ends; {hint}"
         )
-        running.add_done_callback(lambda _: _post(loop, queue, None))
 
-        def stop() -> None:
+
+async def run_foreground(
+    ctx: ToolContext,
+    command: str,
+    timeout_ms: int | None,
+    params: BashParams,
+    cwd: Path | None = None,
+) -> AsyncIterator[Progress | BashOutput]:
+    """Run ``command`` in the foreground: ``output_delta`` progress while it writes, then one
+    ``BashOutput``; killed on timeout or cancellation. Shared by every bash-like tool, so each
+    variant gets the same limits, streaming and cancellation."""
+    runner = ctx.container.require(ProcessRunner)
+    timeout_ms = min(timeout_ms or params.default_timeout_ms, params.max_timeout_ms)
+    loop = asyncio.get_running_loop()
+    queue: asyncio.Queue[bytes | None] = asyncio.Queue()
+    budget = [params.stream_limit_bytes]
+
+    def on_output(chunk: bytes) -> None:
+        if budget[0] <= 0:
+            return
+        chunk = chunk[: budget[0]]
+        budget[0] -= len(chunk)
+        post(loop, queue, chunk)
+
+    running = runner.start(
+        command,
+        log_name=ctx.call_id or uuid.uuid4().hex,
+        cwd=cwd,
+        timeout_s=timeout_ms / 1000,
+        keep_bytes=params.output_limit_bytes,
+        on_output=on_output,
+        limits=params.limits(),
+    )
+    running.add_done_callback(lambda _: post(loop, queue, None))
+
+    def stop() -> None:
+        running.kill("cancelled")
+
+    unregister = ctx.cancel.on_cancel(stop)
+    try:
+        async for item in drain(queue):
+            yield item
+    finally:
+        unregister()
+        if not running.done:
             running.kill("cancelled")
-
-        unregister = ctx.cancel.on_cancel(stop)
-        deltas = OutputDeltas()
-        try:
-            finished = False
-            while not finished:
-                batch = [await queue.get()]
-                while not queue.empty():
-                    batch.append(queue.get_nowait())
-                data = b"".join(chunk for chunk in batch if chunk is not None)
-                finished = None in batch
-                for item in deltas.feed(data) if data else ():
-                    yield item
-            for item in deltas.flush():
-                yield item
-        finally:
-            unregister()
-            if not running.done:
-                running.kill("cancelled")
-        result = running.result
-        assert result is not None
-        output = _foreground_output(ctx, result, params)
-        if ctx.cancel.cancelled:
-            raise ToolError(
-                ErrorKind.CANCELLED,
-                f"The call was cancelled; the command was killed after "
-                f"{result.duration_s:.1f} s.\n{output.model_text()}",
-                {"log_path": output.log_path},
-            )
-        yield output
+    result = running.result
+    assert result is not None
+    output = _foreground_output(ctx, result, params)
+    if ctx.cancel.cancelled:
+        raise ToolError(
+            ErrorKind.CANCELLED,
+            f"The call was cancelled; the command was killed after "
+            f"{result.duration_s:.1f} s.\n{output.model_text()}",
+            {"log_path": output.log_path},
+        )
+    yield output
 
 
 def _foreground_output(ctx: ToolContext, result: CommandResult, params: BashParams) -> BashOutput:
@@ -305,15 +311,6 @@ def _foreground_output(ctx: ToolContext, result: CommandResult, params: BashPara
         log_path=None if captured.log_path is None else str(captured.log_path),
         duration_ms=int(result.duration_s * 1000),
     )
-
-
-def _post(
-    loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[bytes | None], item: bytes | None
-) -> None:
-    """Hand an item to the event loop from the reader thread; a closed loop means the caller
-    went away, and the command is being killed anyway."""
-    with contextlib.suppress(RuntimeError):
-        loop.call_soon_threadsafe(queue.put_nowait, item)
 
 
 TOOLS: list[type[Tool[Any, Any]]] = [Bash]

@@ -8,6 +8,7 @@ function, so concurrent calls on different workers never lose an update. A rejec
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, Field
@@ -17,8 +18,11 @@ from toolhub.core.requirements import Expr
 from toolhub.core.requirements import Tool as NeedTool
 
 TodoStatus = Literal["pending", "in_progress", "completed", "cancelled"]
+TodoPriority = Literal["high", "medium", "low"]
 OPEN: frozenset[str] = frozenset({"pending", "in_progress"})
 REMIND_EVERY = 10
+#: Every tool that writes ``State[TodoState]``: a call to one resets the reminder's count.
+TODO_WRITERS = frozenset({"Main:todo_write", "OpenCode:todowrite"})
 _MARK = {"pending": "[ ]", "in_progress": "[~]", "completed": "[x]", "cancelled": "[-]"}
 
 
@@ -26,6 +30,8 @@ class TodoItem(BaseModel):
     id: str
     content: str
     status: TodoStatus = "pending"
+    #: Set by variants whose clients track it (OpenCode's ``todowrite``); Main leaves it unset.
+    priority: TodoPriority | None = None
 
 
 class TodoState(BaseModel):
@@ -71,11 +77,16 @@ def render(todos: list[TodoItem]) -> str:
     done = sum(t.status == "completed" for t in todos)
     open_count = sum(t.status in OPEN for t in todos)
     lines = [f"Todos ({open_count} open, {done} done):"]
-    lines += [f"{_MARK[t.status]} {t.id}. {t.content}" for t in todos]
+    lines += [
+        f"{_MARK[t.status]} {t.id}. {t.content}" + (f" ({t.priority})" if t.priority else "")
+        for t in todos
+    ]
     return "\n".join(lines)
 
 
-def _apply(current: TodoState, args: TodoWriteArgs) -> tuple[TodoState, str | None]:
+def _apply(
+    current: TodoState, args: TodoWriteArgs, priorities: Mapping[str, TodoPriority]
+) -> tuple[TodoState, str | None]:
     """The new state, or the unchanged one and why the write was refused."""
     existing = {t.id: t for t in current.todos} if args.merge else {}
     missing = [i.id for i in args.todos if i.id not in existing and not i.content]
@@ -89,12 +100,20 @@ def _apply(current: TodoState, args: TodoWriteArgs) -> tuple[TodoState, str | No
         if item.id in index:
             old = updated[index[item.id]]
             updated[index[item.id]] = TodoItem(
-                id=item.id, content=item.content or old.content, status=item.status or old.status
+                id=item.id,
+                content=item.content or old.content,
+                status=item.status or old.status,
+                priority=priorities.get(item.id, old.priority),
             )
         else:
             index[item.id] = len(updated)
             updated.append(
-                TodoItem(id=item.id, content=item.content or "", status=item.status or "pending")
+                TodoItem(
+                    id=item.id,
+                    content=item.content or "",
+                    status=item.status or "pending",
+                    priority=priorities.get(item.id),
+                )
             )
     return TodoState(todos=updated, calls_since_update=0), None
 
@@ -109,33 +128,43 @@ class TodoWrite(Tool[TodoWriteArgs, TodoWriteOutput]):
     state_models = (TodoState,)
 
     def run(self, ctx: ToolContext, args: TodoWriteArgs) -> TodoWriteOutput:
-        ids = [item.id for item in args.todos]
-        dupes = sorted({i for i in ids if ids.count(i) > 1})
-        if dupes:
-            return TodoWriteOutput(
-                status="duplicate_id",
-                message=f"Duplicate todo id(s) in one call: {', '.join(dupes)}. Each id may "
-                "appear once. Nothing was changed.",
-            )
-        problem: list[str | None] = [None]
+        return write_todos(ctx, args)
 
-        def update(current: TodoState) -> TodoState:
-            new, problem[0] = _apply(current, args)
-            return new
 
-        state = ctx.container.update(State[TodoState], update)
-        if problem[0] is not None:
-            return TodoWriteOutput(status="invalid", todos=state.todos, message=problem[0])
-        return TodoWriteOutput(status="updated", todos=state.todos)
+def write_todos(
+    ctx: ToolContext, args: TodoWriteArgs, priorities: Mapping[str, TodoPriority] | None = None
+) -> TodoWriteOutput:
+    """Apply one write to the session's list (``State[TodoState]``), as a pure update so
+    concurrent writers never lose one. Shared by every todo tool, so all variants keep one list
+    and refuse the same bad writes; ``priorities`` (by id) is for variants that have them."""
+    ids = [item.id for item in args.todos]
+    dupes = sorted({i for i in ids if ids.count(i) > 1})
+    if dupes:
+        return TodoWriteOutput(
+            status="duplicate_id",
+            message=f"Duplicate todo id(s) in one call: {', '.join(dupes)}. Each id may "
+            "appear once. Nothing was changed.",
+        )
+    problem: list[str | None] = [None]
+
+    def update(current: TodoState) -> TodoState:
+        new, problem[0] = _apply(current, args, priorities or {})
+        return new
+
+    state = ctx.container.update(State[TodoState], update)
+    if problem[0] is not None:
+        return TodoWriteOutput(status="invalid", todos=state.todos, message=problem[0])
+    return TodoWriteOutput(status="updated", todos=state.todos)
 
 
 class OpenTodosReminder:
-    """Every ``REMIND_EVERY`` calls without a ``todo_write`` while items are open: list them."""
+    """Every ``REMIND_EVERY`` calls without a todo write while items are open: list them. Any
+    tool writing the shared list counts (OpenCode's ``todowrite`` keeps the same state)."""
 
-    requires: Expr = NeedTool("Main", "todo_write")
+    requires: Expr = NeedTool("Main", "todo_write") | NeedTool("OpenCode", "todowrite")
 
     def collect(self, container: Container, output: ToolOutput) -> list[str]:
-        if output.tool_id == TodoWrite.fq_id():
+        if output.tool_id in TODO_WRITERS:
             return []
         current = container.get(State[TodoState])
         if current is None or not current.open:

@@ -4,7 +4,7 @@ and produces the immutable ``ToolSet`` (seed sections 7 and 9)."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from importlib.metadata import entry_points
 from typing import Any
 
@@ -23,11 +23,11 @@ from toolhub.core.requirements import EvalContext
 from toolhub.core.schema import rename_properties
 from toolhub.core.tool import ListContext
 
-from .config import ConfigSource, ToolSetConfig
+from .config import ConfigSource, ToolConfig, ToolSetConfig
 from .external import ExternalSpec
 from .formats import Definition
 from .merge import merge
-from .registry import Registry
+from .registry import Registry, ToolSetPreset
 from .render_process import render_client_template
 from .toolset import Entry, ToolSet
 from .validate import Report, Resolved, proposed_tools, validate
@@ -47,14 +47,23 @@ class ToolSetBuilder:
     def __init__(self, *, builtins: bool = True, plugins: bool = True) -> None:
         self.registry = Registry()
         self.plugin_errors: list[str] = []
+        self.providers: list[tuple[Any, Callable[[Container], Any]]] = []
         if builtins:
-            from toolhub.tools import BUILTIN_REMINDERS, BUILTIN_TOOLS, DEFAULT_TOOL_IDS, PRESETS
+            from toolhub.tools import (
+                BUILTIN_REMINDERS,
+                BUILTIN_TOOLS,
+                DEFAULT_TOOL_IDS,
+                PRESETS,
+                TOOLSET_PRESETS,
+            )
 
             self.register(*BUILTIN_TOOLS)
             for reminder in BUILTIN_REMINDERS:
                 self.register_reminder(reminder)
             for name, pins in PRESETS.items():
                 self.register_preset(name, pins)
+            for name, preset in TOOLSET_PRESETS.items():
+                self.register_toolset_preset(name, preset["tools"], preset.get("description", ""))
             self.registry.default_tools = list(DEFAULT_TOOL_IDS)
         if plugins:
             self._load_plugins()
@@ -69,7 +78,30 @@ class ToolSetBuilder:
         return self
 
     def register_preset(self, name: str, pins: dict[str, str]) -> ToolSetBuilder:
+        """A behavior preset: versions pinned for many tools (``preset: legacy-1``)."""
+        if name in self.registry.toolset_presets:
+            raise ValueError(f"preset {name!r} is already a tool-set preset")
         self.registry.presets[name] = dict(pins)
+        return self
+
+    def register_toolset_preset(
+        self, name: str, tools: Sequence[Mapping[str, Any]], description: str = ""
+    ) -> ToolSetBuilder:
+        """A tool-set preset: a tool list in the config's ``tools:`` form (``preset: coding``).
+        The entries are parsed now, so a malformed one fails here rather than in a client's
+        config; whether the tools exist and fit together is checked per config, like any."""
+        if name in self.registry.presets:
+            raise ValueError(f"preset {name!r} is already a behavior preset")
+        entries = tuple(ToolConfig.model_validate(dict(entry)) for entry in tools)
+        self.registry.toolset_presets[name] = ToolSetPreset(name, description, entries)
+        return self
+
+    def provide(self, key: Any, factory: Callable[[Container], Any]) -> ToolSetBuilder:
+        """A resource every tool set built here gets: ``factory(container)`` is inserted under
+        ``key`` unless the container already has one. This is how a plugin gives workers what
+        a host gives an embedded session by hand (``SubagentRunner`` for ``task``): a worker
+        builds each session's tool set with the plugins of ``TOOLHUB_PLUGINS``."""
+        self.providers.append((key, factory))
         return self
 
     def set_default_tools(self, fq_ids: Iterable[str]) -> ToolSetBuilder:
@@ -113,6 +145,9 @@ class ToolSetBuilder:
         renderer = _renderer(report.resolved)
         container.insert(renderer)
         _install(container, report.resolved, cfg)
+        for key, factory in self.providers:
+            if container.get(key) is None:
+                container.insert(factory(container), key)
         entries: list[Entry] = []
         problems: list[ConfigViolation] = []
         for item in report.resolved:

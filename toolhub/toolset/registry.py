@@ -1,5 +1,5 @@
 """What the builder knows before any config is seen: every registrable tool (type-erased once),
-the cross-tool reminders and the behavior presets."""
+the cross-tool reminders, the behavior presets and the tool-set presets."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from toolhub.core import ErasedTool, Reminder, Tool
+
+from .config import ToolConfig
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 ID_SEGMENT = re.compile(r"^[A-Za-z0-9_-]+$")
@@ -39,12 +41,27 @@ class Registered:
         return self.erased.fq_id
 
 
+@dataclass(frozen=True)
+class ToolSetPreset:
+    """A named tool list a config can pick instead of listing tools."""
+
+    name: str
+    description: str
+    tools: tuple[ToolConfig, ...]
+
+
 @dataclass
 class Registry:
     tools: dict[str, Registered] = field(default_factory=dict)
     reminders: list[Reminder] = field(default_factory=list)
     presets: dict[str, dict[str, str]] = field(default_factory=lambda: {"current": {}})
     default_tools: list[str] = field(default_factory=list)
+    #: ``preset: <name>`` picks one of these tool lists (config entries, validated like any).
+    toolset_presets: dict[str, ToolSetPreset] = field(default_factory=dict)
+
+    def preset_names(self) -> str:
+        """Every name ``preset`` accepts, for a violation's ``expected``."""
+        return ", ".join([*sorted(self.toolset_presets), *sorted(self.presets)])
 
     def add_tool(self, tool_cls: type[Tool[Any, Any]]) -> None:
         fq_id = tool_cls.fq_id()

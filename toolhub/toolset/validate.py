@@ -21,6 +21,7 @@ from toolhub.core import ConfigViolation, ToolKind, VersionWarning, resolve_vers
 from toolhub.core.requirements import EvalContext, ProposedTool, unmet
 
 from .config import ToolConfig, ToolSetConfig
+from .merge import baseline_tools
 from .registry import NAME_PATTERN, Registered, Registry
 
 _PARAM_CATEGORIES = {
@@ -59,7 +60,9 @@ class Report:
 
 def validate(config: ToolSetConfig, registry: Registry) -> Report:
     report = Report()
-    entries = config.tools if config.tools is not None else _defaults(registry)
+    # ``merge`` has already laid the config over its preset (or the defaults) and applied the
+    # capability filter; expanding here again would bring back what the filter removed.
+    entries = config.tools if config.tools is not None else baseline_tools(config, registry)
     for stage in (_stage_tools, _stage_names, _stage_variants):
         stage(config, entries, registry, report)
     _stage_requirements(
@@ -70,22 +73,20 @@ def validate(config: ToolSetConfig, registry: Registry) -> Report:
     return report
 
 
-def _defaults(registry: Registry) -> list[ToolConfig]:
-    return [ToolConfig(id=fq_id) for fq_id in registry.default_tools if fq_id in registry.tools]
-
-
 def _stage_tools(
     config: ToolSetConfig, entries: list[ToolConfig], registry: Registry, report: Report
 ) -> None:
     preset = registry.presets.get(config.preset)
+    if preset is None and config.preset in registry.toolset_presets:
+        preset = {}  # a tool-set preset pins no versions
     if preset is None:
         report.violations.append(
             ConfigViolation(
                 "(global)",
-                f"unknown behavior preset {config.preset!r}",
+                f"unknown preset {config.preset!r}; known: {registry.preset_names()}",
                 category="behavior_preset",
                 field_path="preset",
-                expected=", ".join(sorted(registry.presets)),
+                expected=registry.preset_names(),
                 actual=config.preset,
             )
         )
