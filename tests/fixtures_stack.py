@@ -46,8 +46,12 @@ class WorkerProcess:
         concurrency: int = 4,
         env: dict[str, str] | None = None,
         loglevel: str = "WARNING",
+        command: list[str] | None = None,
     ) -> None:
+        """``command``: how to start ``toolhub`` (default: this venv's script), e.g. under
+        another user with another interpreter."""
         self.name = name
+        self.command = command or [TOOLHUB]
         self.redis_url = redis_url
         self.home = home
         self.concurrency = concurrency
@@ -79,7 +83,7 @@ class WorkerProcess:
         log = self.log_path.open("ab")
         self.proc = subprocess.Popen(
             [
-                TOOLHUB,
+                *self.command,
                 "worker",
                 f"--concurrency={self.concurrency}",
                 f"--loglevel={self.loglevel}",

@@ -80,7 +80,7 @@ def install_local_resources(
     container.insert(LocalAnswerBox(), AnswerBox)
     container.insert(PathLocks())
     container.insert(Ripgrep())
-    container.insert(GitWorktrees(ws.root, Path(session_dir) / "worktrees"))
+    container.insert(GitWorktrees(ws.root, Path(session_dir) / "worktrees", runner))
 
 
 def configure_sandbox(
@@ -167,9 +167,13 @@ def _install_fleet_resources(
 ) -> RedisStateSync:
     """Replace the per-process background tasks and answer box with the Redis ones, so that
     ``task_output``/``wait_tasks``/``kill_task`` and ``Session.answer`` work from any
-    dispatcher and worker, and attach compare-and-set state (returned)."""
+    dispatcher and worker, add the ledger of remote MCP tasks (so the attempt after a lost one
+    polls the task instead of calling the tool again), and attach compare-and-set state
+    (returned)."""
     from toolhub.answers.redis import RedisAnswerBox
+    from toolhub.backends.remote_tasks import RemoteTaskLedger
     from toolhub.distributed.keys import Keys
+    from toolhub.distributed.remote_tasks import RedisRemoteTaskLedger
     from toolhub.state.redis import RedisStateSync
     from toolhub.tasks.redis import RedisBackgroundTasks
 
@@ -178,6 +182,7 @@ def _install_fleet_resources(
     container.insert(tasks, BackgroundTasks)
     answers = RedisAnswerBox(fleet.client, keys, session_id, settings.record_ttl_seconds)
     container.insert(answers, AnswerBox)
+    container.insert(RedisRemoteTaskLedger(fleet.client, keys), RemoteTaskLedger)
     state = RedisStateSync(fleet.client, keys.state(session_id))
     container.attach_state_sync(state)
     return state

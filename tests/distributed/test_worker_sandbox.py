@@ -10,6 +10,7 @@ real bubblewrap.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
 import sys
@@ -17,6 +18,7 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -24,6 +26,7 @@ from tests.distributed.helpers import TASK_TOOLS
 from tests.fixtures_stack import WorkerProcess
 from tests.sandbox.conftest import requires_bwrap
 from toolhub import Session
+from toolhub.core import drain
 from toolhub.stack import RedisServer
 
 pytestmark = [requires_bwrap, pytest.mark.timeout(120)]
@@ -39,10 +42,10 @@ class Fleet:
     root: Path
     home: Path
 
-    def session(self, name: str) -> tuple[Session, Path]:
+    def session(self, name: str, config: dict[str, Any] = TASK_TOOLS) -> tuple[Session, Path]:
         ws = self.root / name
         ws.mkdir(exist_ok=True)
-        return Session.connect(self.redis.url, TASK_TOOLS, ws, session_id=name), ws
+        return Session.connect(self.redis.url, config, ws, session_id=name), ws
 
 
 #: The worker default on this machine (bwrap), and the fallback where bwrap cannot run (a bwrap
@@ -89,14 +92,17 @@ def redis_url() -> Iterator[str]:
         redis.stop()
 
 
-def probe_script(fleet: Fleet, ws: Path, other: Path) -> str:
-    """One command that does its job and tries every way out, printing what happened."""
+def probe_script(
+    fleet: Fleet, ws: Path, other: Path, legit: str = "echo legit > result.txt"
+) -> str:
+    """One command that does its job (``legit``) and tries every way out, printing what
+    happened."""
     port = fleet.redis.url.rsplit(":", 1)[1].split("/")[0]
     (ws / "to-other").unlink(missing_ok=True)
     (ws / "to-other").symlink_to(other / "secret.txt")
     return "; ".join(
         [
-            "echo legit > result.txt",
+            legit,
             f"cat {other}/secret.txt 2>/dev/null || echo OTHER-REFUSED",
             "cat to-other 2>/dev/null || echo LINK-REFUSED",
             f"echo x > {fleet.root}/planted.txt 2>/dev/null || echo ROOT-WRITE-REFUSED",
@@ -109,7 +115,7 @@ def probe_script(fleet: Fleet, ws: Path, other: Path) -> str:
     )
 
 
-def assert_confined(out: str, fleet: Fleet, ws: Path) -> None:
+def assert_confined(out: str, fleet: Fleet, ws: Path, *, wrote: bool = True) -> None:
     for refused in (
         "OTHER-REFUSED",
         "LINK-REFUSED",
@@ -125,7 +131,8 @@ def assert_confined(out: str, fleet: Fleet, ws: Path) -> None:
     home = next(line[5:] for line in out.splitlines() if line.startswith("HOME="))
     # bwrap: the private tmp mounted at /tmp; Landlock: the private tmp where it is.
     assert home == "/tmp/home" or home.startswith(f"{fleet.home}/worker-sessions/"), home
-    assert (ws / "result.txt").read_text() == "legit\n"
+    if wrote:
+        assert (ws / "result.txt").read_text() == "legit\n"
     assert not (fleet.root / "planted.txt").exists()
     assert not Path("/var/tmp/planted-by-command.txt").exists()
 
@@ -137,9 +144,8 @@ def _other(fleet: Fleet) -> Path:
     return other
 
 
-def test_a_foreground_command_is_confined_to_its_session(fleet: Fleet) -> None:
-    other = _other(fleet)
-    session, ws = fleet.session("a")
+def run_probe(fleet: Fleet, session: Session, ws: Path, other: Path) -> None:
+    """The probe as a foreground ``bash`` call of ``session``; asserts it was confined."""
     try:
         done = session.call_sync(
             "bash", {"command": probe_script(fleet, ws, other), "description": "probe"}
@@ -151,6 +157,12 @@ def test_a_foreground_command_is_confined_to_its_session(fleet: Fleet) -> None:
     output = done.output.value
     assert output["exit_code"] == 0 and output["omitted_bytes"] == 0, output
     assert_confined(output["output"], fleet, ws)
+
+
+def test_a_foreground_command_is_confined_to_its_session(fleet: Fleet) -> None:
+    other = _other(fleet)
+    session, ws = fleet.session("a")
+    run_probe(fleet, session, ws, other)
 
 
 def test_a_background_command_on_the_holder_is_confined_too(fleet: Fleet) -> None:
@@ -178,6 +190,35 @@ def test_a_background_command_on_the_holder_is_confined_too(fleet: Fleet) -> Non
     logs = "".join(p.read_text() for p in fleet.home.rglob("*.log"))
     assert task["status"] == "exited", json.dumps(task) + logs[-3000:]
     assert_confined(task["output"], fleet, ws)
+
+
+def test_read_only_mode_on_a_worker_reads_its_workspace_and_nothing_else(fleet: Fleet) -> None:
+    """The same probe in a session configured ``read_only``: its own files are read, nothing
+    is written, not even in its own workspace, and every way out is refused as before."""
+    other = _other(fleet)
+    config = {
+        "tools": [
+            {"id": "Main:bash", "params": {"sandbox": {"mode": "read_only"}}},
+            *TASK_TOOLS["tools"][1:],
+        ],
+    }
+    ws = fleet.root / "ro"
+    ws.mkdir(exist_ok=True)
+    (ws / "mine.txt").write_text("my-own-notes\n")
+    session, _ = fleet.session("ro", config)
+    legit = "cat mine.txt; echo x > result.txt 2>/dev/null || echo OWN-WRITE-REFUSED"
+    try:
+        done = session.call_sync(
+            "bash", {"command": probe_script(fleet, ws, other, legit), "description": "probe"}
+        )
+    finally:
+        session.close()
+    assert not done.is_error, done.prompt_text
+    assert done.output is not None
+    out = done.output.value["output"]
+    assert "my-own-notes" in out and "OWN-WRITE-REFUSED" in out, out
+    assert not (ws / "result.txt").exists()
+    assert_confined(out, fleet, ws, wrote=False)
 
 
 @pytest.mark.parametrize(
@@ -232,3 +273,26 @@ def test_a_call_naming_another_sessions_config_is_refused(fleet: Fleet) -> None:
     assert forged.is_error and forged.error is not None
     assert forged.error.code == "session_unknown"
     assert "runs config" in forged.error.detail, forged.error.detail
+
+
+def test_a_call_for_a_tool_its_session_was_not_given_is_refused(fleet: Fleet) -> None:
+    """A message naming a tool that is not in the session's stored config (forged, or from a
+    dispatcher with another config) runs nothing: the worker builds the session's tool set from
+    the stored config only, and answers a typed error."""
+    ws = fleet.root / "no-bash"
+    ws.mkdir(exist_ok=True)
+    narrow = Session.connect(
+        fleet.redis.url, {"tools": [{"id": "Main:read_file"}]}, ws, session_id="no-bash"
+    )
+    wide, _ = fleet.session("with-bash")
+    try:
+        forged = wide.toolset.prepare("bash", {"command": "touch pwned", "description": "x"}, "c1")
+        result = asyncio.run(drain(narrow.executor.stream(forged)))
+    finally:
+        narrow.close()
+        wide.close()
+    assert result.is_error and result.error is not None
+    assert result.error.kind.value == "not_found", result.error
+    assert result.error.detail == "Unknown tool `bash`.", result.error
+    assert not (ws / "pwned").exists()
+    assert not (fleet.root / "with-bash" / "pwned").exists()

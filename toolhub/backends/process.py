@@ -155,16 +155,22 @@ class ProcessRunner:
         return inner, env, _RUN_SANDBOXED if reset else _RUN_SANDBOXED_PLAIN
 
     def confine(
-        self, argv: Sequence[str], cwd: Path, *, readable: Sequence[Path] = ()
+        self,
+        argv: Sequence[str],
+        cwd: Path,
+        *,
+        readable: Sequence[Path] = (),
+        writable: Sequence[Path] = (),
     ) -> tuple[list[str], dict[str, str]]:
         """``argv`` as this runner would start it, and its environment: under the session's
-        sandbox (with ``readable`` paths added, e.g. a language server's installation) and
-        scrubbed environment. For long-lived helpers (language servers) that are not shell
-        commands but must be no less confined than one."""
+        sandbox (with ``readable`` paths added, e.g. a language server's installation, and
+        ``writable`` directories, e.g. where git makes a worktree) and scrubbed environment.
+        For helpers that are not shell commands but run what a project supplies (language
+        servers; git, which runs hooks and filters) and must be no less confined than one."""
         policy = self.sandbox
         if policy is None or not policy.confined:
             return list(argv), self._unconfined_env()
-        return self._confined(policy.with_readable(readable), argv, cwd)
+        return self._confined(policy.with_readable(readable).with_writable(writable), argv, cwd)
 
     def _unconfined_env(self) -> dict[str, str]:
         return unconfined_env(

@@ -20,7 +20,8 @@ the workspace bound back on top of it):
 * hidden paths: an empty tmpfs over a directory (made read-only after the mounts below, which
   may need a mount point in it), ``/dev/null`` over a file;
 * the workspace: ``--bind`` in ``workspace_write``, ``--ro-bind`` in ``read_only`` (bound again
-  so a hidden parent does not hide it);
+  so a hidden parent does not hide it), and the policy's extra ``writable`` directories
+  (toolhub's own helpers: a session's git worktrees);
 * the read-only paths inside the workspace, bound read-only over the writable workspace, and
   each of their parents inside it bound onto itself, so none can be renamed away;
 * ``--unshare-net`` when network is off (a private loopback only), ``--unshare-ipc``,
@@ -135,6 +136,10 @@ def bwrap_argv(
             mounts.append((_depth(real), 1, ["--ro-bind", "/dev/null", real]))
     bind = "--bind" if policy.mode is SandboxMode.WORKSPACE_WRITE else "--ro-bind"
     mounts.append((_depth(workspace), 2, [bind, workspace, workspace]))
+    for path in policy.writable:
+        real = _real(path)
+        if os.path.isdir(real) and real != workspace:
+            mounts.append((_depth(real), 2, ["--bind", real, real]))
     if policy.mode is SandboxMode.WORKSPACE_WRITE:
         pinned: set[str] = set()
         for path in policy.read_only_paths():

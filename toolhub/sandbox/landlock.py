@@ -82,12 +82,15 @@ def grants(policy: SandboxPolicy, path_env: str) -> list[tuple[str, int]]:
     out.append((str(workspace), READ | WRITE | REFER | TRUNCATE if writable else READ))
     if policy.tmp_dir is not None:
         out.append((str(_real(policy.tmp_dir)), READ | WRITE | REFER | TRUNCATE))
+    out += [(str(_real(p)), READ | WRITE | REFER | TRUNCATE) for p in policy.writable]
     return out
 
 
 def _readable(root: Path, hidden: Sequence[Path], rights: int) -> list[tuple[str, int]]:
-    """``root`` readable, except the hidden paths under it (their siblings granted one by one)."""
-    if not root.exists() or any(_under(root, h) for h in hidden):
+    """``root`` readable, except the hidden paths under it (their siblings granted one by one).
+    A root the worker itself cannot reach (a ``PATH`` entry under another user's home) is
+    skipped: there is nothing to grant."""
+    if not os.path.exists(root) or any(_under(root, h) for h in hidden):
         return []
     inside = [h for h in hidden if _under(h, root)]
     if not inside:

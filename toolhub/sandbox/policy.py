@@ -112,6 +112,9 @@ class SandboxPolicy:
     #: With ``network`` off: the hosts commands may still reach, through the egress proxy
     #: (``proxy.py``). Empty: no network at all.
     allowed_hosts: tuple[str, ...] = ()
+    #: More writable directories beyond the workspace and the private tmp, for toolhub's own
+    #: helpers only (the worktrees ``git worktree add`` creates); never from a config.
+    writable: tuple[Path, ...] = ()
 
     @property
     def egress(self) -> bool:
@@ -142,6 +145,11 @@ class SandboxPolicy:
         extra = tuple(Path(p) for p in paths if Path(p) not in self.readable)
         return replace(self, readable=(*self.readable, *extra)) if extra else self
 
+    def with_writable(self, paths: Iterable[Path | str]) -> SandboxPolicy:
+        """The same policy with the directories ``paths`` writable too (and readable)."""
+        extra = tuple(Path(p) for p in paths if Path(p) not in self.writable)
+        return replace(self, writable=(*self.writable, *extra)) if extra else self
+
     def enforced_by(self, mechanism: Mechanism) -> SandboxPolicy:
         return replace(self, mechanism=mechanism)
 
@@ -164,6 +172,7 @@ class SandboxPolicy:
             "mechanism": self.mechanism.value,
             "readable": [str(p) for p in self.readable],
             "allowed_hosts": list(self.allowed_hosts),
+            "writable": [str(p) for p in self.writable],
         }
 
     @classmethod
@@ -181,4 +190,5 @@ class SandboxPolicy:
             mechanism=Mechanism(data.get("mechanism", "auto")),
             readable=tuple(Path(p) for p in data.get("readable", ())),
             allowed_hosts=tuple(data.get("allowed_hosts", ())),
+            writable=tuple(Path(p) for p in data.get("writable", ())),
         )
