@@ -118,6 +118,10 @@ class Fleet:
     client: Redis
     app: Celery
     settings: Settings
+    #: This process runs the fleet's calls under their records (a worker): its external MCP
+    #: calls record the remote tasks they poll. A dispatcher runs external calls with no record
+    #: to keep one in, so it spares them the lookup.
+    runs_calls: bool = False
 
 
 @dataclass(slots=True)
@@ -167,9 +171,9 @@ def _install_fleet_resources(
 ) -> RedisStateSync:
     """Replace the per-process background tasks and answer box with the Redis ones, so that
     ``task_output``/``wait_tasks``/``kill_task`` and ``Session.answer`` work from any
-    dispatcher and worker, add the ledger of remote MCP tasks (so the attempt after a lost one
-    polls the task instead of calling the tool again), and attach compare-and-set state
-    (returned)."""
+    dispatcher and worker, give a worker the ledger of remote MCP tasks (the attempt after a
+    lost one polls the task instead of calling the tool again), and attach compare-and-set
+    state (returned)."""
     from toolhub.answers.redis import RedisAnswerBox
     from toolhub.backends.remote_tasks import RemoteTaskLedger
     from toolhub.distributed.keys import Keys
@@ -182,7 +186,8 @@ def _install_fleet_resources(
     container.insert(tasks, BackgroundTasks)
     answers = RedisAnswerBox(fleet.client, keys, session_id, settings.record_ttl_seconds)
     container.insert(answers, AnswerBox)
-    container.insert(RedisRemoteTaskLedger(fleet.client, keys), RemoteTaskLedger)
+    if fleet.runs_calls:
+        container.insert(RedisRemoteTaskLedger(fleet.client, keys), RemoteTaskLedger)
     state = RedisStateSync(fleet.client, keys.state(session_id))
     container.attach_state_sync(state)
     return state

@@ -36,6 +36,10 @@ class ErrorCode(StrEnum):
     CALL_ID_IN_USE = "call_id_in_use"
     #: The worker running the call was lost and the call was not (or no longer) re-run.
     WORKER_LOST = "worker_lost"
+    #: The worker polling a remote MCP task was lost and the next attempt could not take the
+    #: task up (the server no longer knows it, or cannot be reached): the remote outcome is
+    #: unknown, and the tool was not called again.
+    REMOTE_OUTCOME_UNKNOWN = "remote_outcome_unknown"
     #: The worker failed handling the call itself (a toolhub bug or a malformed message): the
     #: call is answered at once instead of being retried as if its worker had died.
     WORKER_FAILED = "worker_failed"

@@ -59,7 +59,7 @@ def _execute_in(attempt: Claimed) -> Ended:
             result = runtime.loop().run_until_complete(
                 _stream(session, ready, attempt.running, attempt.emitter)
             )
-    if claim.lost:
+    if claim.lost and not claim.resumed:
         result = announce_rerun(result, claim.attempt, int(message["max_attempts"]))
     return attempt.settle(result)
 

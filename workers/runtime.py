@@ -18,6 +18,13 @@ from celery import Celery
 
 from toolhub.backends.limits import PidsCgroups
 from toolhub.core import CancelToken
+
+# Why a call's token fires when it is not a user's cancel; defined beside ``CancelToken`` (a tool
+# that left work running for the next attempt must know them), re-exported for the worker.
+from toolhub.core.tool import HANDOFF as HANDOFF
+from toolhub.core.tool import INTERNAL_REASONS as INTERNAL_REASONS
+from toolhub.core.tool import LEASE_LOST as LEASE_LOST
+from toolhub.core.tool import REDIS_LOST as REDIS_LOST
 from toolhub.distributed.celery_app import EXECUTE_TASK
 from toolhub.distributed.enqueue import Enqueuer
 from toolhub.distributed.recovery import Recovery
@@ -28,13 +35,6 @@ from toolhub.distributed.store import RedisStore
 from .toolsets import ToolSets, worker_builder
 
 logger = logging.getLogger("toolhub.worker")
-
-#: Why a call's token fired when it is not a user's cancel: the worker hands the call back
-#: (shutdown), another attempt took it over, or Redis stayed unreachable.
-HANDOFF = "handoff"
-LEASE_LOST = "lease_lost"
-REDIS_LOST = "redis_lost"
-INTERNAL_REASONS = frozenset({HANDOFF, LEASE_LOST, REDIS_LOST})
 
 
 @dataclass(slots=True)

@@ -1,7 +1,9 @@
 """The sweep every worker runs from its lease keeper: calls whose worker was lost get an answer.
 
 * Calls whose lease expired are re-enqueued as the next attempt, or failed with
-  ``worker_lost`` when their policy on worker loss is ``fail`` (``distributed/recovery.py``).
+  ``worker_lost`` when their policy on worker loss is ``fail`` (``distributed/recovery.py``);
+  one whose lost attempt recorded a remote MCP task is re-enqueued under either policy, and
+  the next attempt polls that task (``resume``).
 * Queued calls past their claim deadline whose message left the queue unclaimed (a worker took
   it and died) are re-enqueued from the stored message, or failed once that happened
   ``max_attempts`` times.
@@ -40,14 +42,14 @@ def requeue_expired(runtime: WorkerRuntime) -> int:
         found = runtime.recovery.requeue(call_id)
         if found is None:
             continue
-        message, rerun = found
+        message, outcome = found
         try:
-            if not rerun:
+            if outcome == "fail":
                 if runtime.recovery.fail_lost(call_id, message):
                     logger.warning("call %s lost its worker; failed (policy: fail)", call_id)
                     count += 1
                 continue
-            logger.warning("call %s lost its worker; re-enqueued", call_id)
+            logger.warning("call %s lost its worker; re-enqueued (%s)", call_id, outcome)
             runtime.enqueue(message)
             count += 1
         except RedisError as exc:

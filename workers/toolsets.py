@@ -209,7 +209,7 @@ class ToolSets:
             session_id=session_id,
             session_dir=self.session_dir(session_id),
             builder=self.builder,
-            fleet=Fleet(self.store.client, self.app, self.store.settings),
+            fleet=Fleet(self.store.client, self.app, self.store.settings, runs_calls=True),
         )
         assert parts.state is not None
         for warning in parts.warnings:

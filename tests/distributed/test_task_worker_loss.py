@@ -50,12 +50,14 @@ def test_sigkilled_subagent_resumes_on_another_worker(live, store, tmp_path: Pat
     task_id = started.output.value["task_id"]
     starter.close()
 
+    # Connected before the kill: the `lost` window (lease expiry to the sweep's re-queue,
+    # about a quarter lease) must not pass while a new session connects.
+    reader = Session.connect(live.url, TASK_TOOLS, ws, session_id=sid_session)
     wait_until(lambda: "step 3" in _output(store, task_id), 20)
     record = store.get_record(task_id)
     killed = worker_pid(record)
     live.worker_by_pid(killed).signal(signal.SIGKILL)
 
-    reader = Session.connect(live.url, TASK_TOOLS, ws, session_id=sid_session)
     try:
         seen: set[str] = set()
         deadline = time.monotonic() + 60
@@ -64,7 +66,7 @@ def test_sigkilled_subagent_resumes_on_another_worker(live, store, tmp_path: Pat
             seen.add(snap["status"])
             if snap["status"] not in ("running", "lost"):
                 break
-            time.sleep(0.1)
+            time.sleep(0.02)
         assert snap["status"] == "exited" and snap["exit_code"] == 0, snap
         assert "lost" in seen, seen  # between the kill and the re-run: never `running` only
         assert snap["attempt"] == 2

@@ -38,6 +38,15 @@ if TYPE_CHECKING:
 ArgsT = TypeVar("ArgsT", bound=BaseModel)
 OutputT = TypeVar("OutputT", bound=BaseModel)
 
+#: Why a call's token fires when nobody cancelled the call, only this attempt of it: the worker
+#: hands the call back (shutdown), another attempt took it over, or Redis stayed unreachable.
+#: Workers fire them (``workers/runtime.py``); a tool that started work elsewhere and recorded
+#: it for the next attempt (a remote MCP task) leaves that work running on these.
+HANDOFF = "handoff"
+LEASE_LOST = "lease_lost"
+REDIS_LOST = "redis_lost"
+INTERNAL_REASONS = frozenset({HANDOFF, LEASE_LOST, REDIS_LOST})
+
 
 class CancelToken:
     """Cancellation that never waits on the tool: ``cancel()`` sets the flag and runs the

@@ -26,6 +26,11 @@ class Keys:
     def events(self, cid: str) -> str:
         return f"{self.prefix}call:{cid}:events"
 
+    def remote_task(self, cid: str) -> str:
+        """The remote MCP task an attempt of the call is polling (``remote_tasks.py``). The
+        scripts derive it from ``call``, so its name must stay ``call + ':remote'``."""
+        return f"{self.prefix}call:{cid}:remote"
+
     def channel(self, cid: str) -> str:
         return f"{self.prefix}call:{cid}"
 

@@ -46,6 +46,9 @@ class Claim:
     state: dict[bytes, bytes] | None = None
     #: Attempts lost before this one: when > 0, this run repeats work that may have happened.
     lost: int = 0
+    #: This attempt takes up the remote task an earlier one recorded (``remote_tasks.py``):
+    #: it repeats nothing, and its result says so itself.
+    resumed: bool = False
 
 
 class CallRecords:
@@ -203,7 +206,7 @@ class CallRecords:
         if len(reply) > 2:
             flat = reply[2]
             state = dict(zip(flat[::2], flat[1::2], strict=True))
-            return Claim(reply[0].decode(), int(reply[1]), state, int(reply[3]))
+            return Claim(reply[0].decode(), int(reply[1]), state, int(reply[3]), reply[4] == 1)
         return Claim(reply[0].decode(), int(reply[1]))
 
     def emit(self, cid: str, attempt: int, payloads: list[bytes]) -> int:
@@ -293,7 +296,7 @@ def decode_record(raw: dict[bytes, bytes]) -> dict[str, Any]:
             out[name] = unpack(value)
         elif name == "attempts":
             out[name] = [_attempt(a) for a in json.loads(value)]
-        elif name in {"seq", "attempt", "lost", "max_attempts", "requeued"}:
+        elif name in {"seq", "attempt", "lost", "max_attempts", "requeued", "resumed"}:
             out[name] = int(value)
         elif name.endswith("_at") or name in {"lease_until", "claim_by"}:
             out[name] = float(value)

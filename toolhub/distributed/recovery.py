@@ -5,7 +5,9 @@ Two ways a worker can lose a call, each found by its own index:
 * **While it ran** (``leases``): the lease stopped being renewed. Depending on the call's
   policy on worker loss (``on_lost``, from the tool's config) the sweep re-enqueues it as the
   next attempt (``rerun``) or fails it with ``worker_lost``, saying the command may have partly
-  run (``fail``).
+  run (``fail``). A lost attempt that recorded a remote MCP task (``remote_tasks.py``) is
+  re-enqueued under either policy (``resume``): the next attempt polls that task instead of
+  calling the tool again, so nothing runs twice.
 * **Before it claimed the call** (``pending``): kombu took the message off the queue and the
   worker died before its claim (or kombu lost the message between its read and its unacked
   bookkeeping). Nothing ran, so the call is re-enqueued from the stored message, counted in
@@ -53,17 +55,18 @@ class Recovery:
     def expired(self, limit: int = SWEEP_LIMIT) -> list[str]:
         return self._due(self.keys.leases, limit)
 
-    def requeue(self, cid: str) -> tuple[dict[str, Any], bool] | None:
-        """(message, rerun) for a call whose lease expired, or None (not expired, finished).
-        ``rerun`` False: its policy is to fail instead (``fail_lost``). The lease index entry
-        is pushed forward so one sweep acts on it once."""
+    def requeue(self, cid: str) -> tuple[dict[str, Any], str] | None:
+        """(message, outcome) for a call whose lease expired, or None (not expired, finished).
+        ``outcome``: ``rerun`` or ``resume`` (re-enqueue it; ``resume``: the lost attempt left a
+        remote task to take up), or ``fail`` (its policy is to fail instead: ``fail_lost``).
+        The lease index entry is pushed forward so one sweep acts on it once."""
         reply = self.scripts.requeue(
             keys=[self.keys.call(cid), self.keys.leases], args=[cid, self.settings.lease_seconds]
         )
         if not reply:
             return None
-        raw, policy = reply
-        return unpack(raw), policy == b"rerun"
+        raw, outcome = reply
+        return unpack(raw), outcome.decode()
 
     def fail_lost(self, cid: str, message: dict[str, Any]) -> bool:
         """Fail a running call whose worker is gone, without running it again."""

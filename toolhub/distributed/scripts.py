@@ -70,6 +70,7 @@ local function finalize(call, events, channel, leases, state, cid, status, paylo
   redis.call('ZREM', leases .. ':pending', cid)
   redis.call('EXPIRE', call, ttl)
   redis.call('EXPIRE', events, ttl)
+  redis.call('EXPIRE', call .. ':remote', ttl)
   return seq
 end
 """
@@ -85,7 +86,7 @@ CREATE = r"""
 local st, owner = unpack(redis.call('HMGET', KEYS[1], 'status', 'session_id'))
 if owner and owner ~= field_of(5, 'session_id') then return 3 end
 if st == 'queued' or st == 'running' then return 0 end
-redis.call('DEL', KEYS[1], KEYS[2])
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[1] .. ':remote')
 local by = now() + tonumber(ARGV[3])
 redis.call('HSET', KEYS[1], 'status', 'queued', 'run_id', ARGV[1], 'seq', 0, 'attempt', 0,
            'lost', 0, 'created_at', fmt(now()), 'claim_by', fmt(by), unpack(ARGV, 5))
@@ -114,7 +115,7 @@ if redis.call('EXPIRE', KEYS[6], ARGV[6]) == 0 then return 2 end
 redis.call('EXPIRE', KEYS[5], ARGV[6])
 redis.call('EXPIRE', KEYS[7], ARGV[6])
 redis.call('EXPIRE', KEYS[8], ARGV[6])
-redis.call('DEL', KEYS[1], KEYS[2])
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[1] .. ':remote')
 local t = now()
 local by = t + tonumber(ARGV[4])
 redis.call('HSET', KEYS[1], 'status', 'queued', 'run_id', ARGV[1], 'seq', 0, 'attempt', 0,
@@ -130,10 +131,12 @@ return 1
 # KEYS: call, events, channel, leases, state
 # ARGV: cid, run_id, worker, lease_seconds, ttl, lost_payload, lost_result,
 #       cancelled_payload, cancelled_result
-# Returns {action, attempt} and, for 'run', the session state (saves the worker a round trip)
-# and how many attempts were lost before this one. A call whose policy on worker loss is
-# ``fail`` (``on_lost``) is never re-run here: 'lost_fail' tells the worker to fail it
-# (``FAIL_LOST``), a cold path that keeps the failure text off every claim.
+# Returns {action, attempt} and, for 'run', the session state (saves the worker a round trip),
+# how many attempts were lost before this one, and 1 when this attempt takes up the remote
+# task an earlier one recorded (``remote_tasks.py``; counted in ``resumed``). A call whose
+# policy on worker loss is ``fail`` (``on_lost``) is never re-run here: 'lost_fail' tells the
+# worker to fail it (``FAIL_LOST``), a cold path that keeps the failure text off every claim;
+# one that left a remote task is resumed, whatever its policy.
 CLAIM = r"""
 local call, events, channel, leases, state = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local cid = ARGV[1]
@@ -146,10 +149,12 @@ local attempt = tonumber(r[3]) or 0
 if status ~= 'queued' and status ~= 'running' then return {'finished', attempt} end
 local t = now()
 if status == 'running' and tonumber(r[4]) > t then return {'duplicate', attempt} end
+local resumed = 0
 if status == 'running' then
+  resumed = redis.call('EXISTS', call .. ':remote')
   if r[6] == '1' then
     close_attempt(call, 'handed_back', t)
-  elseif r[8] == 'fail' and r[5] ~= '1' then
+  elseif r[8] == 'fail' and r[5] ~= '1' and resumed == 0 then
     return {'lost_fail', attempt}
   else
     close_attempt(call, 'worker_lost', t)
@@ -177,8 +182,9 @@ redis.call('ZADD', leases, lease_until, cid)
 redis.call('ZREM', leases .. ':pending', cid)
 redis.call('HDEL', call, 'qkey', 'claim_by')
 redis.call('DEL', call .. ':payload')
+if resumed == 1 then redis.call('HINCRBY', call, 'resumed', 1) end
 local lost = tonumber(redis.call('HGET', call, 'lost')) or 0
-return {'run', attempt, redis.call('HGETALL', state), lost}
+return {'run', attempt, redis.call('HGETALL', state), lost, resumed}
 """
 
 # KEYS: call, events, channel   ARGV: attempt, payload, ...
@@ -266,8 +272,10 @@ return r[3]
 """
 
 # KEYS: call, leases   ARGV: cid, grace_seconds
-# Returns {message, 'rerun'|'fail'} for a call whose lease expired ('fail': its policy on
-# worker loss says not to run it again; the sweeper then calls FAIL_LOST).
+# Returns {message, 'rerun'|'resume'|'fail'} for a call whose lease expired ('resume': the lost
+# attempt recorded a remote task, which the next one polls instead of calling the tool, so it
+# is re-enqueued under either policy; 'fail': its policy on worker loss says not to run it
+# again, and the sweeper calls FAIL_LOST).
 REQUEUE = r"""
 local r = redis.call('HMGET', KEYS[1], 'status', 'lease_until', 'message', 'on_lost',
                      'handoff', 'cancel_requested')
@@ -281,6 +289,7 @@ if tonumber(r[2]) > t then
   return false
 end
 redis.call('ZADD', KEYS[2], t + tonumber(ARGV[2]), ARGV[1])
+if redis.call('EXISTS', KEYS[1] .. ':remote') == 1 then return {r[3], 'resume'} end
 local fail = r[4] == 'fail' and r[5] ~= '1' and r[6] ~= '1'
 return {r[3], fail and 'fail' or 'rerun'}
 """

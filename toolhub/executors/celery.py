@@ -6,7 +6,10 @@ canonical names, which the worker validates again but never remaps. Here the cal
 written, the message goes to the queue of the tool's workload, and the caller follows the
 call's own event stream (pub/sub for live items, the stream for replay): no Celery result
 backend, no subscription per call left behind. External tools are the exception: their
-handlers live in this process, so they run here, through the embedded executor.
+handlers live in this process, so they run here, through the embedded executor. Except the
+tools of a config MCP server that offers tasks (``mcp_servers.<name>.tasks``): the workers
+connect to that server too, and there the call gets a record and a lease, so its remote task
+outlives this process and the worker polling it (``toolhub/mcp/task_resume.py``).
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from toolhub.distributed.signing import sign_message
 from toolhub.distributed.store import CallNotFound, FollowLost, RedisStore
 from toolhub.errors import ErrorCode, RedisUnavailable
 from toolhub.state.redis import RedisStateSync
-from toolhub.toolset import Prepared, ToolSet
+from toolhub.toolset import Entry, ExternalTool, Prepared, ToolSet
 
 from .local import LocalExecutor, unknown_call
 
@@ -67,12 +70,21 @@ class CeleryExecutor:
         self.enqueuer = enqueuer_for(app)
 
     def call_sync(self, prepared: Prepared) -> CallResult | None:
-        if prepared.entry.external:
+        if self._runs_here(prepared.entry):
             return self._local.call_sync(prepared)
         return None
 
+    def _runs_here(self, entry: Entry) -> bool:
+        """An external tool whose handler exists only in this process."""
+        if not entry.external:
+            return False
+        handle = entry.handle
+        server = handle.spec.source.get("mcp") if isinstance(handle, ExternalTool) else None
+        config = self.toolset.config.mcp_servers.get(server) if isinstance(server, str) else None
+        return config is None or not config.tasks
+
     async def stream(self, prepared: Prepared) -> AsyncIterator[Progress | CallResult]:
-        if prepared.entry.external:
+        if self._runs_here(prepared.entry):
             async for item in self._local.stream(prepared):
                 yield item
             return

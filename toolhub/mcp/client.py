@@ -39,7 +39,15 @@ from toolhub.toolset import ExternalSpec, McpServerConfig, ToolSet
 from .external_calls import external_handler
 from .loop import BackgroundLoop
 from .naming import client_name, valid_server_name
-from .remote_tasks import TASKS_EXTENSION, CreatedTask, drive, task_claims
+from .remote_tasks import (
+    TASKS_EXTENSION,
+    CreatedTask,
+    RemoteTaskLost,
+    TaskHooks,
+    drive,
+    task_claims,
+)
+from .remote_tasks import resume as resume_task
 
 logger = logging.getLogger("toolhub.mcp.client")
 
@@ -195,23 +203,22 @@ class ServerLink:
     async def stop(self) -> None:
         self._stop.set()
 
+    def _not_connected(self) -> str:
+        reason = f" ({self.error})" if self.error else ""
+        return f"MCP server `{self.name}` is not connected{reason}"
+
     async def call(
-        self, tool: str, arguments: dict[str, Any], progress: Any
+        self, tool: str, arguments: dict[str, Any], progress: Any, hooks: TaskHooks | None = None
     ) -> types.CallToolResult:
         session = self.session
         if session is None:
-            reason = f" ({self.error})" if self.error else ""
-            raise ToolError.execution(f"MCP server `{self.name}` is not connected{reason}")
+            raise ToolError.execution(self._not_connected())
         try:
             result = await session.call_tool(
                 tool, arguments, progress_callback=progress, allow_claimed=True
             )
             if isinstance(result, CreatedTask):
-
-                async def message(text: str) -> None:
-                    await progress(0.0, None, text)
-
-                result = await drive(session, result, message)
+                result = await drive(session, result, _status_progress(progress), hooks)
         except MCPError as err:
             if err.code == types.INVALID_PARAMS:
                 raise ToolError.invalid_arguments(err.message) from None
@@ -224,6 +231,23 @@ class ServerLink:
             raise ToolError.execution(detail) from None
         assert isinstance(result, types.CallToolResult)
         return result
+
+    async def resume(self, task_id: str, progress: Any, hooks: TaskHooks) -> types.CallToolResult:
+        """Poll a task an earlier attempt of the call started. Whatever keeps it from being
+        polled raises ``RemoteTaskLost``: the tool is never called in its place."""
+        session = self.session
+        if session is None:
+            raise RemoteTaskLost(self._not_connected())
+        try:
+            return await resume_task(session, task_id, _status_progress(progress), hooks)
+        except MCPError as err:
+            if err.code == types.CONNECTION_CLOSED:
+                self._broken.set()
+            raise RemoteTaskLost(f"MCP server `{self.name}` answered: {err.message}") from None
+        except Exception as exc:
+            self._broken.set()
+            detail = f"MCP server `{self.name}` went away ({type(exc).__name__}: {exc})"
+            raise RemoteTaskLost(detail) from None
 
     def handler(self, tool: str, client: str) -> Any:
         return external_handler(self, tool, client)
@@ -293,6 +317,15 @@ class McpConnections:
         self.loop.stop()
         for name in self.links:
             self.sources.remove(f"mcp:{name}")
+
+
+def _status_progress(progress: Any) -> Any:
+    """A task's ``statusMessage`` as a progress notification of the call."""
+
+    async def message(text: str) -> None:
+        await progress(0.0, None, text)
+
+    return message
 
 
 async def _negotiate(session: ClientSession, *, modern: bool) -> None:

@@ -1,7 +1,9 @@
 """An MCP server's tool as a toolhub external handler: the call runs on the link's background
 loop (the loop its connection belongs to), its progress streams back into the caller's loop,
 and a cancelled toolhub call cancels the MCP request (``notifications/cancelled``, or
-``tasks/cancel`` for a task) and waits, bounded, until the server has been told."""
+``tasks/cancel`` for a task) and waits, bounded, until the server has been told. On a worker,
+a remote task is recorded for the call and taken up by the attempt after a lost one
+(``task_resume.py``)."""
 
 from __future__ import annotations
 
@@ -14,7 +16,9 @@ import mcp_types as types
 
 from toolhub.core import Outcome, Progress, ToolContext, ToolError
 
+from .remote_tasks import RemoteTaskLost
 from .results import outcome_of
+from .task_resume import TaskAttempt
 
 if TYPE_CHECKING:
     from .client import ServerLink
@@ -39,11 +43,12 @@ def external_handler(link: ServerLink, tool: str, client: str) -> Any:
             )
             caller.call_soon_threadsafe(queue.put_nowait, item)
 
+        attempt = await TaskAttempt.look_up(ctx, link, tool)
         settled = threading.Event()
 
         async def run() -> types.CallToolResult:
             try:
-                return await link.call(tool, args, on_progress)
+                return await attempt.run(args, on_progress)
             finally:
                 settled.set()  # after a cancel, once the server was told (tasks/cancel)
 
@@ -69,7 +74,11 @@ def external_handler(link: ServerLink, tool: str, client: str) -> Any:
                 # server. Wait for that (bounded), or closing the session could cut it off.
                 await asyncio.to_thread(settled.wait, CANCEL_NOTICE_S)
                 raise ToolError.cancelled()
-            yield outcome_of(done.result(), tool_id)
+            try:
+                result = done.result()
+            except RemoteTaskLost as lost:
+                raise attempt.unknown(lost) from None
+            yield outcome_of(result, tool_id)
         finally:
             remove()
             if not future.done():

@@ -9,9 +9,10 @@ cancelled meanwhile sends ``tasks/cancel`` before it ends. A task that asks for 
 answered by nobody (toolhub relays no remote elicitation): it is cancelled and the call fails
 saying why.
 
-What it does not do yet: remember a remote task across a restart of the process that polls
-it, so a worker lost mid-call re-runs the call (a new remote task) instead of resuming the
-first one's polls.
+A caller that can record the task durably passes ``TaskHooks``: the handle is handed to
+``created`` before the first poll, and a cancel for which ``leave_running`` says so (this
+attempt of the call ends, another takes the task up) stops polling without ``tasks/cancel``.
+``resume`` polls such a recorded task from another process (``task_resume.py``).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import anyio
@@ -86,6 +88,19 @@ class CancelTask(types.Request[TaskRequestParams, Literal["tasks/cancel"]]):
     params: TaskRequestParams
 
 
+class RemoteTaskLost(Exception):
+    """A recorded task could not be polled again (the server no longer knows it, or cannot be
+    reached): what the remote tool did is unknown."""
+
+
+@dataclass(frozen=True, slots=True)
+class TaskHooks:
+    """What a caller that records tasks adds to the poll loop (see the module docstring)."""
+
+    created: Callable[[CreatedTask], Awaitable[None]]
+    leave_running: Callable[[], bool]
+
+
 def task_claims() -> dict[str, list[ResultClaim[Any]]]:
     """What a ``ClientSession`` needs to parse a task handle (``result_claims=``)."""
     return {
@@ -101,14 +116,44 @@ async def _resolve_claim(created: CreatedTask, ctx: ClaimContext) -> types.CallT
 
 
 async def drive(
-    session: ClientSession, created: CreatedTask, on_message: OnMessage | None
+    session: ClientSession,
+    created: CreatedTask,
+    on_message: OnMessage | None,
+    hooks: TaskHooks | None = None,
 ) -> types.CallToolResult:
-    """Poll the task to its end; its result as the call's. Cancelling this cancels the task."""
-    task_id, state = created.task_id, None
+    """Poll the task to its end; its result as the call's. Cancelling this cancels the task
+    (unless ``hooks`` say to leave it running)."""
+    if hooks is not None:
+        await hooks.created(created)
+    return await _poll(session, created.task_id, created, on_message, hooks)
+
+
+async def resume(
+    session: ClientSession, task_id: str, on_message: OnMessage | None, hooks: TaskHooks | None
+) -> types.CallToolResult:
+    """Poll a task another process got the handle of, at once and without a ``requestState``
+    (that process's newest one is not recorded: it changes on every poll, and the extension
+    lets a first ``tasks/get`` go without one). An unknown task raises the server's error."""
+    return await _poll(session, task_id, None, on_message, hooks)
+
+
+async def _poll(
+    session: ClientSession,
+    task_id: str,
+    current: _TaskFields | None,
+    on_message: OnMessage | None,
+    hooks: TaskHooks | None,
+) -> types.CallToolResult:
+    """``current``: what the server said last (None: ask it now)."""
+    state: str | None = None
     last_message = None
-    current: _TaskFields = created
     try:
         while True:
+            if current is None:
+                params = TaskRequestParams(task_id=task_id, request_state=state)
+                polled = await session.send_request(GetTask(params=params), TaskState)
+                state = polled.request_state or None
+                current = polled
             message = current.status_message
             if on_message is not None and message and message != last_message:
                 last_message = message
@@ -124,13 +169,11 @@ async def drive(
                         "not relay; it was cancelled"
                     )
             await asyncio.sleep(_interval(current.poll_interval_ms))
-            params = TaskRequestParams(task_id=task_id, request_state=state)
-            polled = await session.send_request(GetTask(params=params), TaskState)
-            state = polled.request_state or None
-            current = polled
+            current = None
     except asyncio.CancelledError:
-        with anyio.CancelScope(shield=True):
-            await _cancel(session, task_id, state)
+        if hooks is None or not hooks.leave_running():
+            with anyio.CancelScope(shield=True):
+                await _cancel(session, task_id, state)
         raise
 
 
