@@ -15,10 +15,11 @@ from typing import Any
 
 import httpx2
 import mcp_types as types
+from mcp.client.extension import NotificationBinding
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
-from pydantic import ConfigDict
+from pydantic import BaseModel, ConfigDict
 
 from toolhub.mcp.remote_tasks import TASKS_EXTENSION as TASKS
 from toolhub.mcp.remote_tasks import CancelTask, GetTask, TaskRequestParams, UpdateTask
@@ -32,9 +33,32 @@ class TaskResult(types.Result):
     model_config = ConfigDict(extra="allow")
 
 
+class TaskNote(BaseModel):
+    """A ``notifications/tasks`` frame's params, read loosely."""
+
+    model_config = ConfigDict(extra="allow")
+
+
 class TaskClient:
     def __init__(self, session: ClientSession) -> None:
         self.session = session
+        #: Every ``notifications/tasks`` frame received, and the listen acks.
+        self.task_notes: list[dict[str, Any]] = []
+        self.acks: list[dict[str, Any]] = []
+
+    async def on_task_note(self, note: TaskNote) -> None:
+        self.task_notes.append(note.model_dump(by_alias=True, mode="json"))
+
+    async def on_message(self, message: Any) -> None:
+        if getattr(message, "method", None) == "notifications/subscriptions/acknowledged":
+            self.acks.append(message.params.model_dump(by_alias=True, mode="json"))
+
+    async def listen_tasks(self, task_ids: list[str], **kinds: bool) -> dict[str, Any]:
+        """``subscriptions/listen`` naming ``task_ids`` (and list-change ``kinds``); returns
+        the listen result, sent when the server ends the stream."""
+        return await self.send_raw(
+            "subscriptions/listen", {"notifications": {"taskIds": task_ids, **kinds}}
+        )
 
     async def call(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
         """``tools/call`` as sent: a ``CallToolResult`` or a task handle, as a dict."""
@@ -100,7 +124,34 @@ async def task_client(url: str, token: str, *, declare: bool = True) -> AsyncIte
     async with (
         httpx2.AsyncClient(headers=headers, timeout=30) as http,
         streamable_http_client(url, http_client=http) as (read, write),
-        ClientSession(read, write, extensions={TASKS: {}} if declare else None) as session,
+        _session(read, write, declare) as (session, client),
     ):
         await session.discover()
-        yield TaskClient(session)
+        yield client
+
+
+@asynccontextmanager
+async def _session(
+    read: Any, write: Any, declare: bool
+) -> AsyncIterator[tuple[ClientSession, TaskClient]]:
+    """A ``ClientSession`` whose ``TaskClient`` hears ``notifications/tasks`` (an extension
+    notification: the SDK delivers it through a ``NotificationBinding``) and listen acks."""
+    holder: list[TaskClient] = []
+
+    async def note(params: TaskNote) -> None:
+        await holder[0].on_task_note(params)
+
+    async def message(item: Any) -> None:
+        if holder:
+            await holder[0].on_message(item)
+
+    binding = NotificationBinding(method="notifications/tasks", params_type=TaskNote, handler=note)
+    async with ClientSession(
+        read,
+        write,
+        message_handler=message,
+        extensions={TASKS: {}} if declare else None,
+        notification_bindings=[binding],
+    ) as session:
+        holder.append(TaskClient(session))
+        yield session, holder[0]

@@ -112,3 +112,26 @@ def test_a_task_survives_a_sigkill_of_its_worker(live: Stack, replicas, store: R
         "[toolhub] The worker running this call was lost; the call ran again"
     )
     live.heal()
+
+
+def test_status_is_pushed_through_the_other_replica(replicas, store, monkeypatch):
+    """``notifications/tasks`` on a listen stream of the replica that did not make the task:
+    fed from the call's event stream in Redis, from the call's progress to its result. The
+    periodic re-check is pushed out of reach, so only the stream can tell the listener."""
+    monkeypatch.setenv("TOOLHUB_MCP_TASK_RECHECK_S", "600")
+
+    async def body(one: TaskClient, other: TaskClient) -> dict[str, Any]:
+        task = await one.call("ticks", {"n": 30, "delay_ms": 60})
+        return {"task": task, "ended": await other.listen_tasks([task["taskId"]])}
+
+    async def go() -> tuple[dict[str, Any], TaskClient]:
+        async with task_client(replicas[0], TOKEN) as one, task_client(replicas[1], TOKEN) as other:
+            return await asyncio.wait_for(body(one, other), 60), other
+
+    got, other = asyncio.run(go())
+    task_id = got["task"]["taskId"]
+    assert other.acks[0]["notifications"]["taskIds"] == [task_id]
+    notes = other.task_notes
+    assert any(n["status"] == "working" and n.get("statusMessage") == "tick" for n in notes), notes
+    assert notes[-1]["status"] == "completed"
+    assert notes[-1]["result"]["structuredContent"]["total"] == 30

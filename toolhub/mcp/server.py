@@ -27,7 +27,7 @@ from mcp.server.connection import Connection
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.models import InitializationOptions
-from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
+from mcp.server.subscriptions import InMemorySubscriptionBus, ToolsListChanged
 from mcp.shared.exceptions import MCPError
 
 import toolhub
@@ -37,6 +37,7 @@ from .changes import ToolListChanges
 from .elicit import answers_from, questions_message, questions_schema, unanswerable_text
 from .progress import ProgressRelay
 from .replies import text_result, to_mcp_result
+from .task_status import Listen
 from .tasks import (
     TASKS_EXTENSION,
     McpTasks,
@@ -79,7 +80,6 @@ class ToolhubMcpServer:
     def __init__(self, session: Session, name: str = "toolhub") -> None:
         self.session = session
         self.bus = InMemorySubscriptionBus()
-        self._listen = ListenHandler(self.bus)
         self._bus_watched = False
         self.server: Server[Any] = _Server(
             name,
@@ -96,6 +96,7 @@ class ToolhubMcpServer:
         )
         self.changes = ToolListChanges(session.toolset, lambda: session.definitions("mcp"))
         self.tasks = McpTasks(session)
+        self._listen = Listen(self.bus, self.tasks)
         self.server.extensions[TASKS_EXTENSION] = {}
         self.server.add_request_handler("tasks/get", TaskParams, self.tasks.get)
         self.server.add_request_handler("tasks/update", UpdateTaskParams, self.tasks.update)
@@ -118,8 +119,9 @@ class ToolhubMcpServer:
     async def listen(
         self, ctx: ServerRequestContext[Any], params: types.SubscriptionsListenRequestParams
     ) -> types.SubscriptionsListenResult:
-        """A 2026-07-28 client's change stream (the SDK's handler): the bus, fed on the
-        server's loop once the first stream opens, carries each change to every stream."""
+        """A 2026-07-28 client's change stream: list changes (the bus, fed on the server's
+        loop once the first stream opens, carries each to every stream) and, for the tasks it
+        names, their status (``task_status.py``)."""
         if not self._bus_watched:
             self._bus_watched = True
             self.changes.subscribe(self._publish_change)

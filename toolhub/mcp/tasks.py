@@ -33,6 +33,7 @@ import hashlib
 import os
 import secrets
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -123,6 +124,8 @@ class McpTasks:
         self._followers: set[asyncio.Task[None]] = set()
         #: The latest progress line of each task this replica follows.
         self._messages: dict[str, str] = {}
+        #: Listen streams waiting for news of a task this replica follows (``task_status.py``).
+        self._watchers: dict[str, set[asyncio.Event]] = {}
 
     # -- creating ---------------------------------------------------------------------------------
 
@@ -175,6 +178,7 @@ class McpTasks:
                         by_alias=True, mode="json", exclude_none=True
                     )
                     await asyncio.to_thread(self.records.put, record.ended(status, result))
+                    self._wake(task_id)
                     return
                 if not isinstance(item, Progress):
                     return  # the stream ended without a result: polls read the call's record
@@ -183,12 +187,34 @@ class McpTasks:
                     questions = payload.get("questions")
                     record = record.asking(questions if isinstance(questions, list) else [])
                     await asyncio.to_thread(self.records.put, record)
+                    self._wake(task_id)
                     continue
                 message = progress_message(item)
                 if message:
                     self._messages[task_id] = message[-500:]
+                    self._wake(task_id)
         finally:
             self._messages.pop(task_id, None)
+            self._wake(task_id)
+
+    def watch(self, task_id: str) -> tuple[asyncio.Event, Callable[[], None]]:
+        """An event set whenever this replica learns something new of the task (a progress
+        line, a question, its end), and the callable that stops the watch."""
+        event = asyncio.Event()
+        self._watchers.setdefault(task_id, set()).add(event)
+
+        def stop() -> None:
+            watchers = self._watchers.get(task_id)
+            if watchers is not None:
+                watchers.discard(event)
+                if not watchers:
+                    del self._watchers[task_id]
+
+        return event, stop
+
+    def _wake(self, task_id: str) -> None:
+        for event in self._watchers.get(task_id, ()):
+            event.set()
 
     # -- tasks/get, tasks/update, tasks/cancel ----------------------------------------------------
 
@@ -212,7 +238,7 @@ class McpTasks:
 
     async def get(self, ctx: ServerRequestContext[Any], params: TaskParams) -> dict[str, Any]:
         record = await asyncio.to_thread(self._admit, ctx, params)
-        detail = await self._detail(record)
+        detail = await self.detail(record)
         detail["requestState"] = self.states.issue(record.task_id, record.principal)
         return detail
 
@@ -238,8 +264,9 @@ class McpTasks:
             await self.session.cancel(record.call_id)
         return {"resultType": "complete"}
 
-    async def _detail(self, record: TaskRecord) -> dict[str, Any]:
-        """What ``tasks/get`` shows: the stored outcome, else the call's record read now."""
+    async def detail(self, record: TaskRecord) -> dict[str, Any]:
+        """What ``tasks/get`` shows (and ``notifications/tasks`` carries): the stored outcome,
+        else the call's record read now."""
         if record.result is not None and record.status is not None:
             return self._ended(record, record.status, record.result)
         call = await self.session.record(record.call_id)
