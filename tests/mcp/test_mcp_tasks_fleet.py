@@ -135,3 +135,43 @@ def test_status_is_pushed_through_the_other_replica(replicas, store, monkeypatch
     assert any(n["status"] == "working" and n.get("statusMessage") == "tick" for n in notes), notes
     assert notes[-1]["status"] == "completed"
     assert notes[-1]["result"]["structuredContent"]["total"] == 30
+
+
+@pytest.fixture
+def asking_replicas(live: Stack, tmp_path: Path) -> Iterator[tuple[str, str]]:
+    """Two replicas of one session whose tool set is the built-in ``ask_user``."""
+    workspace = tmp_path / "ws-ask"
+    workspace.mkdir()
+    config = {"tools": [{"id": "Main:ask_user"}]}
+    with ExitStack() as stack:
+        urls = []
+        for _ in range(2):
+            session = Session.connect(live.url, config, workspace, session_id="mcp-fleet-ask")
+            stack.enter_context(session)
+            server = stack.enter_context(
+                ThreadedServer(http_app(session, host="127.0.0.1", token=TOKEN))
+            )
+            urls.append(f"{server.url}/mcp")
+        yield urls[0], urls[1]
+
+
+def test_a_question_asked_on_one_replica_is_answered_through_the_other(asking_replicas):
+    """``ask_user`` on a worker: its questions are the task's ``input_required`` on the
+    replica that did not make the task, and ``tasks/update`` there answers the worker."""
+    questions = [{"question": "Which colour?", "options": ["red", "blue"]}]
+
+    async def body(one: TaskClient, other: TaskClient) -> tuple[dict[str, Any], ...]:
+        task = await one.call("ask_user", {"questions": questions})
+        async with asyncio.timeout(20):
+            while (asking := await other.get(task["taskId"]))["status"] != "input_required":
+                await asyncio.sleep(0.1)
+        answer = {"ask_user": {"action": "accept", "content": {"q1": "blue"}}}
+        await other.update(task["taskId"], answer)
+        return task, asking, await poll(one, task, 30)
+
+    task, asking, done = both(*asking_replicas, body)
+    assert task["resultType"] == "task"
+    request = asking["inputRequests"]["ask_user"]
+    assert request["params"]["requestedSchema"]["properties"]["q1"]["enum"] == ["red", "blue"]
+    assert done["status"] == "completed" and done["result"]["isError"] is False
+    assert "blue" in json.dumps(done["result"])
