@@ -13,6 +13,7 @@ frame missed here is never an event lost.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import threading
 import time
@@ -37,7 +38,7 @@ Frame = bytes | _Resync
 class Subscription:
     """One follower's channel: frames arrive in the follower's own event loop."""
 
-    __slots__ = ("_closed", "_loop", "_queue", "_router", "channel", "confirmed")
+    __slots__ = ("_closed", "_loop", "_queue", "_router", "_waiter", "channel", "confirmed")
 
     def __init__(
         self, router: PubSubRouter, channel: bytes, loop: asyncio.AbstractEventLoop
@@ -49,6 +50,33 @@ class Subscription:
         self._closed = False
         #: Set once Redis confirmed the subscription: from then on every publish reaches us.
         self.confirmed = threading.Event()
+        self._waiter: asyncio.Future[None] | None = None
+
+    def confirm(self) -> None:
+        """Called from the pub/sub thread once Redis confirmed the channel."""
+        self.confirmed.set()
+        with contextlib.suppress(RuntimeError):  # the follower's loop is gone
+            self._loop.call_soon_threadsafe(self._confirmed_in_loop)
+
+    def _confirmed_in_loop(self) -> None:
+        self._queue.put_nowait(RESYNC)
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+
+    async def wait_confirmed(self, timeout: float) -> bool:
+        """Whether the subscription is confirmed, waiting up to ``timeout`` seconds without
+        blocking the loop."""
+        if self.confirmed.is_set():
+            return True
+        self._waiter = self._loop.create_future()
+        try:
+            async with asyncio.timeout(timeout):
+                await self._waiter
+        except TimeoutError:
+            pass
+        finally:
+            self._waiter = None
+        return self.confirmed.is_set()
 
     def deliver(self, frame: Frame) -> bool:
         """Called from the pub/sub thread; False when the follower's loop is gone."""
@@ -65,7 +93,8 @@ class Subscription:
         except asyncio.QueueEmpty:
             pass
         try:
-            return await asyncio.wait_for(self._queue.get(), timeout)
+            async with asyncio.timeout(timeout):  # no task per wait, unlike ``wait_for``
+                return await self._queue.get()
         except TimeoutError:
             return None
 
@@ -105,8 +134,7 @@ class PubSubRouter:
         if first:
             self._send(conn, b"SUBSCRIBE", sub.channel)
         elif confirmed:
-            sub.confirmed.set()
-            sub.deliver(RESYNC)
+            sub.confirm()
         return sub
 
     def release(self, sub: Subscription) -> None:
@@ -186,8 +214,7 @@ class PubSubRouter:
                 self._confirmed.add(channel)
                 members = list(self._subs[channel])
             for sub in members:
-                sub.confirmed.set()
-                sub.deliver(RESYNC)
+                sub.confirm()
 
     def close(self) -> None:
         self._closed = True

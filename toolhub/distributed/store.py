@@ -9,6 +9,7 @@ frame (a reconnect, a slow subscribe) costs a read, never an event.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import AsyncIterator
@@ -30,7 +31,11 @@ from toolhub.distributed.signing import sign_session
 from toolhub.errors import ErrorCode, ToolhubError
 from toolhub.toolset import ToolSetConfig
 
+#: A follower that hears nothing re-reads the call's stream after this long (a safety net: a
+#: lost frame is normally announced by a resync or a gap), doubling up to ``MAX_POLL_SECONDS``
+#: while such reads find nothing the channel had not delivered.
 POLL_SECONDS = 1.0
+MAX_POLL_SECONDS = 8.0
 OUTAGE_POLL_SECONDS = 0.25
 
 
@@ -194,8 +199,8 @@ class RedisStore:
         event can predate it and the initial stream read is skipped (the dispatcher's fast
         path). Raises ``CallNotFound`` for an unknown call and ``FollowLost`` when Redis stays
         unreachable longer than ``settings.follow_outage_seconds``."""
-        if must_exist and not self.client.exists(
-            self.keys.call(call_id), self.keys.events(call_id)
+        if must_exist and not await asyncio.to_thread(
+            self.client.exists, self.keys.call(call_id), self.keys.events(call_id)
         ):
             raise CallNotFound(call_id)
         sub = subscription or self.subscribe(call_id)
@@ -203,13 +208,17 @@ class RedisStore:
         outage_since: float | None = None
         resync = not fresh
         skip_confirmation = fresh
+        silence = POLL_SECONDS
         try:
             while True:
                 if resync:
                     try:
-                        batch = self.read_events(call_id, last)
+                        # Off the event loop: one follower's read must not stall the others
+                        # (a gateway or a dispatcher follows hundreds of calls in one loop).
+                        batch = await asyncio.to_thread(self.read_events, call_id, last)
                         outage_since = None
                         resync = False
+                        silence = POLL_SECONDS if batch else min(silence * 2, MAX_POLL_SECONDS)
                     except RedisError:
                         batch = []
                         outage_since = outage_since or time.monotonic()
@@ -221,7 +230,7 @@ class RedisStore:
                         yield event
                         if event.terminal:
                             return
-                frame = await sub.get(OUTAGE_POLL_SECONDS if outage_since else POLL_SECONDS)
+                frame = await sub.get(OUTAGE_POLL_SECONDS if outage_since else silence)
                 if frame is RESYNC and skip_confirmation:
                     skip_confirmation = False
                     continue

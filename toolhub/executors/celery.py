@@ -91,7 +91,7 @@ class CeleryExecutor:
         cid = prepared.ctx.call_id
         subscription = self.store.subscribe(cid)
         try:
-            dispatched = self._dispatch(prepared, subscription)
+            dispatched = await self._dispatch(prepared, subscription)
             if isinstance(dispatched, CallResult):
                 yield dispatched
                 return
@@ -107,7 +107,7 @@ class CeleryExecutor:
         finally:
             subscription.close()
 
-    def _dispatch(self, prepared: Prepared, subscription: Subscription) -> CallResult | bool:
+    async def _dispatch(self, prepared: Prepared, subscription: Subscription) -> CallResult | bool:
         """Write the record and enqueue. Returns whether the subscription was confirmed before
         the message went out (then no event can predate it), or a terminal result when the call
         could not be dispatched."""
@@ -146,7 +146,9 @@ class CeleryExecutor:
             captured = None  # the two-step path below reports what is unreachable
         # The subscription went out first and is usually confirmed by now; waiting a moment
         # for it lets the follower skip its initial stream read (no event can predate it).
-        fresh = subscription.confirmed.wait(CONFIRM_WAIT_SECONDS)
+        # The wait yields to the loop: a process dispatching many calls at once (a gateway,
+        # an agent fanning out) keeps delivering the others' progress meanwhile.
+        fresh = await subscription.wait_confirmed(CONFIRM_WAIT_SECONDS)
         try:
             if captured is not None:
                 # One round trip: the record, and the message kombu built, pushed by the
