@@ -21,6 +21,7 @@ from typing import Any
 from redis.exceptions import RedisError
 
 from toolhub.core import CallResult, ToolError, drain
+from toolhub.core.tool import INTERNAL_REASONS
 from toolhub.distributed.records import cancelled_result
 from toolhub.distributed.recovery import announce_rerun
 from toolhub.errors import ErrorCode
@@ -29,7 +30,7 @@ from toolhub.toolset import Prepared
 from .claimed import Claimed, run_claimed
 from .emitter import Emitter
 from .outcomes import Ended
-from .runtime import INTERNAL_REASONS, Running, WorkerRuntime
+from .runtime import Running, WorkerRuntime
 from .toolsets import SessionRuntime
 
 logger = logging.getLogger("toolhub.worker")

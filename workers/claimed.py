@@ -18,13 +18,14 @@ from typing import Any
 from redis.exceptions import RedisError
 
 from toolhub.core import CallResult, Progress, ToolError
+from toolhub.core.tool import HANDOFF, INTERNAL_REASONS
 from toolhub.distributed.records import Claim
 from toolhub.errors import ErrorCode
 
 from .emitter import Emitter
 from .metrics import Attempt, metrics, outcome, tool_label
 from .outcomes import CANCELLED, Ended
-from .runtime import HANDOFF, INTERNAL_REASONS, Running, WorkerRuntime
+from .runtime import Running, WorkerRuntime
 
 logger = logging.getLogger("toolhub.worker")
 

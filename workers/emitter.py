@@ -17,11 +17,12 @@ from typing import Protocol, TypeVar
 from redis.exceptions import RedisError
 
 from toolhub.core import CallResult, Progress
+from toolhub.core.tool import LEASE_LOST, REDIS_LOST
 from toolhub.distributed.codec import encode_item
 from toolhub.distributed.records import CallRecords
 from toolhub.distributed.settings import Settings
 
-from .runtime import LEASE_LOST, REDIS_LOST, Running
+from .runtime import Running
 
 logger = logging.getLogger("toolhub.worker")
 

@@ -50,6 +50,7 @@ from redis.exceptions import RedisError
 from toolhub.backends.process import KILL_GRACE_S, ProcessRunner
 from toolhub.backends.running import CommandResult, RunningCommand
 from toolhub.core import CallResult, CancelToken, ErrorKind, OutputDeltas, ToolError, ToolOutput
+from toolhub.core.tool import HANDOFF, INTERNAL_REASONS, LEASE_LOST
 from toolhub.distributed.settings import Settings
 from toolhub.distributed.store import RedisStore
 from toolhub.errors import ErrorCode
@@ -57,7 +58,7 @@ from toolhub.sandbox import SandboxPolicy
 
 from .control import ControlListener
 from .emitter import Emitter
-from .runtime import HANDOFF, INTERNAL_REASONS, LEASE_LOST, Running
+from .runtime import Running
 
 logger = logging.getLogger("toolhub.worker.holder")
 

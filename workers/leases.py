@@ -21,11 +21,12 @@ import time
 
 from redis.exceptions import RedisError
 
+from toolhub.core.tool import LEASE_LOST
 from toolhub.logs import call_context
 
 from .kombu_redis import clean_unacked
 from .metrics import metrics
-from .runtime import LEASE_LOST, WorkerRuntime
+from .runtime import WorkerRuntime
 from .sweeper import reserved_unstarted, sweep
 
 logger = logging.getLogger("toolhub.worker.leases")

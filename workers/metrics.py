@@ -32,8 +32,9 @@ from prometheus_client import (
 )
 
 from toolhub.core import CallResult, ErrorKind
+from toolhub.core.tool import HANDOFF, LEASE_LOST, REDIS_LOST
 
-from .runtime import HANDOFF, LEASE_LOST, REDIS_LOST, Running
+from .runtime import Running
 
 logger = logging.getLogger("toolhub.worker.metrics")
 

@@ -18,13 +18,7 @@ from celery import Celery
 
 from toolhub.backends.limits import PidsCgroups
 from toolhub.core import CancelToken
-
-# Why a call's token fires when it is not a user's cancel; defined beside ``CancelToken`` (a tool
-# that left work running for the next attempt must know them), re-exported for the worker.
-from toolhub.core.tool import HANDOFF as HANDOFF
-from toolhub.core.tool import INTERNAL_REASONS as INTERNAL_REASONS
-from toolhub.core.tool import LEASE_LOST as LEASE_LOST
-from toolhub.core.tool import REDIS_LOST as REDIS_LOST
+from toolhub.core.tool import HANDOFF
 from toolhub.distributed.celery_app import EXECUTE_TASK
 from toolhub.distributed.enqueue import Enqueuer
 from toolhub.distributed.recovery import Recovery

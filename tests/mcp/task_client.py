@@ -39,19 +39,28 @@ class TaskNote(BaseModel):
     model_config = ConfigDict(extra="allow")
 
 
-class TaskClient:
-    def __init__(self, session: ClientSession) -> None:
-        self.session = session
-        #: Every ``notifications/tasks`` frame received, and the listen acks.
+class Heard:
+    """What a client heard besides answers: ``notifications/tasks`` frames and listen acks."""
+
+    def __init__(self) -> None:
         self.task_notes: list[dict[str, Any]] = []
         self.acks: list[dict[str, Any]] = []
 
-    async def on_task_note(self, note: TaskNote) -> None:
+    async def task_note(self, note: TaskNote) -> None:
         self.task_notes.append(note.model_dump(by_alias=True, mode="json"))
 
-    async def on_message(self, message: Any) -> None:
+    async def message(self, message: Any) -> None:
         if getattr(message, "method", None) == "notifications/subscriptions/acknowledged":
             self.acks.append(message.params.model_dump(by_alias=True, mode="json"))
+
+
+class TaskClient:
+    def __init__(self, session: ClientSession, heard: Heard | None = None) -> None:
+        self.session = session
+        heard = heard or Heard()
+        #: Every ``notifications/tasks`` frame received, and the listen acks.
+        self.task_notes = heard.task_notes
+        self.acks = heard.acks
 
     async def listen_tasks(self, task_ids: list[str], **kinds: bool) -> dict[str, Any]:
         """``subscriptions/listen`` naming ``task_ids`` (and list-change ``kinds``); returns
@@ -136,22 +145,15 @@ async def _session(
 ) -> AsyncIterator[tuple[ClientSession, TaskClient]]:
     """A ``ClientSession`` whose ``TaskClient`` hears ``notifications/tasks`` (an extension
     notification: the SDK delivers it through a ``NotificationBinding``) and listen acks."""
-    holder: list[TaskClient] = []
-
-    async def note(params: TaskNote) -> None:
-        await holder[0].on_task_note(params)
-
-    async def message(item: Any) -> None:
-        if holder:
-            await holder[0].on_message(item)
-
-    binding = NotificationBinding(method="notifications/tasks", params_type=TaskNote, handler=note)
+    heard = Heard()
+    binding = NotificationBinding(
+        method="notifications/tasks", params_type=TaskNote, handler=heard.task_note
+    )
     async with ClientSession(
         read,
         write,
-        message_handler=message,
+        message_handler=heard.message,
         extensions={TASKS: {}} if declare else None,
         notification_bindings=[binding],
     ) as session:
-        holder.append(TaskClient(session))
-        yield session, holder[0]
+        yield session, TaskClient(session, heard)

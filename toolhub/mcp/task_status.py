@@ -26,7 +26,7 @@ import contextlib
 import logging
 import os
 from collections.abc import AsyncIterator, Callable
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
@@ -120,7 +120,7 @@ class Listen:
                 if isinstance(frame, dict):
                     note: Any = TaskStatusNotification(params={**frame, "_meta": meta})
                 else:
-                    note = event_to_notification(frame, meta)  # type: ignore[arg-type]
+                    note = event_to_notification(cast(ServerEvent, frame), meta)
                 await ctx.session.send_notification(note, related_request_id=subscription_id)
         finally:
             unsubscribe()
