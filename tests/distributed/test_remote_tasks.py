@@ -12,13 +12,15 @@ from collections.abc import Iterator
 import pytest
 
 from tests.fixtures_stack import Stack
-from toolhub import CallResult
+from toolhub import CallResult, ToolError
 from toolhub.backends.remote_tasks import CallAttempt, RemoteTask
 from toolhub.distributed.codec import pack
+from toolhub.distributed.keys import Keys
 from toolhub.distributed.recovery import Recovery
 from toolhub.distributed.remote_tasks import RedisRemoteTaskLedger
 from toolhub.distributed.settings import Settings
-from toolhub.distributed.store import RedisStore
+from toolhub.distributed.store import RedisStore, connect
+from toolhub.ports import free_port
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -124,3 +126,16 @@ def test_the_terminal_keeps_the_task_as_long_as_the_record_and_a_new_call_drops_
     assert ledger.current("c5") is None  # finished: nothing to resume
     _running(own, "c5")  # the id reused by a new call
     assert own.client.exists(own.keys.remote_task("c5")) == 0
+
+
+def test_an_unreachable_redis_is_a_typed_error_never_a_guess_of_no_task() -> None:
+    """Guessing "no earlier task" while Redis cannot say would call the tool a second time: the
+    attempt answers ``redis_unavailable`` and does not call it (a real client, nothing listening
+    on the port)."""
+    client = connect(f"redis://127.0.0.1:{free_port()}/0")
+    ledger = RedisRemoteTaskLedger(client, Keys("t-remote:"))
+    with pytest.raises(ToolError) as caught:
+        ledger.current("c-unreachable")
+    assert caught.value.code == "redis_unavailable"
+    assert "the tool was not called" in caught.value.detail
+    assert ledger.remember("c-unreachable", 1, TASK) is False
