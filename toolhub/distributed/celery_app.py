@@ -7,6 +7,14 @@ msgpack only (a broker message can never unpickle code), late acks plus reject o
 above the longest run (a healthy long call is never redelivered), a soft-shutdown window, and
 task events on so Flower sees every call. Results never go through a Celery result backend:
 toolhub streams them through its own Redis channel.
+
+kombu's ack emulation is off: a worker holds the messages it took in memory only, instead of
+copying each into kombu's ``unacked`` hash on delivery and deleting it on ack (two round trips
+and about a quarter of a no-op call's worker time). toolhub never relied on kombu's restore,
+which waits out the visibility timeout: the call record is the truth. A queued record whose
+message left its queue unclaimed is re-enqueued from the stored message by the sweep
+(``recovery.py``), a running call by its lease, and a worker shutting down still puts back
+what it holds but has not started (kombu's in-memory restore).
 """
 
 from __future__ import annotations
@@ -39,6 +47,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "broker_transport_options": {
             "visibility_timeout": settings.visibility_timeout,
             "socket_connect_timeout": 5,
+            "ack_emulation": False,
         },
         "broker_connection_retry_on_startup": True,
         "broker_connection_timeout": 5,

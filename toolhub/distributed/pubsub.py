@@ -38,7 +38,7 @@ Frame = bytes | _Resync
 class Subscription:
     """One follower's channel: frames arrive in the follower's own event loop."""
 
-    __slots__ = ("_closed", "_loop", "_queue", "_router", "_waiter", "channel", "confirmed")
+    __slots__ = ("_closed", "_loop", "_queue", "_router", "channel", "confirmed")
 
     def __init__(
         self, router: PubSubRouter, channel: bytes, loop: asyncio.AbstractEventLoop
@@ -50,7 +50,6 @@ class Subscription:
         self._closed = False
         #: Set once Redis confirmed the subscription: from then on every publish reaches us.
         self.confirmed = threading.Event()
-        self._waiter: asyncio.Future[None] | None = None
 
     def confirm(self) -> None:
         """Called from the pub/sub thread once Redis confirmed the channel."""
@@ -60,23 +59,6 @@ class Subscription:
 
     def _confirmed_in_loop(self) -> None:
         self._queue.put_nowait(RESYNC)
-        if self._waiter is not None and not self._waiter.done():
-            self._waiter.set_result(None)
-
-    async def wait_confirmed(self, timeout: float) -> bool:
-        """Whether the subscription is confirmed, waiting up to ``timeout`` seconds without
-        blocking the loop."""
-        if self.confirmed.is_set():
-            return True
-        self._waiter = self._loop.create_future()
-        try:
-            async with asyncio.timeout(timeout):
-                await self._waiter
-        except TimeoutError:
-            pass
-        finally:
-            self._waiter = None
-        return self.confirmed.is_set()
 
     def deliver(self, frame: Frame) -> bool:
         """Called from the pub/sub thread; False when the follower's loop is gone."""

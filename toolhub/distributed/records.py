@@ -93,8 +93,9 @@ class CallRecords:
     ) -> int:
         """``create`` and, if it succeeded, push the prepared broker message onto its queue,
         in one script (one round trip), refreshing the session's TTLs. 1: created and queued;
-        0: the id belongs to a live call; 2: the session's config expired (store it again);
-        3: the id is another session's call."""
+        4: the same, and the call's channel already had a subscriber then; 0: the id belongs
+        to a live call; 2: the session's config expired (store it again); 3: the id is
+        another session's call."""
         k, sid = self.keys, str(fields["session_id"])
         return int(
             self.scripts.create_and_enqueue(
@@ -107,6 +108,7 @@ class CallRecords:
                     k.config(config_hash),
                     k.state(sid),
                     k.session_tasks(sid),
+                    k.channel(cid),
                 ],
                 args=[
                     run_id,

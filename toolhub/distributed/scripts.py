@@ -95,7 +95,7 @@ redis.call('ZADD', KEYS[3], by, ARGV[4])
 return 1
 """
 
-# KEYS: call, events, queue, pending, session, config, state, tasks
+# KEYS: call, events, queue, pending, session, config, state, tasks, channel
 # ARGV: run_id, active_ttl, message, claim_seconds, cid, session_ttl, field, value, ...
 # CREATE, then LPUSH the Celery message kombu built (``enqueue.py``) onto its queue: one round
 # trip, and the message is queued if and only if the record was created. Idempotent for a
@@ -105,7 +105,10 @@ return 1
 # key of their own: in the record, a value that large would move the whole hash to Redis's
 # larger encoding for good. The session's keys get their
 # TTL refreshed here, by use, at no extra round trip; 2 means the session's config expired,
-# 3 that the id is another session's call (as in CREATE).
+# 3 that the id is another session's call (as in CREATE). 4 is 1 with the call's channel
+# already subscribed when the message was queued (``PUBSUB NUMSUB``): the dispatcher's own
+# subscription, sent just before, was active before any worker could publish, so it need not
+# wait for Redis's confirmation nor read the stream first.
 CREATE_AND_ENQUEUE = r"""
 local st, run, owner = unpack(redis.call('HMGET', KEYS[1], 'status', 'run_id', 'session_id'))
 if owner and owner ~= field_of(7, 'session_id') then return 3 end
@@ -125,6 +128,7 @@ redis.call('EXPIRE', KEYS[1], ARGV[2])
 redis.call('SET', KEYS[1] .. ':payload', ARGV[3], 'EX', ARGV[2])
 redis.call('ZADD', KEYS[4], by, ARGV[5])
 redis.call('LPUSH', KEYS[3], ARGV[3])
+if redis.call('PUBSUB', 'NUMSUB', KEYS[9])[2] > 0 then return 4 end
 return 1
 """
 

@@ -39,8 +39,8 @@ from .local import LocalExecutor, unknown_call
 
 logger = logging.getLogger("toolhub.executor.celery")
 
-#: How long dispatch waits for the call's subscription to be confirmed before enqueueing.
-CONFIRM_WAIT_SECONDS = 0.005
+#: ``create_and_enqueue``: created and queued, with the call's channel already subscribed.
+SUBSCRIBED = 4
 
 
 class CeleryExecutor:
@@ -91,7 +91,7 @@ class CeleryExecutor:
         cid = prepared.ctx.call_id
         subscription = self.store.subscribe(cid)
         try:
-            dispatched = await self._dispatch(prepared, subscription)
+            dispatched = self._dispatch(prepared, subscription)
             if isinstance(dispatched, CallResult):
                 yield dispatched
                 return
@@ -107,7 +107,7 @@ class CeleryExecutor:
         finally:
             subscription.close()
 
-    async def _dispatch(self, prepared: Prepared, subscription: Subscription) -> CallResult | bool:
+    def _dispatch(self, prepared: Prepared, subscription: Subscription) -> CallResult | bool:
         """Write the record and enqueue. Returns whether the subscription was confirmed before
         the message went out (then no event can predate it), or a terminal result when the call
         could not be dispatched."""
@@ -144,11 +144,11 @@ class CeleryExecutor:
             captured = self.enqueuer.message(EXECUTE_TASK, queue, message, options["kwargsrepr"])
         except (OperationalError, KombuError, RedisError, OSError):
             captured = None  # the two-step path below reports what is unreachable
-        # The subscription went out first and is usually confirmed by now; waiting a moment
-        # for it lets the follower skip its initial stream read (no event can predate it).
-        # The wait yields to the loop: a process dispatching many calls at once (a gateway,
-        # an agent fanning out) keeps delivering the others' progress meanwhile.
-        fresh = await subscription.wait_confirmed(CONFIRM_WAIT_SECONDS)
+        # The subscription went out first. When it is active before the message is queued, no
+        # event can predate it and the follower skips its initial stream read: either Redis
+        # confirmed it already, or the enqueue script saw the channel subscribed (code 4). The
+        # dispatch never waits for the confirmation, which would cost every call a round trip.
+        fresh = subscription.confirmed.is_set()
         try:
             if captured is not None:
                 # One round trip: the record, and the message kombu built, pushed by the
@@ -158,13 +158,14 @@ class CeleryExecutor:
                 created = self.store.records.create(cid, run_id, fields)
         except RedisError as exc:
             return _failure(prepared, ErrorCode.REDIS_UNAVAILABLE, f"cannot reach Redis: {exc}")
-        if created != 1:
+        if created not in (1, SUBSCRIBED):
             detail = "belongs to a call still running" if created == 0 else "is taken"
             return _failure(
                 prepared, ErrorCode.CALL_ID_IN_USE, f"call id {cid!r} {detail}: choose another"
             )
         if captured is not None:
-            return fresh
+            return fresh or created == SUBSCRIBED
+        fresh = subscription.confirmed.is_set()
         try:
             self.app.send_task(EXECUTE_TASK, **options)
         except (OperationalError, KombuError, RedisError, OSError) as exc:
