@@ -25,6 +25,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import cast
 from urllib.parse import urlsplit
 
 import httpx
@@ -43,51 +44,68 @@ STEADY_AFTER_S = 2.0
 STAMP = "for i in $(seq {n}); do date +%s.%N; sleep 0.1; done"
 
 
-async def _follow(
-    host: str, port: int, path: str, lags: list[tuple[float, float]], ready: list[int]
-) -> None:
-    """One follower on a raw connection: the SSE ``data:`` lines, each stamped on arrival."""
-    reader, writer = await asyncio.open_connection(host, port, limit=1 << 20)
-    writer.write(
-        f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nAccept: text/event-stream\r\n\r\n".encode()
-    )
-    await writer.drain()
-    ready.append(1)
-    try:
-        while line := await reader.readline():
+class _Follower(asyncio.Protocol):
+    """One follower on a raw connection. Each chunk is stamped on arrival and kept; the SSE
+    lines are parsed after the run (``_lags``), so the clients' own JSON parsing, on the same
+    two cores as the gateway, is not in the measured time."""
+
+    def __init__(self, request: bytes, done: asyncio.Future[None]) -> None:
+        self.request = request
+        self.done = done
+        self.chunks: list[tuple[float, bytes]] = []
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        cast(asyncio.WriteTransport, transport).write(self.request)
+
+    def data_received(self, data: bytes) -> None:
+        self.chunks.append((time.time(), data))
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.done.done():
+            self.done.set_result(None)
+
+
+def _lags(chunks: list[tuple[float, bytes]]) -> list[tuple[float, float]]:
+    """(printed, arrival - printed) of every stamp in the stream's ``data:`` lines; a line
+    arrived with the chunk that completed it."""
+    lags: list[tuple[float, float]] = []
+    pending = b""
+    for arrived, data in chunks:
+        *lines, pending = (pending + data).split(b"\n")
+        for line in lines:
             if not line.startswith(b"data:"):
                 continue
-            now = time.time()
-            data = json.loads(line[5:])
-            delta = (data.get("payload") or {}).get("delta") or ""
+            delta = (json.loads(line[5:]).get("payload") or {}).get("delta") or ""
             for stamp in delta.split():
                 with contextlib.suppress(ValueError):
-                    lags.append((float(stamp), now - float(stamp)))
-            if "is_error" in data:  # the result event: the call is over
-                return
-    finally:
-        writer.close()
+                    lags.append((float(stamp), arrived - float(stamp)))
+    return lags
 
 
 def client_main(url: str, path: str, followers: int) -> int:
     """A client process: ``followers`` streams; prints (attached_at, lags) as JSON at the end."""
     parts = urlsplit(url)
-    lags: list[tuple[float, float]] = []
-    ready: list[int] = []
+    host, port = parts.hostname or "", parts.port or 80
+    request = (
+        f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nAccept: text/event-stream\r\n"
+        "Connection: close\r\n\r\n"
+    ).encode()
 
-    async def run() -> None:
-        tasks = [
-            asyncio.ensure_future(
-                _follow(parts.hostname or "", parts.port or 80, path, lags, ready)
+    async def run() -> list[_Follower]:
+        loop = asyncio.get_running_loop()
+        streams = []
+        for _ in range(followers):
+            done: asyncio.Future[None] = loop.create_future()
+            _, stream = await loop.create_connection(
+                lambda d=done: _Follower(request, d), host, port
             )
-            for _ in range(followers)
-        ]
-        while len(ready) < followers:
-            await asyncio.sleep(0.01)
+            streams.append(stream)
         print(json.dumps({"attached": time.time()}), flush=True)
-        await asyncio.gather(*tasks)
+        await asyncio.gather(*(stream.done for stream in streams))
+        return streams
 
-    asyncio.run(run())
+    streams = asyncio.run(run())
+    lags = [lag for stream in streams for lag in _lags(stream.chunks)]
     print(json.dumps({"lags": lags}), flush=True)
     return 0
 

@@ -24,11 +24,13 @@ import toolhub
 from toolhub.errors import ErrorCode, RedisUnavailable
 from toolhub.http_guard import PUBLIC_PATHS, Guard
 
-from .calls import Calls, RemoteCalls
+from .calls import Calls
 from .metrics import Metrics, QueueDepths
+from .mirrors import RemoteCalls
 from .routes import router
 from .sessions import Recover, SessionFactory, Sessions
 from .settings import GatewaySettings
+from .sse import SERVER_SEND
 
 ReadinessCheck = Callable[[], Awaitable[dict[str, str]]]
 """Returns check name → "ok" or the reason it failed."""
@@ -94,7 +96,7 @@ def create_app(
         yield
         await gw.close()
 
-    app = FastAPI(
+    app = _GatewayApp(
         title="toolhub gateway",
         version=toolhub.__version__,
         description="Tool definitions and tool calls over HTTP: JSON results or SSE progress.",
@@ -170,6 +172,15 @@ def _short(value: Any) -> Any:
     if len(text) <= ECHO_CHARS:
         return value
     return text[:ECHO_CHARS] + f"… ({len(text)} chars)"
+
+
+class _GatewayApp(FastAPI):
+    """The gateway's ASGI app: FastAPI, and the server's own ``send`` left in the scope for
+    the SSE streams' body frames (``sse.SERVER_SEND``)."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        scope[SERVER_SEND] = send
+        await super().__call__(scope, receive, send)
 
 
 class RequestMetrics:

@@ -2,7 +2,9 @@
 call ends so a client can replay it and resume with ``Last-Event-ID``.
 
 This is what the Redis stream ``call:{cid}:events`` is for a distributed call; an embedded
-gateway keeps the same shape in memory so resumption works without Redis too.
+gateway keeps the same shape in memory so resumption works without Redis too. Readers either
+iterate (``follow``) or register a listener that ``append`` calls in place (``listen``: the SSE
+streams, so one appended event reaches every stream without waking a task per stream).
 """
 
 from __future__ import annotations
@@ -10,11 +12,13 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 EventKind = Literal["progress", "result"]
+#: Hears each event, or None when the log's source ended without a result (``CallLog.cut``).
+Listener = Callable[["LoggedEvent | None"], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +37,7 @@ class CallLog:
     events: list[LoggedEvent] = field(default_factory=list)
     finished_at: float | None = None
     _changed: asyncio.Event = field(default_factory=asyncio.Event)
+    _listeners: dict[int, Listener] = field(default_factory=dict)
 
     @property
     def done(self) -> bool:
@@ -47,7 +52,36 @@ class CallLog:
             self.finished_at = time.monotonic()
         self._changed.set()
         self._changed = asyncio.Event()
+        for listener in tuple(self._listeners.values()):
+            listener(event)
+        if kind == "result":
+            self._listeners.clear()
         return event
+
+    def listen(self, listener: Listener, after: int = 0) -> Callable[[], None]:
+        """Call ``listener`` with every event after ``after``: those logged so far at once,
+        then each as it is appended, up to the result. Returns the function that stops it.
+        Replay and registration are one step (nothing awaited between), so no event is
+        missed or repeated."""
+        for event in self.events[after:]:
+            listener(event)
+        if self.done:
+            return _nothing
+        key = id(listener)
+        self._listeners[key] = listener
+
+        def stop() -> None:
+            self._listeners.pop(key, None)
+
+        return stop
+
+    def cut(self) -> None:
+        """The source of this log ended without a result (a mirror lost its call's stream):
+        every listener hears ``None`` and is gone; the log is not ``done``."""
+        listeners = tuple(self._listeners.values())
+        self._listeners.clear()
+        for listener in listeners:
+            listener(None)
 
     async def follow(self, after: int = 0) -> AsyncIterator[LoggedEvent]:
         """Every event with ``seq > after``, waiting for new ones until the result."""
@@ -62,6 +96,10 @@ class CallLog:
             if self.done:
                 return
             await waiter.wait()
+
+
+def _nothing() -> None:
+    return None
 
 
 class CallLogs:
@@ -81,6 +119,9 @@ class CallLogs:
 
     def get(self, call_id: str) -> CallLog | None:
         return self._logs.get(call_id)
+
+    def discard(self, call_id: str) -> None:
+        self._logs.pop(call_id, None)
 
     def running(self, call_id: str) -> bool:
         log = self._logs.get(call_id)

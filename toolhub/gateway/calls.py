@@ -9,7 +9,8 @@ that session: a call id alone reaches nothing, so one session that learns (or gu
 call id can neither read its record, follow its events, cancel it nor take the id over.
 
 When the gateway is distributed, calls it did not start itself (another replica, the CLI) are
-read from the shared store through ``RemoteCalls``.
+read from the shared store through ``RemoteCalls``, and followed through a mirror of their
+events (``mirrors.py``).
 """
 
 from __future__ import annotations
@@ -17,35 +18,22 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator
-from typing import Any, Protocol
+from typing import Any
 
 from toolhub.core import CallResult, Progress, ToolError, new_call_id
 from toolhub.errors import ErrorCode
 from toolhub.logs import call_context
 from toolhub.session import Session
 
-from .calllog import CallLog, CallLogs, LoggedEvent
+from .calllog import CallLog, CallLogs
 from .metrics import UNKNOWN_TOOL, Metrics
+from .mirrors import Mirrors, RemoteCalls
 
 logger = logging.getLogger("toolhub.gateway.calls")
 
 
 class CallConflict(RuntimeError):
     """A call with this id is still running."""
-
-
-class RemoteCalls(Protocol):
-    """The shared store of a distributed deployment, as the gateway reads it. ``None`` means
-    no call with this id belongs to ``session_id`` (whether or not another session has one)."""
-
-    async def follow(
-        self, call_id: str, after: int, session_id: str
-    ) -> AsyncIterator[LoggedEvent] | None: ...
-
-    async def record(self, call_id: str, session_id: str) -> dict[str, Any] | None: ...
-
-    async def cancel(self, call_id: str, session_id: str) -> bool | None: ...
 
 
 def result_dict(result: CallResult) -> dict[str, Any]:
@@ -63,6 +51,7 @@ class Calls:
         self.metrics = metrics
         self.logs = logs or CallLogs()
         self.remote = remote
+        self.mirrors = Mirrors(remote) if remote is not None else None
         self._owners: dict[str, Session] = {}
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -119,16 +108,14 @@ class Calls:
         log = self.logs.get(call_id)
         return log if log is not None and log.session_id == session_id else None
 
-    async def follow(
-        self, call_id: str, session_id: str, after: int = 0
-    ) -> AsyncIterator[LoggedEvent] | None:
-        """The session's call's events after ``after``, replayed then live; None when the
-        session has no such call."""
+    async def follow(self, call_id: str, session_id: str) -> CallLog | None:
+        """The log of the session's call: this gateway's own, or the mirror of a call started
+        elsewhere; None when the session has no such call."""
         log = self._local(call_id, session_id)
         if log is not None:
-            return log.follow(after)
-        if self.remote is not None and self.logs.get(call_id) is None:
-            return await self.remote.follow(call_id, after, session_id)
+            return log
+        if self.mirrors is not None and self.logs.get(call_id) is None:
+            return await self.mirrors.open(call_id, session_id)
         return None
 
     async def record(self, call_id: str, session: Session) -> dict[str, Any] | None:
@@ -167,3 +154,5 @@ class Calls:
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self.mirrors is not None:
+            await self.mirrors.shutdown()

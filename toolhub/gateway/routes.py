@@ -165,8 +165,8 @@ async def call_tool(
         return await session.cancel(log.call_id)
 
     if "text/event-stream" in request.headers.get("accept", ""):
-        return sse.stream_events(
-            log.follow(0),
+        return sse.EventStream(
+            log,
             keepalive_s=gw.settings.keepalive_s,
             on_abandon=cancel if cancel_on_disconnect else None,
         )
@@ -226,10 +226,10 @@ async def call_events(
     except ValueError:
         raise HTTPException(400, "Last-Event-ID must be a non-negative integer") from None
     session = await _session(request, session_id)
-    events = await gw.calls.follow(call_id, session.session_id, after)
-    if events is None:
+    log = await gw.calls.follow(call_id, session.session_id)
+    if log is None:
         raise HTTPException(404, f"session {session_id!r} has no call {call_id!r}")
-    return sse.stream_events(events, keepalive_s=gw.settings.keepalive_s)
+    return sse.EventStream(log, after, keepalive_s=gw.settings.keepalive_s)
 
 
 @router.delete(

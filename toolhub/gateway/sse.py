@@ -1,6 +1,16 @@
 """Server-sent events for a call: ``progress`` events then one ``result`` event, each with the
 item's sequence number as its id, so ``Last-Event-ID`` resumes exactly after the last event a
 client saw. Comment lines keep idle connections open through proxies.
+
+Every stream reads the call's in-memory log (``calllog.py``; a call of another replica is
+mirrored into one, ``calls.py``). A new event is written to every stream of the call from the
+step that appends it: the frame is encoded once and handed to each follower's ASGI ``send`` in
+one pass (``Follower.write``), with no task woken per follower. With a thousand followers of
+one call, a task (or two) per follower and event was most of the gateway's time, and the last
+follower heard of each event a hundred milliseconds after the first. A follower whose
+connection is slow (its transport stopped taking bytes) gets its frames queued and written by a
+task of its own once the connection drains, so it never holds up the others; past
+``MAX_BACKLOG_BYTES`` queued it is dropped, and resumes with ``Last-Event-ID``.
 """
 
 from __future__ import annotations
@@ -8,13 +18,24 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
+import logging
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any
 
-from starlette.responses import StreamingResponse
+from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
 
-from .calllog import LoggedEvent
+from .calllog import CallLog, LoggedEvent
+
+logger = logging.getLogger("toolhub.gateway.sse")
 
 MEDIA_TYPE = "text/event-stream"
+#: The scope key under which the gateway app keeps the server's own ``send``.
+SERVER_SEND = "toolhub.server_send"
+CONNECTED = b": connected\n\n"
+KEEPALIVE = b": keepalive\n\n"
+#: What a slow follower may have waiting before it is dropped (it resumes by Last-Event-ID).
+MAX_BACKLOG_BYTES = 4 << 20
 
 
 def encode(event: LoggedEvent) -> bytes:
@@ -36,96 +57,173 @@ def parse_last_event_id(raw: str | None) -> int:
     return value
 
 
-#: Frames ready at once are sent as one write, up to this many.
-MAX_BATCH = 64
-_DONE = object()
+class Follower:
+    """One SSE stream's writer. ``write`` runs the ASGI ``send`` of a frame right away; when
+    the send would wait (the connection is not draining), the rest of that send and every
+    frame after it are finished by a task of the follower's own, in order."""
+
+    __slots__ = ("_backlog", "_ending", "_queued", "_resumer", "_send", "ended", "wrote")
+
+    def __init__(self, send: Send) -> None:
+        self._send = send
+        #: Frames waiting for a slow connection (None: the connection takes them at once).
+        self._backlog: list[bytes] | None = None
+        self._queued = 0
+        self._ending = False
+        self._resumer: asyncio.Task[None] | None = None
+        #: Resolves True once the result frame is out, False when the follower was dropped.
+        self.ended: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        #: Whether anything was written since the stream last checked (keepalives).
+        self.wrote = False
+
+    def on_event(self, event: LoggedEvent | None) -> None:
+        """The log's listener: each event, in order, the result last; None when the log was
+        cut (the client reconnects and resumes by ``Last-Event-ID``)."""
+        if event is None:
+            self.drop("the call's event source was lost")
+        else:
+            self.write(encode(event), last=event.kind == "result")
+
+    def write(self, frame: bytes, *, last: bool = False) -> None:
+        if self.ended.done():
+            return
+        self.wrote = True
+        self._ending = self._ending or last
+        if self._backlog is not None:
+            self._backlog.append(frame)
+            self._queued += len(frame)
+            if self._queued > MAX_BACKLOG_BYTES:
+                self.drop("its connection is too slow")
+            return
+        sending = _coroutine(
+            self._send({"type": "http.response.body", "body": frame, "more_body": True})
+        )
+        try:
+            waiting = sending.send(None)  # run the send up to its first wait, if any
+        except StopIteration:
+            if self._ending:
+                self._end()
+            return
+        except Exception as exc:
+            self.drop(f"send failed: {exc}")
+            return
+        self._backlog = []
+        self._resumer = asyncio.ensure_future(self._resume(sending, waiting))
+
+    async def _resume(self, sending: Coroutine[Any, Any, Any], waiting: Any) -> None:
+        """Finish the send that waited, then write what queued meanwhile, one chunk per
+        drain, until the connection keeps up again."""
+        try:
+            await _finish(sending, waiting)
+            while self._backlog:
+                chunk = b"".join(self._backlog)
+                self._backlog, self._queued = [], 0
+                await self._send({"type": "http.response.body", "body": chunk, "more_body": True})
+        except Exception as exc:
+            self.drop(f"send failed: {exc}")
+            return
+        self._backlog = None
+        if self._ending:
+            self._end()
+
+    def _end(self) -> None:
+        if not self.ended.done():
+            self.ended.set_result(True)
+
+    def drop(self, why: str) -> None:
+        if not self.ended.done():
+            logger.info("SSE follower dropped: %s", why)
+            self.ended.set_result(False)
+        if self._resumer is not None and self._resumer is not asyncio.current_task():
+            self._resumer.cancel()
 
 
-async def _frames(
-    events: AsyncIterator[LoggedEvent],
-    keepalive_s: float,
-    on_abandon: Callable[[], Awaitable[object]] | None,
-) -> AsyncIterator[bytes]:
-    """Events as SSE frames, with keepalives while the call is quiet.
+def _coroutine(sending: Awaitable[None]) -> Coroutine[Any, Any, None]:
+    """What an ASGI ``send`` returned, as a coroutine (it is one, unless a wrapper says
+    otherwise)."""
+    return sending if isinstance(sending, Coroutine) else _await(sending)
 
-    One task per stream pumps the event source into a queue, so a keepalive timeout only
-    ever cancels a queue read, never the source (and no task is made per event: with a
-    thousand followers that was most of the gateway's time). Frames already waiting go out
-    as one write. When the client goes away before the result, ``on_abandon`` runs (cancel
-    on disconnect)."""
-    queue: asyncio.Queue[object] = asyncio.Queue()
-    pump = asyncio.ensure_future(_pump(events, queue))
-    finished = False
+
+async def _await(awaitable: Awaitable[None]) -> None:
+    await awaitable
+
+
+async def _finish(sending: Coroutine[Any, Any, Any], waiting: Any) -> None:
+    """Drive a coroutine started by hand, now waiting on ``waiting`` (a future, or None for
+    a bare yield), to its end, as a task would."""
     try:
-        yield b": connected\n\n"
-        while not finished:
-            if queue.empty():
-                try:
-                    async with asyncio.timeout(keepalive_s):
-                        first = await queue.get()
-                except TimeoutError:
-                    yield b": keepalive\n\n"
-                    continue
+        while True:
+            if waiting is None:
+                await asyncio.sleep(0)
             else:
-                first = queue.get_nowait()
-            chunk: list[bytes] = []
-            item = first
-            while True:
-                if item is _DONE:
-                    finished = True
-                    break
-                if isinstance(item, BaseException):
-                    raise item
-                assert isinstance(item, LoggedEvent)
-                chunk.append(encode(item))
-                if item.kind == "result":
-                    finished = True
-                    break
-                if queue.empty() or len(chunk) >= MAX_BATCH:
-                    break
-                item = queue.get_nowait()
-            if chunk:
-                yield b"".join(chunk)
-    finally:
-        if not pump.done():
-            pump.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await pump
-        if not finished and on_abandon is not None:
-            # The client is gone; we may be inside a cancellation, so the cancel runs on its own.
-            asyncio.get_running_loop().create_task(_quietly(on_abandon))
-
-
-async def _pump(events: AsyncIterator[LoggedEvent], queue: asyncio.Queue[object]) -> None:
-    """The source's events into ``queue``, then ``_DONE`` (or the error that ended it)."""
-    try:
-        async for event in events:
-            queue.put_nowait(event)
-            if event.kind == "result":
-                break
-    except asyncio.CancelledError:
+                await waiting
+            try:
+                waiting = sending.send(None)
+            except StopIteration:
+                return
+    except BaseException:
+        sending.close()
         raise
-    except Exception as exc:
-        queue.put_nowait(exc)
-        return
-    queue.put_nowait(_DONE)
+
+
+class EventStream(Response):
+    """The response of one SSE stream of ``log``, after event ``after``: the events so far,
+    then each new one as it is appended, then the end of the response after the result.
+    ``on_abandon`` runs when the client leaves before the result (cancel on disconnect)."""
+
+    media_type = MEDIA_TYPE
+
+    def __init__(
+        self,
+        log: CallLog,
+        after: int = 0,
+        *,
+        keepalive_s: float = 15.0,
+        on_abandon: Callable[[], Awaitable[object]] | None = None,
+    ) -> None:
+        self.log, self.after = log, after
+        self.keepalive_s = keepalive_s
+        self.on_abandon = on_abandon
+        self.status_code = 200
+        self.background = None
+        self.init_headers({"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
+        follower = Follower(scope.get(SERVER_SEND, send))
+        follower.write(CONNECTED)
+        stop = self.log.listen(follower.on_event, self.after)
+        left = asyncio.ensure_future(_disconnected(receive))
+        try:
+            while not follower.ended.done():
+                follower.wrote = False
+                waits: list[asyncio.Future[Any]] = [follower.ended, left]
+                done, _ = await asyncio.wait(
+                    waits,
+                    timeout=self.keepalive_s,
+                    return_when=asyncio.FIRST_COMPLETED,
+                )
+                if left in done:
+                    follower.drop("the client left")
+                elif not done and not follower.wrote:
+                    follower.write(KEEPALIVE)
+        finally:
+            stop()
+            left.cancel()
+            if not follower.ended.done():
+                follower.drop("the stream ended")
+        if follower.ended.result():
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        elif self.on_abandon is not None and not self.log.done:
+            # The client is gone before the result: cancel, on a task of its own.
+            asyncio.get_running_loop().create_task(_quietly(self.on_abandon))
+
+
+async def _disconnected(receive: Receive) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass
 
 
 async def _quietly(action: Callable[[], Awaitable[object]]) -> None:
     with contextlib.suppress(Exception):
         await action()
-
-
-def stream_events(
-    events: AsyncIterator[LoggedEvent],
-    *,
-    keepalive_s: float = 15.0,
-    on_abandon: Callable[[], Awaitable[object]] | None = None,
-    status_code: int = 200,
-) -> StreamingResponse:
-    return StreamingResponse(
-        _frames(events, keepalive_s, on_abandon),
-        status_code=status_code,
-        media_type=MEDIA_TYPE,
-        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
-    )
