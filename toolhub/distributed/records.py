@@ -96,31 +96,45 @@ class CallRecords:
         4: the same, and the call's channel already had a subscriber then; 0: the id belongs
         to a live call; 2: the session's config expired (store it again); 3: the id is
         another session's call."""
-        k, sid = self.keys, str(fields["session_id"])
-        return int(
-            self.scripts.create_and_enqueue(
-                keys=[
-                    k.call(cid),
-                    k.events(cid),
-                    queue_key,
-                    k.pending,
-                    k.session(sid),
-                    k.config(config_hash),
-                    k.state(sid),
-                    k.session_tasks(sid),
-                    k.channel(cid),
-                ],
-                args=[
-                    run_id,
-                    self.settings.active_ttl_seconds,
-                    message,
-                    self.settings.claim_deadline_seconds,
-                    cid,
-                    self.settings.session_ttl_seconds,
-                    *_flat(fields),
-                ],
-            )
+        keys, args = self.create_and_enqueue_args(
+            cid, run_id, fields, queue_key, message, config_hash=config_hash
         )
+        return int(self.scripts.create_and_enqueue(keys=keys, args=args))
+
+    def create_and_enqueue_args(
+        self,
+        cid: str,
+        run_id: str,
+        fields: dict[str, Any],
+        queue_key: bytes,
+        message: bytes,
+        *,
+        config_hash: str,
+    ) -> tuple[list[Any], list[Any]]:
+        """The keys and arguments of the ``create_and_enqueue`` script (``dispatch_batch.py``
+        sends many in one pipeline)."""
+        k, sid = self.keys, str(fields["session_id"])
+        keys: list[Any] = [
+            k.call(cid),
+            k.events(cid),
+            queue_key,
+            k.pending,
+            k.session(sid),
+            k.config(config_hash),
+            k.state(sid),
+            k.session_tasks(sid),
+            k.channel(cid),
+        ]
+        args: list[Any] = [
+            run_id,
+            self.settings.active_ttl_seconds,
+            message,
+            self.settings.claim_deadline_seconds,
+            cid,
+            self.settings.session_ttl_seconds,
+            *_flat(fields),
+        ]
+        return keys, args
 
     def mark_failed_dispatch(self, cid: str, sid: str, result: CallResult) -> None:
         """A call whose message never reached the broker: failed, with its terminal event, so

@@ -23,6 +23,7 @@ from redis.retry import Retry
 from toolhub.core import CallResult, Progress
 from toolhub.distributed import replies
 from toolhub.distributed.codec import StreamEvent, decode_item, parse_frame, unpack
+from toolhub.distributed.dispatch_batch import DispatchBatches
 from toolhub.distributed.keys import Keys
 from toolhub.distributed.pubsub import RESYNC, PubSubRouter, Subscription
 from toolhub.distributed.records import TERMINAL_STATUSES, CallRecords, decode_record
@@ -77,6 +78,7 @@ class RedisStore:
         self.settings = settings
         self.keys = Keys(settings.prefix)
         self.records = CallRecords(client, settings)
+        self.dispatches = DispatchBatches(self.records)
         self._pubsub: PubSubRouter | None = None
         self._pubsub_lock = threading.Lock()
 

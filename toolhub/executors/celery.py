@@ -91,7 +91,7 @@ class CeleryExecutor:
         cid = prepared.ctx.call_id
         subscription = self.store.subscribe(cid)
         try:
-            dispatched = self._dispatch(prepared, subscription)
+            dispatched = await self._dispatch(prepared, subscription)
             if isinstance(dispatched, CallResult):
                 yield dispatched
                 return
@@ -107,7 +107,7 @@ class CeleryExecutor:
         finally:
             subscription.close()
 
-    def _dispatch(self, prepared: Prepared, subscription: Subscription) -> CallResult | bool:
+    async def _dispatch(self, prepared: Prepared, subscription: Subscription) -> CallResult | bool:
         """Write the record and enqueue. Returns whether the subscription was confirmed before
         the message went out (then no event can predate it), or a terminal result when the call
         could not be dispatched."""
@@ -153,7 +153,7 @@ class CeleryExecutor:
             if captured is not None:
                 # One round trip: the record, and the message kombu built, pushed by the
                 # same script (toolhub/distributed/enqueue.py).
-                created = self._create_and_enqueue(cid, run_id, fields, captured)
+                created = await self._create_and_enqueue(cid, run_id, fields, captured)
             else:
                 created = self.store.records.create(cid, run_id, fields)
         except RedisError as exc:
@@ -179,12 +179,15 @@ class CeleryExecutor:
             return result
         return fresh
 
-    def _create_and_enqueue(
+    async def _create_and_enqueue(
         self, cid: str, run_id: str, fields: dict[str, Any], captured: tuple[bytes, bytes]
     ) -> int:
+        # In one pipeline with every other dispatch of this loop turn (dispatch_batch.py).
         records = self.store.records
-        created = records.create_and_enqueue(
-            cid, run_id, fields, *captured, config_hash=self.config_hash
+        created = await self.store.dispatches.create_and_enqueue(
+            *records.create_and_enqueue_args(
+                cid, run_id, fields, *captured, config_hash=self.config_hash
+            )
         )
         if created == 2:
             # The session sat unused past its TTL and its stored config expired: store it
