@@ -21,9 +21,7 @@ class ScriptedRemote:
         self.follows = 0
         self.feed: asyncio.Queue[LoggedEvent | Exception] = asyncio.Queue()
 
-    async def follow(
-        self, call_id: str, after: int, session_id: str
-    ) -> AsyncIterator[LoggedEvent] | None:
+    async def follow(self, call_id: str, session_id: str) -> AsyncIterator[LoggedEvent] | None:
         if session_id != "s":
             return None
         self.follows += 1

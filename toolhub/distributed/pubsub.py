@@ -13,7 +13,6 @@ frame missed here is never an event lost.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import threading
 import time
@@ -54,11 +53,7 @@ class Subscription:
     def confirm(self) -> None:
         """Called from the pub/sub thread once Redis confirmed the channel."""
         self.confirmed.set()
-        with contextlib.suppress(RuntimeError):  # the follower's loop is gone
-            self._loop.call_soon_threadsafe(self._confirmed_in_loop)
-
-    def _confirmed_in_loop(self) -> None:
-        self._queue.put_nowait(RESYNC)
+        self.deliver(RESYNC)
 
     def deliver(self, frame: Frame) -> bool:
         """Called from the pub/sub thread; False when the follower's loop is gone."""

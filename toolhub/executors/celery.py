@@ -148,11 +148,11 @@ class CeleryExecutor:
         # event can predate it and the follower skips its initial stream read: either Redis
         # confirmed it already, or the enqueue script saw the channel subscribed (code 4). The
         # dispatch never waits for the confirmation, which would cost every call a round trip.
-        fresh = subscription.confirmed.is_set()
         try:
             if captured is not None:
                 # One round trip: the record, and the message kombu built, pushed by the
                 # same script (toolhub/distributed/enqueue.py).
+                fresh = subscription.confirmed.is_set()
                 created = await self._create_and_enqueue(cid, run_id, fields, captured)
             else:
                 created = self.store.records.create(cid, run_id, fields)

@@ -36,16 +36,14 @@ class StoreCalls:
     def __init__(self, store: RedisStore) -> None:
         self.store = store
 
-    async def follow(
-        self, call_id: str, after: int, session_id: str
-    ) -> AsyncIterator[LoggedEvent] | None:
+    async def follow(self, call_id: str, session_id: str) -> AsyncIterator[LoggedEvent] | None:
         if await self.record(call_id, session_id) is None:
             return None
-        return self._events(call_id, after)
+        return self._events(call_id)
 
-    async def _events(self, call_id: str, after: int) -> AsyncIterator[LoggedEvent]:
+    async def _events(self, call_id: str) -> AsyncIterator[LoggedEvent]:
         try:
-            async for event in self.store.follow(call_id, after, must_exist=False):
+            async for event in self.store.follow(call_id, must_exist=False):
                 data = event.item.to_dict()
                 if event.terminal:
                     data["is_error"] = data.get("error") is not None

@@ -25,9 +25,8 @@ class RemoteCalls(Protocol):
     """The shared store of a distributed deployment, as the gateway reads it. ``None`` means
     no call with this id belongs to ``session_id`` (whether or not another session has one)."""
 
-    async def follow(
-        self, call_id: str, after: int, session_id: str
-    ) -> AsyncIterator[LoggedEvent] | None: ...
+    async def follow(self, call_id: str, session_id: str) -> AsyncIterator[LoggedEvent] | None:
+        """The call's events from the first, live until the result."""
 
     async def record(self, call_id: str, session_id: str) -> dict[str, Any] | None: ...
 
@@ -45,7 +44,7 @@ class Mirrors:
         session has no such call."""
         log = self.logs.get(call_id)
         if log is None:
-            events = await self.remote.follow(call_id, 0, session_id)
+            events = await self.remote.follow(call_id, session_id)
             if events is None:
                 return None
             log = self.logs.get(call_id)  # another request may have opened it meanwhile
