@@ -1,4 +1,5 @@
-"""How cost grows with the work: tool-set size and the number of sessions a worker serves.
+"""How cost grows with the work: tool-set size, the number of sessions a worker serves, and
+the background tasks a session ran before.
 
     .venv/bin/python bench/bench_costs.py [--sessions 1,100,1000]
 
@@ -12,6 +13,9 @@
   a 24-tool set with its own description override), one call each. The worker keeps
   ``TOOLHUB_WORKER_SESSIONS`` (256) tool sets, least recently used out: memory must stop
   growing past the bound. Target: RSS after 1,000 sessions at most what 256 cost plus 10%.
+* A ``read_file`` call on a real worker in a session that ran 0, 10 and 100 background
+  commands before (all finished and reported). Every call ends with the task-completion
+  reminder; the baseline is the session with none. Target: after 100, within 1.5x.
 """
 
 from __future__ import annotations
@@ -41,6 +45,9 @@ SIZES = (24, 100, 500)
 DEFAULT_IDS = [t.id for t in ToolSetBuilder().build().config.tools]
 CAPACITY = 256
 READ = {"path": "a.txt", "limit": 10}
+#: Background tasks a session ran before the timed calls; the first is the in-run baseline.
+HISTORY = (0, 10, 100)
+HISTORY_CALLS = 100
 
 
 def per_call_us(fn: Callable[[], Any], *, seconds: float = 0.3) -> float:
@@ -140,6 +147,47 @@ def worker_curve(counts: list[int]) -> list[tuple[int, float, float]]:
     return rows
 
 
+def history_curve(counts: tuple[int, ...] = HISTORY) -> list[tuple[int, float]]:
+    """(background tasks the session ran before, p50 ms of a ``read_file`` call) on a real
+    worker. Each call ends with the task-completion reminder, which must read only what is not
+    reported yet: a long session's past tasks may not make every later call slower."""
+    os.environ.update(STACK_ENV)
+    os.environ.pop("TOOLHUB_PLUGINS", None)
+    stack = Stack(workers=1).start()
+    ws = Path(tempfile.mkdtemp(prefix="bench-history-"))
+    (ws / "a.txt").write_text("hello\n")
+    config = {"tools": [{"id": i} for i in DEFAULT_IDS]}
+    loop = asyncio.new_event_loop()
+    rows = []
+    try:
+        for count in counts:
+            session = Session.connect(stack.url, config, ws, session_id=f"history-{count}")
+            try:
+                for i in range(count):
+                    args = {"command": f"echo {i}", "description": "t", "is_background": True}
+                    started = loop.run_until_complete(session.call("bash", args))
+                    assert not started.is_error, started.prompt_text
+                # Until every completion is reported (the reminder after each call does it).
+                pause = {"command": "sleep 0.2", "description": "t"}
+                reported = not count
+                while not reported:
+                    text = loop.run_until_complete(session.call("bash", pause)).prompt_text
+                    reported = "Background task" not in text
+                samples = []
+                for _ in range(HISTORY_CALLS):
+                    t0 = time.perf_counter()
+                    result = loop.run_until_complete(session.call("read_file", READ))
+                    samples.append(time.perf_counter() - t0)
+                    assert not result.is_error, result.prompt_text
+                rows.append((count, statistics.median(samples) * 1000))
+            finally:
+                session.close()
+    finally:
+        loop.close()
+        stack.stop()
+    return rows
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sessions", default=f"1,100,{CAPACITY},1000")
@@ -179,7 +227,19 @@ def main() -> int:
         f"target RSS after {counts[-1]} sessions <= RSS at {CAPACITY} + 10%: "
         f"{'PASS' if bounded else 'MISS'} ({last:.0f} MiB vs {at_cap:.0f} MiB)"
     )
-    return 0 if verdict == "PASS" and bounded else 1
+
+    history = history_curve()
+    print("\n| background tasks the session ran before | read_file p50 (worker, round trip) |")
+    print("|---|---|")
+    for count, p50 in history:
+        print(f"| {count} | {p50:.2f} ms |")
+    growth = history[-1][1] / history[0][1]
+    steady = growth <= 1.5
+    print(
+        f"\ntarget a call after {history[-1][0]} finished background tasks <= 1.5x one after "
+        f"none: {'PASS' if steady else 'MISS'} ({growth:.2f}x)"
+    )
+    return 0 if verdict == "PASS" and bounded and steady else 1
 
 
 if __name__ == "__main__":

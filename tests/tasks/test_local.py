@@ -115,6 +115,22 @@ def test_running_task_cannot_be_claimed(tasks: LocalBackgroundTasks) -> None:
     assert tasks.claim_completion(task) is True
 
 
+def test_unreported_lists_the_sessions_finished_unclaimed_tasks(
+    tasks: LocalBackgroundTasks,
+) -> None:
+    first, second = start(tasks, "true"), start(tasks, "true")
+    running = start(tasks, "sleep 5")
+    elsewhere = start(tasks, "true", session="s2")
+    tasks.wait([first, second, elsewhere], "wait_all", 5)
+    assert [t.task_id for t in tasks.unreported("s1")] == [first, second]
+    assert tasks.claim_completion(first) is True
+    assert [t.task_id for t in tasks.unreported("s1")] == [second]
+    tasks.kill(running)
+    tasks.wait([running], "wait_all", 5)
+    assert [t.task_id for t in tasks.unreported("s1")] == [second, running]
+    assert [t.task_id for t in tasks.unreported("s2")] == [elsewhere]
+
+
 def test_close_kills_running_tasks(tasks: LocalBackgroundTasks) -> None:
     task = start(tasks, "sleep 30")
     tasks.close()

@@ -35,8 +35,11 @@ def xrevrange(client: Redis, key: str, count: int) -> list[Entry]:
     return cast("list[Entry]", client.xrevrange(key, count=count))
 
 
-def zrange(client: Redis, key: str) -> list[bytes]:
-    return cast("list[bytes]", client.zrange(key, 0, -1))
+def zscored(client: Redis, key: str, low: float | str = "-inf") -> list[tuple[bytes, float]]:
+    """Members scored from ``low`` up, with their scores, lowest first."""
+    return cast(
+        "list[tuple[bytes, float]]", client.zrangebyscore(key, low, "+inf", withscores=True)
+    )
 
 
 def zrangebyscore(client: Redis, key: str, high: float, limit: int) -> list[bytes]:

@@ -112,6 +112,13 @@ class BackgroundTasks(Protocol):
 
     def kill(self, task_id: str) -> KillOutcome: ...
 
+    def unreported(self, owner_session: str) -> list[TaskSnapshot]:
+        """The session's finished tasks whose completion nobody has claimed yet, oldest first.
+
+        The task-completion reminder asks this after every call, so its cost must not grow
+        with the tasks the session ran before (``list`` reads them all)."""
+        ...
+
     def list(self, owner_session: str | None = None) -> list[TaskSnapshot]:
         """Every known task (of one session when given), oldest first."""
         ...

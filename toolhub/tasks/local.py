@@ -209,6 +209,15 @@ class LocalBackgroundTasks:
             return "not_found"
         return "killed" if task.running.kill("killed") else "already_exited"
 
+    def unreported(self, owner_session: str) -> list[TaskSnapshot]:
+        with self._cond:
+            tasks = [
+                t
+                for t in self._tasks.values()
+                if t.owner_session == owner_session and t.finished_at is not None and not t.claimed
+            ]
+        return [self._snapshot(t) for t in tasks]
+
     def list(self, owner_session: str | None = None) -> list[TaskSnapshot]:
         with self._cond:
             tasks = [

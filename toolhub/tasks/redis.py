@@ -232,10 +232,41 @@ class RedisBackgroundTasks:
             return "killed"
         return "not_found" if outcome == "unknown" else "already_exited"
 
+    def unreported(self, owner_session: str) -> list[TaskSnapshot]:
+        """The session's tasks are scored by start time, negated once their completion was
+        claimed: only the positive range (running, or finished and not yet reported) is read,
+        one status check each in one round trip, and full snapshots only of the finished."""
+        key = self.keys.session_tasks(owner_session)
+        entries = replies.zscored(self.client, key, "(0")
+        if not entries:
+            return []
+        pipe = self.client.pipeline(transaction=False)
+        for member, _ in entries:
+            pipe.hmget(self.keys.call(member.decode()), "tool", "status", "completion_claimed")
+        rows: list[list[bytes | None]] = pipe.execute()
+        finished: list[str] = []
+        gone: list[bytes] = []
+        reported: dict[bytes, float] = {}
+        for (member, score), (tool, status, claimed) in zip(entries, rows, strict=True):
+            if tool is None:
+                gone.append(member)  # its record expired: nothing left to report
+            elif claimed is not None:
+                reported[member] = -score
+            elif status is not None and status.decode() in TERMINAL_STATUSES:
+                finished.append(member.decode())
+        if gone or reported:
+            pipe = self.client.pipeline(transaction=False)
+            if gone:
+                pipe.zrem(key, *gone)
+            if reported:
+                pipe.zadd(key, reported, xx=True)
+            pipe.execute()
+        return self._collect(finished)
+
     def list(self, owner_session: str | None = None) -> list[TaskSnapshot]:
         sid = owner_session or self.session_id
-        ids = [i.decode() for i in replies.zrange(self.client, self.keys.session_tasks(sid))]
-        return self._collect(ids)
+        entries = replies.zscored(self.client, self.keys.session_tasks(sid))
+        return self._collect([m.decode() for m, _ in sorted(entries, key=lambda e: abs(e[1]))])
 
     def list_all(self) -> Sequence[TaskSnapshot]:
         """Every session's background tasks, oldest first (the operator's view)."""

@@ -324,8 +324,8 @@ class TaskCompletionReminder:
         info = container.get(SessionInfo)
         session = info.session_id if info is not None else ""
         notes: list[str] = []
-        for snap in tasks.list(session):
-            if snap.finished and tasks.claim_completion(snap.task_id):
+        for snap in tasks.unreported(session):
+            if tasks.claim_completion(snap.task_id):
                 what = "completed" if snap.status == "exited" else f"ended ({snap.status})"
                 if snap.attempt > 1:
                     what += (
