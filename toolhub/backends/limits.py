@@ -14,6 +14,7 @@ and it lets a kill reach processes that left the command's process group.
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import os
 import resource
@@ -104,12 +105,19 @@ class PidsCgroups:
             return 0
         reaped = 0
         try:
-            children = list(self.base.glob("toolhub-*"))
+            with os.scandir(self.base) as entries:
+                names = [e.name for e in entries if e.name.startswith("toolhub-") and e.is_dir()]
         except OSError:
             return 0
-        for path in children:
-            if _owner_alive(path.name):
+        # A worker's hundreds of commands share one owner: its liveness is read once a sweep.
+        alive: dict[str, bool] = {}
+        for name in names:
+            owner = _owner_key(name)
+            if owner not in alive:
+                alive[owner] = _owner_alive(name)
+            if alive[owner]:
                 continue
+            path = self.base / name
             if _members(path):
                 reaped += 1
             self.remove(path, timeout_s=1.0)
@@ -173,8 +181,17 @@ def _start_time(pid: int) -> str | None:
     return None if fields[0] in {"Z", "X"} else fields[19]
 
 
+@functools.cache
 def _owner_tag(pid: int) -> str:
+    """This process's part of its cgroup names (cached by pid: a forked child has its own)."""
     return f"toolhub-{pid}-{_start_time(pid) or 0}"
+
+
+def _owner_key(name: str) -> str:
+    """The part of cgroup ``name`` that names its creating process (``toolhub-<pid>-<start>``,
+    or ``toolhub-<pid>`` in the older three-part names)."""
+    parts = name.split("-")
+    return "-".join(parts[:3] if len(parts) > 3 else parts[:2])
 
 
 def _owner_alive(name: str) -> bool:
