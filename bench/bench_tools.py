@@ -5,6 +5,7 @@
 * grep over a generated tree of many small files, through the tool, against running ``rg``
   directly with the same arguments and with plain ``rg -n`` (target: within 1.3x);
 * read_file of a 10 MB file: time and peak Python memory (tracemalloc);
+* read_file of a small file through a whole embedded session call, against the tool alone;
 * foreground bash: delay between the command writing its first output and the first progress
   item reaching the caller (target: < 50 ms), and time from the call to that first item.
 """
@@ -26,6 +27,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from toolhub import Session  # noqa: E402
 from toolhub.assembly import install_local_resources  # noqa: E402
 from toolhub.backends.ripgrep import find_rg  # noqa: E402
 from toolhub.core import Container, ErasedTool, Outcome, Progress, ToolContext  # noqa: E402
@@ -160,6 +162,43 @@ def bench_read(container: Container, root: Path, repeat: int) -> list[Row]:
     return rows
 
 
+def bench_small_read(tmp: Path, repeat: int) -> list[Row]:
+    """A 20-line file three folders deep, as a coding agent reads most files: a whole
+    embedded ``Session.call_sync`` (validation, the tool, then the reminders every read ends
+    with, skill discovery among them) against the tool run alone (arguments parsed once)."""
+    root = tmp / "small"
+    folder = root / "pkg" / "api" / "src"
+    folder.mkdir(parents=True)
+    (folder / "a.py").write_text("".join(f"value_{n} = {n}\n" for n in range(20)))
+    args = {"path": "pkg/api/src/a.py"}
+    container = Container()
+    install_local_resources(
+        container, workspace=root, session_dir=tmp / "small-session", session_id="bench"
+    )
+    with Session.embedded(None, root, state_dir=tmp / "small-state") as session:
+
+        def whole() -> None:
+            for _ in range(100):
+                session.call_sync("read_file", args)
+
+        erased = ErasedTool(ReadFile())
+        parsed = erased.parse_args(args, client_name="read_file")
+
+        def alone() -> None:
+            for _ in range(100):
+                erased.run_sync(context(container), parsed)
+
+        call_s, tool_s = interleaved([whole, alone], repeat)
+    return [
+        (
+            "read_file of a small file 3 folders deep, embedded `call_sync`",
+            f"{call_s * 1e4:.0f} us",
+            f"the tool alone {tool_s * 1e4:.0f} us",
+            "the session's validation and reminders on top",
+        )
+    ]
+
+
 async def first_progress(container: Container, command: str, n: int) -> tuple[float, float]:
     """(output-to-progress delay, call-to-first-progress time) of one foreground command whose
     first output is the time it was written."""
@@ -218,6 +257,7 @@ def main() -> None:
         rows = [
             *bench_grep(container, root, opts.repeat),
             *bench_read(container, root, opts.repeat),
+            *bench_small_read(Path(tmp), opts.repeat),
             *bench_bash(container, opts.repeat),
         ]
     print("| benchmark | toolhub | baseline | note |")

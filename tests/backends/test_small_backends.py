@@ -141,3 +141,12 @@ def test_install_local_resources_fills_the_container(tmp_path: Path) -> None:
     assert isinstance(container.require(BackgroundTasks), BackgroundTasks)
     assert isinstance(container.require(AnswerBox), AnswerBox)
     assert container.get(PathLocks) is not None and container.get(Ripgrep) is not None
+
+
+def test_workspace_contains_is_by_parts_not_by_prefix(tmp_path: Path) -> None:
+    ws = Workspace(tmp_path / "root")
+    root = ws.root
+    assert ws.contains(root) and ws.contains(root / "a" / "b")
+    assert not ws.contains(root.parent / (root.name + "-sibling"))  # a shared string prefix
+    assert not ws.contains(root.parent)
+    assert not ws.contains(Path("relative") / "path")

@@ -101,7 +101,10 @@ class Workspace:
         return text, candidate
 
     def contains(self, path: Path) -> bool:
-        return path == self.root or self.root in path.parents
+        """Whether ``path`` is the root or under it, by its parts alone (nothing is resolved):
+        a string prefix test, since this runs for every path a call touches."""
+        text, root = str(path), str(self.root)
+        return text == root or text.startswith(root if root.endswith("/") else root + "/")
 
     def display(self, path: Path) -> str:
         """``path`` relative to the root when inside it (what the model should see)."""

@@ -7,6 +7,8 @@ model learns of them when it starts working there rather than all up front.
 
 from __future__ import annotations
 
+import os
+
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar
@@ -43,18 +45,22 @@ def touched_paths(value: Any) -> list[str]:
 
 def skills_near(ws: Workspace, path: Path) -> Iterator[Path]:
     """``SKILL.md`` files in the skill folders of ``path`` (or its directory) and its ancestors
-    up to the workspace root, nearest first."""
-    start = path if path.is_dir() else path.parent
-    for folder in [start, *start.parents]:
-        if not ws.contains(folder):
-            return
+    up to the workspace root, nearest first. This runs after every read, edit and listing, so
+    the walk up is plain string and ``stat`` work (pathlib's per-level objects cost a third of
+    a small ``read_file`` call)."""
+    folder = str(path if path.is_dir() else path.parent)
+    while ws.contains(Path(folder)):
         for skills_dir in SKILL_DIRS:
-            base = folder / skills_dir
-            if base.is_dir():
-                for skill in sorted(base.glob("*/SKILL.md")):
+            base = os.path.join(folder, skills_dir)
+            if os.path.isdir(base):
+                for skill in sorted(Path(base).glob("*/SKILL.md")):
                     real = skill.resolve()
                     if ws.contains(real) and real.is_file():
                         yield real
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return
+        folder = parent
 
 
 class SkillDiscoveryReminder:
