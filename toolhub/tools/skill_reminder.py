@@ -8,7 +8,6 @@ model learns of them when it starts working there rather than all up front.
 from __future__ import annotations
 
 import os
-
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar
