@@ -94,6 +94,17 @@ def test_each_completion_is_announced_once_and_old_tasks_cost_nothing(live, stor
         touching = [c for c in seen.commands if any(t in c for t in task_ids)]
         assert touching == [], touching
         assert [c.split()[0] for c in seen.commands if SID + ":tasks" in c] == ["ZRANGEBYSCORE"]
+
+        # Starting another background command (it names the session's running ones) and the
+        # reminder after it read none of the four reported tasks either, on the worker too.
+        args = {"command": "sleep 30", "description": "t", "is_background": True}
+        started = _monitored(live.url, lambda: session.call_sync("bash", args))
+        assert not started.result.is_error, started.result.prompt_text
+        touching = [c for c in started.commands if any(t in c for t in task_ids)]
+        assert touching == [], touching
+        newest = started.result.output.value["task_id"]
+        assert [t.task_id for t in tasks.running(SID)] == [newest]
+        assert tasks.kill(newest) == "killed"
     finally:
         session.close()
 

@@ -129,6 +129,18 @@ def test_unreported_lists_the_sessions_finished_unclaimed_tasks(
     tasks.wait([running], "wait_all", 5)
     assert [t.task_id for t in tasks.unreported("s1")] == [second, running]
     assert [t.task_id for t in tasks.unreported("s2")] == [elsewhere]
+    assert tasks.running("s1") == []
+
+
+def test_running_lists_the_sessions_unfinished_tasks(tasks: LocalBackgroundTasks) -> None:
+    done = start(tasks, "true")
+    tasks.wait([done], "wait_all", 5)
+    first, second = start(tasks, "sleep 5"), start(tasks, "sleep 5")
+    start(tasks, "sleep 5", session="s2")
+    assert [t.task_id for t in tasks.running("s1")] == [first, second]
+    tasks.kill(first)
+    tasks.wait([first], "wait_all", 5)
+    assert [t.task_id for t in tasks.running("s1")] == [second]
 
 
 def test_close_kills_running_tasks(tasks: LocalBackgroundTasks) -> None:

@@ -93,7 +93,7 @@ def _wait_for_background(session: Session) -> None:
     tasks = session.resources.get(BackgroundTasks)
     if tasks is None:
         return
-    running = [t.task_id for t in tasks.list(session.session_id) if not t.finished]
+    running = [t.task_id for t in tasks.running(session.session_id)]
     if not running:
         return
     stderr.print(

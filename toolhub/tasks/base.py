@@ -119,6 +119,11 @@ class BackgroundTasks(Protocol):
         with the tasks the session ran before (``list`` reads them all)."""
         ...
 
+    def running(self, owner_session: str) -> list[TaskSnapshot]:
+        """The session's tasks still running (or lost and being recovered), oldest first;
+        like ``unreported``, without reading the finished ones."""
+        ...
+
     def list(self, owner_session: str | None = None) -> list[TaskSnapshot]:
         """Every known task (of one session when given), oldest first."""
         ...

@@ -218,6 +218,15 @@ class LocalBackgroundTasks:
             ]
         return [self._snapshot(t) for t in tasks]
 
+    def running(self, owner_session: str) -> list[TaskSnapshot]:
+        with self._cond:
+            tasks = [
+                t
+                for t in self._tasks.values()
+                if t.owner_session == owner_session and t.finished_at is None
+            ]
+        return [self._snapshot(t) for t in tasks]
+
     def list(self, owner_session: str | None = None) -> list[TaskSnapshot]:
         with self._cond:
             tasks = [

@@ -92,9 +92,7 @@ class RedisBackgroundTasks:
         runner's stored state when it has it) as the next attempt. ``max_concurrent`` counts
         the session's running sub-agents (a check, not a reservation: two dispatchers racing
         at the limit may both start one)."""
-        running = [
-            t for t in self.list(owner_session) if not t.finished and t.command.startswith(SUBAGENT)
-        ]
+        running = [t for t in self.running(owner_session) if t.command.startswith(SUBAGENT)]
         if len(running) >= max_concurrent:
             raise too_many_subagents(max_concurrent)
         extra = {
@@ -233,9 +231,19 @@ class RedisBackgroundTasks:
         return "not_found" if outcome == "unknown" else "already_exited"
 
     def unreported(self, owner_session: str) -> list[TaskSnapshot]:
-        """The session's tasks are scored by start time, negated once their completion was
-        claimed: only the positive range (running, or finished and not yet reported) is read,
-        one status check each in one round trip, and full snapshots only of the finished."""
+        return self._collect([t for t, finished in self._open(owner_session) if finished])
+
+    def running(self, owner_session: str) -> list[TaskSnapshot]:
+        return self._collect([t for t, finished in self._open(owner_session) if not finished])
+
+    def _open(self, owner_session: str) -> list[tuple[str, bool]]:
+        """The session's tasks not reported yet, oldest first, each with whether it finished.
+
+        Tasks are scored by start time, negated once their completion was claimed: only the
+        positive range is read, with one status check each in one round trip, so what the
+        session ran and reported before costs nothing here. Entries found reported are negated
+        now (claims set a field of the record, not the score) and those whose record expired
+        are dropped."""
         key = self.keys.session_tasks(owner_session)
         entries = replies.zscored(self.client, key, "(0")
         if not entries:
@@ -244,7 +252,7 @@ class RedisBackgroundTasks:
         for member, _ in entries:
             pipe.hmget(self.keys.call(member.decode()), "tool", "status", "completion_claimed")
         rows: list[list[bytes | None]] = pipe.execute()
-        finished: list[str] = []
+        found: list[tuple[str, bool]] = []
         gone: list[bytes] = []
         reported: dict[bytes, float] = {}
         for (member, score), (tool, status, claimed) in zip(entries, rows, strict=True):
@@ -252,8 +260,9 @@ class RedisBackgroundTasks:
                 gone.append(member)  # its record expired: nothing left to report
             elif claimed is not None:
                 reported[member] = -score
-            elif status is not None and status.decode() in TERMINAL_STATUSES:
-                finished.append(member.decode())
+            else:
+                finished = status is not None and status.decode() in TERMINAL_STATUSES
+                found.append((member.decode(), finished))
         if gone or reported:
             pipe = self.client.pipeline(transaction=False)
             if gone:
@@ -261,7 +270,7 @@ class RedisBackgroundTasks:
             if reported:
                 pipe.zadd(key, reported, xx=True)
             pipe.execute()
-        return self._collect(finished)
+        return found
 
     def list(self, owner_session: str | None = None) -> list[TaskSnapshot]:
         sid = owner_session or self.session_id

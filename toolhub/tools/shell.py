@@ -194,9 +194,7 @@ class Bash(Tool[BashArgs, BashOutput]):
             call_id=ctx.call_id,
         )
         snap = tasks.snapshot(task_id)
-        others = [
-            t.task_id for t in tasks.list(ctx.session_id) if not t.finished and t.task_id != task_id
-        ]
+        others = [t.task_id for t in tasks.running(ctx.session_id) if t.task_id != task_id]
         reader = kind_name(ctx, ToolKind.BACKGROUND_TASK_ACTION, "task_output")
         killer = kind_name(ctx, ToolKind.KILL_TASK_ACTION, "kill_task")
         note = (
