@@ -5,7 +5,6 @@ many commands it runs (a worker hosting hundreds of commands sweeps them every q
 from __future__ import annotations
 
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -17,13 +16,14 @@ from toolhub.backends.limits import PidsCgroups
 def test_reap_stale_reads_each_owner_once_and_removes_only_the_dead(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    gone = subprocess.Popen(["true"])
-    gone.wait()
+    # A pid above the kernel's limit: no process has it, and none can while the test runs.
+    gone = int(Path("/proc/sys/kernel/pid_max").read_text()) + 1
     live = [tmp_path / f"{limits._owner_tag(os.getpid())}-{n}" for n in range(300)]
-    dead = [tmp_path / f"toolhub-{gone.pid}-12345-{n}" for n in range(5)]
-    older = tmp_path / f"toolhub-{gone.pid}-7"  # the three-part name of earlier releases
-    other = tmp_path / "not-ours"
-    for path in [*live, *dead, older, other]:
+    dead = [tmp_path / f"toolhub-{gone}-12345-{n}" for n in range(5)]
+    older = tmp_path / f"toolhub-{gone}-7"  # the three-part name of earlier releases
+    # Names of another shape are not judged, nor taken for an owner of the others.
+    other, foreign = tmp_path / "not-ours", tmp_path / f"toolhub-{gone}"
+    for path in [*live, *dead, older, other, foreign]:
         path.mkdir()
     reads: list[int] = []
     start_time = limits._start_time
@@ -34,6 +34,6 @@ def test_reap_stale_reads_each_owner_once_and_removes_only_the_dead(
 
     monkeypatch.setattr(limits, "_start_time", counted)
     assert PidsCgroups(tmp_path).reap_stale() == 0  # none had processes left in it
-    assert sorted(reads) == sorted([os.getpid(), gone.pid, gone.pid])
-    assert all(p.is_dir() for p in [*live, other])
+    assert sorted(reads) == sorted([os.getpid(), gone, gone])
+    assert all(p.is_dir() for p in [*live, other, foreign])
     assert not any(p.exists() for p in [*dead, older])

@@ -143,10 +143,12 @@ def test_install_local_resources_fills_the_container(tmp_path: Path) -> None:
     assert container.get(PathLocks) is not None and container.get(Ripgrep) is not None
 
 
-def test_workspace_contains_is_by_parts_not_by_prefix(tmp_path: Path) -> None:
+def test_workspace_contains_by_whole_parts(tmp_path: Path) -> None:
     ws = Workspace(tmp_path / "root")
     root = ws.root
     assert ws.contains(root) and ws.contains(root / "a" / "b")
     assert not ws.contains(root.parent / (root.name + "-sibling"))  # a shared string prefix
     assert not ws.contains(root.parent)
     assert not ws.contains(Path("relative") / "path")
+    everything = Workspace(Path("/"))
+    assert everything.contains(Path("/")) and everything.contains(tmp_path)

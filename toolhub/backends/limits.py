@@ -113,6 +113,8 @@ class PidsCgroups:
         alive: dict[str, bool] = {}
         for name in names:
             owner = _owner_key(name)
+            if owner is None:
+                continue  # not ours to judge
             if owner not in alive:
                 alive[owner] = _owner_alive(name)
             if alive[owner]:
@@ -187,10 +189,13 @@ def _owner_tag(pid: int) -> str:
     return f"toolhub-{pid}-{_start_time(pid) or 0}"
 
 
-def _owner_key(name: str) -> str:
+def _owner_key(name: str) -> str | None:
     """The part of cgroup ``name`` that names its creating process (``toolhub-<pid>-<start>``,
-    or ``toolhub-<pid>`` in the older three-part names)."""
+    or ``toolhub-<pid>`` in the older three-part names); None for a name of another shape,
+    which is judged on its own (``_owner_alive`` leaves it alone)."""
     parts = name.split("-")
+    if len(parts) < 3 or not parts[1].isdigit():
+        return None
     return "-".join(parts[:3] if len(parts) > 3 else parts[:2])
 
 

@@ -64,7 +64,8 @@ class Keys:
         return f"{self.prefix}answer:{cid}"
 
     def session_tasks(self, sid: str) -> str:
-        """Sorted set of one session's background task ids, by start time."""
+        """Sorted set of one session's background task ids, scored by start time; the score
+        is negated once the task's completion was reported (``RedisBackgroundTasks._open``)."""
         return f"{self.prefix}session:{sid}:tasks"
 
     @property

@@ -225,7 +225,8 @@ class LocalBackgroundTasks:
                 for t in self._tasks.values()
                 if t.owner_session == owner_session and t.finished_at is None
             ]
-        return [self._snapshot(t) for t in tasks]
+        # Judged again by the snapshot: a task may finish once the lock is released.
+        return [s for s in (self._snapshot(t) for t in tasks) if not s.finished]
 
     def list(self, owner_session: str | None = None) -> list[TaskSnapshot]:
         with self._cond:

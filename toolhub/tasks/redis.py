@@ -231,20 +231,23 @@ class RedisBackgroundTasks:
         return "not_found" if outcome == "unknown" else "already_exited"
 
     def unreported(self, owner_session: str) -> list[TaskSnapshot]:
-        return self._collect([t for t, finished in self._open(owner_session) if finished])
+        finished = [t for t, done in self._open(owner_session) if done]
+        return [s for s in self._collect(finished) if s.finished]
 
     def running(self, owner_session: str) -> list[TaskSnapshot]:
-        return self._collect([t for t, finished in self._open(owner_session) if not finished])
+        # Judged again by the snapshot: a task may finish between the two reads.
+        unfinished = [t for t, done in self._open(owner_session) if not done]
+        return [s for s in self._collect(unfinished) if not s.finished]
 
     def _open(self, owner_session: str) -> list[tuple[str, bool]]:
         """The session's tasks not reported yet, oldest first, each with whether it finished.
 
-        Tasks are scored by start time, negated once their completion was claimed: only the
-        positive range is read, with one status check each in one round trip, so what the
-        session ran and reported before costs nothing here. Entries found reported are negated
-        now (claims set a field of the record, not the score) and those whose record expired
-        are dropped."""
-        key = self.keys.session_tasks(owner_session)
+        Tasks are scored by start time, and the score is negated by the first of these reads
+        that finds the task's completion claimed (a claim sets a field of the record, not the
+        score): only the positive range is read, with one status check each in one round trip,
+        so what the session ran and reported before costs nothing here. Entries of the positive
+        range whose record expired are dropped."""
+        key = self.keys.session_tasks(owner_session or self.session_id)
         entries = replies.zscored(self.client, key, "(0")
         if not entries:
             return []
