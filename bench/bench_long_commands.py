@@ -109,10 +109,15 @@ def main() -> int:
     parser.add_argument("--per-worker", type=int, default=256)
     args = parser.parse_args()
 
-    os.environ.update({**STACK_ENV, "TOOLHUB_LEASE_SECONDS": "15"})
+    # The production lease, for the dispatcher here and (through ``env``: STACK_ENV's short
+    # test lease would win over this process's environment) for the workers.
+    production = {"TOOLHUB_LEASE_SECONDS": "15"}
+    os.environ.update({**STACK_ENV, **production})
     stack = Stack(workers=0)
     stack.workers = [
-        WorkerProcess(f"w{i + 1}", stack.redis.url, stack.home, concurrency=args.per_worker)
+        WorkerProcess(
+            f"w{i + 1}", stack.redis.url, stack.home, concurrency=args.per_worker, env=production
+        )
         for i in range(2)
     ]
     stack.start()

@@ -148,11 +148,15 @@ class WorkerProcess:
 class Stack:
     """Redis plus N workers. ``heal()`` restarts any worker a test killed."""
 
-    def __init__(self, workers: int = 2, *, persistent: bool = False) -> None:
+    def __init__(
+        self, workers: int = 2, *, persistent: bool = False, env: dict[str, str] | None = None
+    ) -> None:
+        """``env``: what the workers get beyond ``STACK_ENV`` (which wins over this process's
+        own environment, so a bench's settings for its workers go here)."""
         self.home = Path(tempfile.mkdtemp(prefix="toolhub-stack-"))
         self.redis = RedisServer(persistent=persistent, data_dir=self.home / "redis")
         self.workers = [
-            WorkerProcess(f"w{i + 1}", self.redis.url, self.home) for i in range(workers)
+            WorkerProcess(f"w{i + 1}", self.redis.url, self.home, env=env) for i in range(workers)
         ]
 
     @property
