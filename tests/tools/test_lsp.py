@@ -14,7 +14,7 @@ from tests.tools.servers.drive import call, snapshot
 from toolhub.backends.lsp_client import LspManager, _read_message, code_points, utf16_units
 from toolhub.backends.workspace import Workspace
 from toolhub.core import Container, ErrorKind, Outcome, Params, ToolContext
-from toolhub.tools.lsp import Lsp, LspOutput, LspParams
+from toolhub.tools.lsp import Lsp, LspOutput, LspParams, _Session
 
 SHAPES = '''"""Shapes."""
 import math
@@ -212,3 +212,29 @@ def test_framing_skips_malformed_messages() -> None:
     )
     assert _read_message(stream) == {"jsonrpc": "2.0", "id": 1, "result": None}
     assert _read_message(stream) is None
+
+
+def test_a_servers_location_never_shows_a_file_outside_the_workspace(tmp_path: Path) -> None:
+    """The server runs project code: the URIs it answers with are hostile input. A location
+    that climbs out with ``..``, or names a link inside the workspace that leads out, gets no
+    line text (the host's file is never read); one inside does."""
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / "ok.py").write_text("inside = 1\n")
+    secret = tmp_path / "secret.txt"
+    secret.write_text("host secret\n")
+    (root / "link.txt").symlink_to(secret)
+    container = Container()
+    container.insert(Workspace(root))
+    session = _Session(ToolContext(call_id="l2", container=container), Workspace(root), LspParams())
+    start = {"range": {"start": {"line": 0, "character": 0}}}
+
+    def text(path: str) -> str | None:
+        item = session.location({"uri": f"file://{path}", **start})
+        assert item is not None
+        return item.text
+
+    assert text(f"{root}/ok.py") == "inside = 1"
+    assert text(f"{root}/../secret.txt") is None
+    assert text(f"{root}/link.txt") is None
+    assert text(str(secret)) is None

@@ -359,10 +359,21 @@ class _Session:
     def _line(self, path: Path, line: int) -> str | None:
         """Source text of a workspace file's line; files outside the workspace are never read."""
         if path not in self._lines:
-            inside = self.workspace.contains(path) and path.is_file()
-            self._lines[path] = path.read_text(errors="replace").split("\n") if inside else None
+            self._lines[path] = self._read(path)
         lines = self._lines[path]
         return lines[line] if lines is not None and 0 <= line < len(lines) else None
+
+    def _read(self, path: Path) -> list[str] | None:
+        """The lines of the file a server's URI names, read beneath the workspace root: the
+        server runs project code, so its URI may climb out with ``..`` or point at a symlink
+        that leads out, and neither may show a file of the host."""
+        if not self.workspace.contains(path):
+            return None
+        try:
+            with self.workspace.open_read(path) as handle:
+                return handle.read().decode(errors="replace").split("\n")
+        except (OSError, ToolError):
+            return None
 
     def output(self, operation: str, target: str, items: list[LspItem]) -> LspOutput:
         cap = self.params.max_results
