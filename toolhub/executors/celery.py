@@ -183,19 +183,15 @@ class CeleryExecutor:
         self, cid: str, run_id: str, fields: dict[str, Any], captured: tuple[bytes, bytes]
     ) -> int:
         # In one pipeline with every other dispatch of this loop turn (dispatch_batch.py).
-        records = self.store.records
-        created = await self.store.dispatches.create_and_enqueue(
-            *records.create_and_enqueue_args(
-                cid, run_id, fields, *captured, config_hash=self.config_hash
-            )
+        keys, args = self.store.records.create_and_enqueue_args(
+            cid, run_id, fields, *captured, config_hash=self.config_hash
         )
+        created = await self.store.dispatches.create_and_enqueue(keys, args)
         if created == 2:
             # The session sat unused past its TTL and its stored config expired: store it
             # again (the workers build from it) and dispatch once more.
             self.store.put_session(self.session_id, self.toolset.config, self.workspace)
-            created = records.create_and_enqueue(
-                cid, run_id, fields, *captured, config_hash=self.config_hash
-            )
+            created = await self.store.dispatches.create_and_enqueue(keys, args)
         return created
 
     def _kwargsrepr(self, message: dict[str, Any]) -> str:
