@@ -1,7 +1,8 @@
 """Start-time cost of the command sandbox: ``bash -c true`` through ``ProcessRunner``, without
-with bubblewrap and with the Landlock fallback (``workspace_write``, network off), p50 and p90
-over N runs each, interleaved so drift hits all alike. Target: at most 10 ms extra at p50 (for
-bwrap, the default where it runs).
+and with bubblewrap (the session's shared sandbox, the default; and a sandbox per command, as
+with ``TOOLHUB_SANDBOX_SHARED=0``) and with the Landlock fallback (``workspace_write``,
+network off), p50 and p90 over N runs each, interleaved so drift hits all alike. Target: at
+most 10 ms extra at p50 (for bwrap, the default where it runs).
 
     .venv/bin/python bench/bench_sandbox.py [runs]
 """
@@ -67,9 +68,12 @@ def main(runs: int = 200) -> None:
         policy = SandboxPolicy(ws, SandboxMode.WORKSPACE_WRITE, tmp_dir=Path(base) / "tmp")
         plain = ProcessRunner(ws, Path(base) / "logs")
         boxed = ProcessRunner(ws, Path(base) / "logs", sandbox=policy)
+        each = ProcessRunner(ws, Path(base) / "logs", sandbox=policy, shared_sandbox=False)
         print(f"runs: {runs} each, bwrap: {support.binary}")
-        print("bwrap (the default where it runs):")
+        print("bwrap, the session's shared sandbox (the default where bwrap runs):")
         _report("bwrap", *_pair(plain, boxed, runs), "the default", target_ms=10.0)
+        print("bwrap, a sandbox per command (TOOLHUB_SANDBOX_SHARED=0):")
+        _report("bwrap each", *_pair(plain, each, runs), "one sandbox per command")
         if abi_version() >= 1:
             landlocked = ProcessRunner(
                 ws, Path(base) / "logs", sandbox=policy.enforced_by(Mechanism.LANDLOCK)

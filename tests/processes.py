@@ -3,6 +3,8 @@ a tag, so a test can tell that a command (and what it started) is still alive or
 
 from __future__ import annotations
 
+import signal
+import subprocess
 import time
 from collections.abc import Callable
 
@@ -27,3 +29,15 @@ def seconds_until(check: Callable[[], object], timeout: float) -> float:
             raise AssertionError(f"not within {timeout}s")
         time.sleep(0.02)
     return time.monotonic() - started
+
+
+def seconds_until_gone_after_kill(host_argv: list[str], tag: str) -> float:
+    """Start ``host_argv`` (a process that starts a command running two ``sleep``s tagged
+    ``tag``, then prints ``started``), SIGKILL it once both sleeps run, as a worker is killed,
+    and return how long until neither is left (AssertionError after 5 s)."""
+    proc = subprocess.Popen(host_argv, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "started"
+    seconds_until(lambda: len(tagged_sleeps(tag)) == 2, 5)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    return seconds_until(lambda: not tagged_sleeps(tag), 5)

@@ -6,15 +6,13 @@ sandboxed command with it."""
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.processes import seconds_until, tagged_sleeps
+from tests.processes import seconds_until, seconds_until_gone_after_kill, tagged_sleeps
 from toolhub.backends.limits import PidsCgroups, ResourceLimits
 from toolhub.sandbox import SandboxMode
 
@@ -109,13 +107,6 @@ time.sleep(120)
 @pytest.mark.skipif(not Path("/usr/bin/setpriv").exists(), reason="needs util-linux setpriv")
 def test_sandboxed_command_dies_with_the_host_process(layout: Layout) -> None:
     tag = _tag(4)
-    proc = subprocess.Popen(
-        [sys.executable, "-c", HOST, str(layout.ws), f"sleep {tag}1 & sleep {tag}2 & wait"],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stdout is not None and proc.stdout.readline().strip() == "started"
-    seconds_until(lambda: len(tagged_sleeps(tag)) == 2, 5)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    assert seconds_until(lambda: not tagged_sleeps(tag), 5) < 1.0
+    command = f"sleep {tag}1 & sleep {tag}2 & wait"
+    host = [sys.executable, "-c", HOST, str(layout.ws), command]
+    assert seconds_until_gone_after_kill(host, tag) < 1.0

@@ -41,28 +41,46 @@ class ResourceLimits:
     max_processes: int | None = 4096
     file_size_bytes: int | None = None
 
-    def ulimit_prelude(self) -> str:
-        """Shell commands that set these limits (hard and soft), clamped to what the worker's
-        own hard limits allow, so ``ulimit`` never fails and never prints an error."""
-        parts: list[str] = []
-        for flag, rlimit, value, unit in (
-            ("t", resource.RLIMIT_CPU, self.cpu_seconds, 1),
-            ("v", resource.RLIMIT_AS, self.address_space_bytes, 1024),
-            ("u", resource.RLIMIT_NPROC, self.max_processes, 1),
-            ("f", resource.RLIMIT_FSIZE, self.file_size_bytes, 1024),
+    def rlimits(self) -> list[tuple[int, int, int]]:
+        """``(resource, soft, hard)`` for each limit set, clamped to what this process's own
+        hard limits allow (lowering a limit always succeeds; raising one past them would not).
+        CPU: soft below hard, so SIGXCPU (nameable, catchable) comes before SIGKILL."""
+        out: list[tuple[int, int, int]] = []
+        for rlimit, value in (
+            (resource.RLIMIT_CPU, self.cpu_seconds),
+            (resource.RLIMIT_AS, self.address_space_bytes),
+            (resource.RLIMIT_NPROC, self.max_processes),
+            (resource.RLIMIT_FSIZE, self.file_size_bytes),
         ):
             if value is None:
                 continue
-            _, hard = resource.getrlimit(rlimit)
-            ceiling = None if hard == resource.RLIM_INFINITY else max(1, hard // unit)
-            soft = max(1, value // unit)
-            # CPU: soft below hard, so SIGXCPU (nameable, catchable) comes before SIGKILL.
-            new_hard = soft + 1 if flag == "t" else soft
-            if ceiling is not None:
-                new_hard, soft = min(new_hard, ceiling), min(soft, ceiling)
+            _, ceiling = resource.getrlimit(rlimit)
+            soft = max(1, value)
+            hard = soft + 1 if rlimit == resource.RLIMIT_CPU else soft
+            if ceiling != resource.RLIM_INFINITY:
+                soft, hard = min(soft, ceiling), min(hard, ceiling)
+            out.append((rlimit, soft, hard))
+        return out
+
+    def ulimit_prelude(self) -> str:
+        """Shell commands that set ``rlimits`` (hard and soft), so ``ulimit`` never fails and
+        never prints an error."""
+        parts: list[str] = []
+        for rlimit, soft, hard in self.rlimits():
+            flag, unit = _ULIMIT_FLAGS[rlimit]
             # Soft first: lowering the hard limit below the current soft one is refused.
-            parts.append(f"ulimit -S{flag} {soft}; ulimit -H{flag} {new_hard}")
+            soft, hard = max(1, soft // unit), max(1, hard // unit)
+            parts.append(f"ulimit -S{flag} {soft}; ulimit -H{flag} {hard}")
         return "; ".join(parts)
+
+
+#: ``ulimit``'s flag and unit for each resource.
+_ULIMIT_FLAGS = {
+    resource.RLIMIT_CPU: ("t", 1),
+    resource.RLIMIT_AS: ("v", 1024),
+    resource.RLIMIT_NPROC: ("u", 1),
+    resource.RLIMIT_FSIZE: ("f", 1024),
+}
 
 
 class PidsCgroups:
@@ -129,6 +147,13 @@ class PidsCgroups:
     def join_prelude(path: Path) -> str:
         """Shell that moves the shell itself (and so everything it starts) into ``path``."""
         return f"echo $$ > {shlex.quote(str(path / 'cgroup.procs'))} 2>/dev/null"
+
+    @staticmethod
+    def join(path: Path, pid: int) -> None:
+        """Move process ``pid`` (not yet running its command) into ``path``; best effort, as
+        ``join_prelude``."""
+        with contextlib.suppress(OSError):
+            (path / "cgroup.procs").write_text(str(pid))
 
     @staticmethod
     def signal_all(path: Path, sig: signal.Signals) -> int:

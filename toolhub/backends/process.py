@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import functools
+import logging
 import os
 import shlex
 import shutil
@@ -37,14 +38,26 @@ from pathlib import Path
 
 from toolhub.sandbox import Mechanism, SandboxPolicy, find_bwrap
 from toolhub.sandbox.environment import TOOLHUB_SECRETS
+from toolhub.sandbox.installs import install_roots
 
 from .capture import DEFAULT_LOG_LIMIT, OutputCapture
 from .confinement import confined_command, unconfined_env
 from .limits import PidsCgroups, ResourceLimits
-from .running import CommandResult, OutputCallback, RunningCommand
+from .running import ChildProcess, CommandProcess, CommandResult, OutputCallback, RunningCommand
+from .sandbox_host import (
+    MAX_REQUEST,
+    HostLost,
+    SandboxHosts,
+    launcher_argv,
+    launcher_interpreter,
+)
+
+logger = logging.getLogger("toolhub.sandbox")
 
 KILL_GRACE_S = 1.0
 _PIPE_SIZE = 1 << 20
+#: The sandboxes this process shares between the commands of each session policy.
+SHARED_SANDBOXES = SandboxHosts()
 
 
 class ProcessRunner:
@@ -68,10 +81,17 @@ class ProcessRunner:
         cgroups: PidsCgroups | None = None,
         sandbox: SandboxPolicy | None = None,
         scrub_env: bool = False,
+        shared_sandbox: bool | None = None,
     ) -> None:
         self.root = Path(root)
         self.sandbox = sandbox
         self.scrub_env = scrub_env
+        self.shared_sandbox = (
+            shared_sandbox
+            if shared_sandbox is not None
+            else os.environ.get("TOOLHUB_SANDBOX_SHARED", "1").strip().lower()
+            not in {"0", "false", "no", "off"}
+        )
         self._overrides = dict(env or {})
         self._bwrap: str | None = None
         self.log_dir = Path(log_dir)
@@ -106,24 +126,12 @@ class ProcessRunner:
         cgroup = (
             self.cgroups.create(limits.max_processes) if limits.max_processes is not None else None
         )
-        prelude = [PidsCgroups.join_prelude(cgroup)] if cgroup is not None else []
-        if ulimits := limits.ulimit_prelude():
-            prelude.append(ulimits)
-        argv, env, run = self._command_line(command, cwd or self.root)
-        script = "; ".join([*prelude, _death_trap(cgroup), run])
         capture = OutputCapture(
             keep_bytes, self.log_dir / f"{_safe_name(log_name)}.log", self.log_limit_bytes
         )
         try:
-            proc = subprocess.Popen(
-                [*self._guard, self._shell, "-c", script, "bash", command, *argv],
-                cwd=cwd or self.root,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                close_fds=True,
+            proc = self._hosted(command, cwd or self.root, limits, cgroup) or self._child(
+                command, cwd or self.root, limits, cgroup
             )
         except BaseException:
             capture.close()
@@ -143,6 +151,69 @@ class ProcessRunner:
             on_output=on_output,
             kill_grace_s=self.kill_grace_s,
         )
+
+    def _child(
+        self, command: str, cwd: Path, limits: ResourceLimits, cgroup: Path | None
+    ) -> ChildProcess:
+        """The command as a child of this process, in a sandbox of its own when confined:
+        ``setpriv`` (the parent-death signal), the shell that joins the cgroup, sets the
+        limits and traps that signal, then the command (in bwrap) as its job."""
+        prelude = [PidsCgroups.join_prelude(cgroup)] if cgroup is not None else []
+        if ulimits := limits.ulimit_prelude():
+            prelude.append(ulimits)
+        argv, env, run = self._command_line(command, cwd)
+        script = "; ".join([*prelude, _death_trap(cgroup), run])
+        return ChildProcess(
+            subprocess.Popen(
+                [*self._guard, self._shell, "-c", script, "bash", command, *argv],
+                cwd=cwd,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                close_fds=True,
+            )
+        )
+
+    def _hosted(
+        self, command: str, cwd: Path, limits: ResourceLimits, cgroup: Path | None
+    ) -> CommandProcess | None:
+        """The command started in the session's shared sandbox (``sandbox_host``), or None
+        where that does not apply: no bwrap sandbox, an egress proxy (its bridge runs per
+        command), no private tmp (a fresh tmpfs per command is the promise then), a kernel
+        without pidfds, a request too large for one message, or ``shared_sandbox`` off."""
+        policy = self.sandbox
+        if (
+            not self.shared_sandbox
+            or policy is None
+            or not policy.confined
+            or policy.mechanism is Mechanism.LANDLOCK
+            or policy.egress
+            or policy.tmp_dir is None
+            or not hasattr(os, "pidfd_open")
+        ):
+            return None
+        policy = policy.with_readable(install_roots(launcher_interpreter()))
+        host_argv, env = self._confined(policy, launcher_argv(), self.root)
+        if len(command) + sum(len(k) + len(v) for k, v in env.items()) > MAX_REQUEST - 4096:
+            return None
+        guard = [self._guard[0], "--pdeathsig", "KILL"] if self._guard else []
+        join = functools.partial(PidsCgroups.join, cgroup) if cgroup is not None else _no_join
+        last: HostLost | None = None
+        for _ in range(2):  # a launcher lost meanwhile: the next try starts a new sandbox
+            try:
+                return SHARED_SANDBOXES.get([*guard, *host_argv], env).start(
+                    [self._shell, "-c", command],
+                    env=env,
+                    cwd=os.path.realpath(cwd),
+                    rlimits=limits.rlimits(),
+                    join=join,
+                )
+            except HostLost as exc:
+                last = exc
+        logger.warning("shared sandbox unavailable, starting a sandbox for one command: %s", last)
+        return None
 
     def _command_line(self, command: str, cwd: Path) -> tuple[list[str], dict[str, str], str]:
         """What follows ``bash -c <script> bash <command>`` (the bwrap argv, when sandboxed),
@@ -237,6 +308,10 @@ def _parent_death_guard() -> list[str]:
     a threaded worker). Without setpriv the sweep's cgroup reaping is the only backstop."""
     setpriv = shutil.which("setpriv")
     return [setpriv, "--pdeathsig", PARENT_DEATH_SIGNAL] if setpriv else []
+
+
+def _no_join(pid: int) -> None:
+    """No cgroup to join (none available, or no process limit)."""
 
 
 def _death_trap(cgroup: Path | None) -> str:

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import IO, Literal, Protocol
 
 from .capture import CapturedOutput, OutputCapture
 from .limits import PidsCgroups
@@ -31,6 +31,52 @@ _READ_SIZE = 256 * 1024
 _TICK_S = 0.05
 
 OutputCallback = Callable[[bytes], None]
+
+
+class CommandProcess(Protocol):
+    """The started process a ``RunningCommand`` follows: a child of this process
+    (``ChildProcess``) or a command a shared sandbox's launcher started
+    (``sandbox_host.HostedProcess``). ``pid`` leads the command's process group."""
+
+    pid: int
+    stdout: IO[bytes] | None
+
+    def poll(self) -> int | None: ...
+
+    def wait(self) -> int: ...
+
+    def exit_fd(self) -> int | None:
+        """An fd that becomes readable once ``poll`` has the status (None: poll for it)."""
+        ...
+
+    def close(self) -> None:
+        """Release what ``exit_fd`` holds, once the process has ended."""
+        ...
+
+
+class ChildProcess:
+    """A ``subprocess.Popen`` child as a ``CommandProcess``: its end is seen through a pidfd
+    where the kernel has them, so nothing polls."""
+
+    def __init__(self, popen: subprocess.Popen[bytes]) -> None:
+        self.popen = popen
+        self.pid = popen.pid
+        self.stdout: IO[bytes] | None = popen.stdout
+        self._pidfd = _pidfd(popen.pid)
+
+    def poll(self) -> int | None:
+        return self.popen.poll()
+
+    def wait(self) -> int:
+        return self.popen.wait()
+
+    def exit_fd(self) -> int | None:
+        return self._pidfd
+
+    def close(self) -> None:
+        if self._pidfd is not None:
+            os.close(self._pidfd)
+            self._pidfd = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +101,7 @@ class RunningCommand:
 
     def __init__(
         self,
-        proc: subprocess.Popen[bytes],
+        proc: CommandProcess,
         capture: OutputCapture,
         *,
         cgroup: Path | None,
@@ -142,7 +188,7 @@ class RunningCommand:
         pipe = self.proc.stdout.fileno()
         poller = select.poll()
         poller.register(pipe, select.POLLIN | select.POLLHUP | select.POLLERR)
-        pidfd = _pidfd(self.pid)
+        pidfd = self.proc.exit_fd()
         if pidfd is not None:
             poller.register(pidfd, select.POLLIN)
         pipe_open, exited = True, False
@@ -178,8 +224,6 @@ class RunningCommand:
                 if not exited and self.proc.poll() is not None:
                     exited, exited_at = True, time.monotonic()
         finally:
-            if pidfd is not None:
-                os.close(pidfd)
             self._finish()
 
     def _poll_ms(self, now: float, exited: bool, polling: bool) -> int:
@@ -192,6 +236,7 @@ class RunningCommand:
 
     def _finish(self) -> None:
         code = self.proc.wait()
+        self.proc.close()
         if self._kill.escalation is not None:
             self._kill.escalation.cancel()
         with contextlib.suppress(ProcessLookupError, PermissionError):

@@ -1,0 +1,201 @@
+"""The shared sandbox: a session's commands start in one bwrap sandbox, each still in its own
+process group and pids cgroup with its limits; a lost launcher is reported, not waited on; an
+idle sandbox closes; and the sandbox dies with the process that started it."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+from tests.processes import seconds_until, seconds_until_gone_after_kill
+from toolhub.backends import sandbox_host
+from toolhub.backends.limits import ResourceLimits
+from toolhub.backends.process import SHARED_SANDBOXES, ProcessRunner
+from toolhub.backends.running import CommandResult
+from toolhub.sandbox import SandboxMode, SandboxPolicy, probe
+
+pytestmark = pytest.mark.skipif(
+    not probe().available, reason=f"bwrap cannot sandbox here: {probe().reason}"
+)
+
+
+@pytest.fixture
+def base() -> Iterator[Path]:
+    # Outside /tmp: the sandbox's /tmp is the session's private one.
+    path = Path(tempfile.mkdtemp(prefix="toolhub-host-", dir="/var/tmp"))
+    (path / "ws" / "sub").mkdir(parents=True)
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def runner(base: Path, name: str = "ws", **kw: object) -> ProcessRunner:
+    ws = base / name
+    ws.mkdir(exist_ok=True)
+    tmp = base / f"{name}-tmp"
+    tmp.mkdir(exist_ok=True)
+    policy = SandboxPolicy(ws, SandboxMode.WORKSPACE_WRITE, tmp_dir=tmp)
+    return ProcessRunner(ws, base / "logs", sandbox=policy, **kw)  # type: ignore[arg-type]
+
+
+def text(result: CommandResult | None) -> str:
+    assert result is not None
+    return (result.output.head + result.output.tail).decode()
+
+
+def pid_namespace(run: ProcessRunner, **kw: object) -> str:
+    return text(run.run("readlink /proc/self/ns/pid", log_name="ns", **kw)).strip()  # type: ignore[arg-type]
+
+
+def bwraps() -> set[int]:
+    me = psutil.Process()
+    return {p.pid for p in me.children(recursive=True) if "bwrap" in p.name()}
+
+
+def test_a_sessions_commands_share_one_sandbox_and_each_gets_its_own_cwd(base: Path) -> None:
+    run = runner(base)
+    first = pid_namespace(run)
+    assert first and first == pid_namespace(run)
+    assert first != os.readlink("/proc/self/ns/pid")
+    out = run.start("pwd", log_name="cwd", cwd=base / "ws" / "sub").wait(10)
+    assert text(out).strip() == str(base / "ws" / "sub")
+    # Another session's policy (another workspace) gets a sandbox of its own.
+    assert pid_namespace(runner(base, "other")) != first
+
+
+def test_turned_off_every_command_gets_a_sandbox_of_its_own(base: Path) -> None:
+    run = runner(base, shared_sandbox=False)
+    assert pid_namespace(run) != pid_namespace(run)
+
+
+def test_limits_and_exit_status_are_the_commands_own(base: Path) -> None:
+    run = runner(base, limits=ResourceLimits(file_size_bytes=1 << 20, max_processes=64))
+    out = run.run("ulimit -f; ulimit -u; exit 7", log_name="limits")
+    assert text(out).split() == ["1024", "64"] and out.exit_code == 7
+    signalled = run.run("kill -KILL $$", log_name="sig")
+    assert signalled.exit_code == 128 + signal.SIGKILL and signalled.signal == "SIGKILL"
+
+
+def test_a_lost_launcher_is_reported_at_once_and_the_next_command_starts_a_new_sandbox(
+    base: Path,
+) -> None:
+    run = runner(base)
+    before = pid_namespace(run)
+    waiting = run.start("sleep 60", log_name="waiting")
+    # A command of the session kills the launcher (its parent): the whole sandbox ends.
+    killer = run.run("kill -KILL $PPID; sleep 5", log_name="killer", timeout_s=30)
+    assert killer.signal == "SIGKILL"
+    result = waiting.wait(10)
+    assert result is not None and result.signal == "SIGKILL" and result.duration_s < 10
+    assert pid_namespace(run) != before
+
+
+def test_a_command_is_held_until_its_cgroup_join_and_never_runs_when_that_fails(
+    base: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run = runner(base)
+    pid_namespace(run)  # the sandbox is up
+    seen: list[int] = []
+
+    def refuse(path: Path, pid: int) -> None:
+        seen.append(pid)
+        # Held: the command has not run yet.
+        assert psutil.Process(pid).cmdline()[:2] != [run._shell, "-c"]
+        raise OSError("cgroup refused")
+
+    monkeypatch.setattr("toolhub.backends.limits.PidsCgroups.join", staticmethod(refuse))
+    marker = base / "ws" / "ran"
+    if not run.cgroups.available:
+        pytest.skip("no pids cgroup here: nothing is joined")
+    with pytest.raises(OSError, match="cgroup refused"):
+        run.start(f"touch {marker}", log_name="held")
+    assert seen and not marker.exists()
+    monkeypatch.undo()
+    assert run.run(f"touch {marker}", log_name="after").exit_code == 0 and marker.exists()
+
+
+def test_an_idle_sandbox_closes(base: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sandbox_host, "IDLE_SECONDS", 0.2)
+    before = bwraps()
+    run = runner(base, "idle")
+    pid_namespace(run)
+    assert bwraps() - before
+    assert seconds_until(lambda: not (bwraps() - before), 5) < 5
+
+
+def test_past_the_cap_the_oldest_idle_sandbox_closes(
+    base: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    SHARED_SANDBOXES.close_all()
+    seconds_until(lambda: len(SHARED_SANDBOXES) == 0, 5)
+    monkeypatch.setattr(sandbox_host, "MAX_SANDBOXES", 2)
+    busy = runner(base, "busy").start("sleep 30", log_name="busy")
+    pid_namespace(runner(base, "idle1"))
+    pid_namespace(runner(base, "idle2"))  # over the cap: idle1 closes, busy stays
+    assert len(SHARED_SANDBOXES) == 2
+    assert busy.wait(0.5) is None
+    busy.kill()
+    assert busy.wait(10) is not None
+
+
+def test_concurrent_starts_each_get_their_own_output(base: Path) -> None:
+    run = runner(base)
+    results: dict[int, str] = {}
+
+    def one(i: int) -> None:
+        results[i] = text(run.run(f"echo {i}", log_name=f"c{i}"))
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(40)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert results == {i: f"{i}\n" for i in range(40)}
+
+
+HOST = r"""
+import sys, time
+from pathlib import Path
+from toolhub.backends.process import ProcessRunner
+from toolhub.sandbox import SandboxMode, SandboxPolicy
+ws, tmp = Path(sys.argv[1]), Path(sys.argv[2])
+policy = SandboxPolicy(ws, SandboxMode.WORKSPACE_WRITE, tmp_dir=tmp)
+runner = ProcessRunner(ws, ws.parent / "logs", sandbox=policy)
+runner.start(sys.argv[3], log_name="c")
+print("started", flush=True)
+time.sleep(120)
+"""
+
+
+@pytest.mark.skipif(not shutil.which("setpriv"), reason="needs util-linux setpriv")
+def test_the_shared_sandbox_dies_with_the_process_that_started_it(base: Path) -> None:
+    tag = "7" * 7
+    (base / "tmp").mkdir()
+    command = f"sleep {tag}1 & sleep {tag}2 & wait"
+    host = [sys.executable, "-c", HOST, str(base / "ws"), str(base / "tmp"), command]
+    assert seconds_until_gone_after_kill(host, tag) < 1.0
+
+
+def test_the_launcher_shows_no_secret_of_the_worker(
+    base: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TOOLHUB_REDIS_URL", "redis://:hunter2@redis.internal:6379/0")
+    SHARED_SANDBOXES.close_all()
+    out = text(
+        runner(base, "secret").run(
+            "tr '\\0' '\\n' < /proc/1/environ; tr '\\0' '\\n' < /proc/$PPID/environ",
+            log_name="env",
+        )
+    )
+    assert "PATH=" in out  # both were read
+    assert "hunter2" not in out
