@@ -243,9 +243,10 @@ def test_a_failing_host_agent_is_a_typed_error(make) -> None:
 
 
 def test_cancel_stops_the_subagent_at_once(make) -> None:
-    stopped = threading.Event()
+    running, stopped = threading.Event(), threading.Event()
 
     def agent(prompt: str, child: Session, emit: Callable[[str], None]) -> str:
+        running.set()
         try:
             while True:
                 emit(".")
@@ -256,11 +257,18 @@ def test_cancel_stops_the_subagent_at_once(make) -> None:
 
     session = make(agent)
     args = {"prompt": "spin", "description": "d", "run_in_background": False}
-    threading.Timer(0.3, lambda: session.cancel_sync("c1")).start()
-    started = time.monotonic()
+    cancelled_at: list[float] = []
+
+    def cancel_once_running() -> None:
+        # Once the agent runs (a cancel before that is answered before it starts at all).
+        running.wait(30)
+        cancelled_at.append(time.monotonic())
+        session.cancel_sync("c1")
+
+    threading.Thread(target=cancel_once_running, daemon=True).start()
     result = session.call_sync("task", args, call_id="c1")
     assert result.is_error and result.error.kind is ErrorKind.CANCELLED
-    assert time.monotonic() - started < 2
+    assert cancelled_at and time.monotonic() - cancelled_at[0] < 2
     assert stopped.wait(2)
 
 
