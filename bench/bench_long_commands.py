@@ -7,7 +7,9 @@ the workers' memory per in-flight call are measured.
 A waiting foreground command holds one worker thread (the call's) and one reader thread (its
 output pipe) in the worker, and nothing else: no process, no connection of its own. So the cap
 is ``--concurrency`` (threads, cheap to raise: ``toolhub worker --concurrency 256``), and this
-bench runs with it raised. The commands run in the default sandbox (bwrap), as on any worker.
+bench runs with it raised. The commands run in the default sandbox (bwrap), as on any worker:
+one shared sandbox per session per worker (docs/sandbox.md), whose own processes (bwrap and
+the launcher) are reported apart.
 
 Progress latency is the caller's receipt time minus the time the command printed in the line
 (same host clock). The command forks nothing after its start (see ``one_call``). Memory per
@@ -50,6 +52,19 @@ def rss(pids: list[int]) -> int:
     return sum(psutil.Process(pid).memory_info().rss for pid in pids)
 
 
+def sandbox_rss(pids: list[int]) -> tuple[int, int]:
+    """How many processes the workers' shared sandboxes are (bwrap and the launcher inside;
+    not the commands) and their RSS."""
+    found = []
+    for pid in pids:
+        for child in psutil.Process(pid).children(recursive=True):
+            with contextlib.suppress(psutil.Error):
+                argv = child.cmdline()
+                if child.name() == "bwrap" or argv[1:4] == ["-I", "-S", "-c"]:
+                    found.append(child.memory_info().rss)
+    return len(found), sum(found)
+
+
 async def one_call(session: Session, seconds: int, latencies: list[tuple[float, float]]) -> bool:
     # Fork-free after the start (bash's $EPOCHREALTIME and a read timeout on an idle pipe), so
     # what is measured is toolhub's cost of hosting the commands, not 1,000 forks a second.
@@ -85,6 +100,7 @@ async def run(session: Session, calls: int, seconds: int, pids: list[int]) -> di
     await asyncio.sleep(seconds / 2)
     in_flight = sum(not t.done() for t in tasks)
     loaded = rss(pids)
+    sandboxes, sandboxes_rss = sandbox_rss(pids)
     ok = await asyncio.gather(*tasks)
     every = [lag for _, lag in latencies]
     #: Lines printed once every command has started (the starts are a burst of 500 sandboxes).
@@ -95,6 +111,8 @@ async def run(session: Session, calls: int, seconds: int, pids: list[int]) -> di
         "in_flight": in_flight,
         "idle_rss": idle,
         "loaded_rss": loaded,
+        "sandboxes": sandboxes,
+        "sandboxes_rss": sandboxes_rss,
         "p50": pct(every, 0.5) if every else nan,
         "p99": pct(every, 0.99) if every else nan,
         "steady_p99": pct(steady, 0.99),
@@ -153,6 +171,11 @@ def main() -> int:
         f"{got['loaded_rss'] / 2**20:.0f} MiB |"
     )
     print(f"| worker memory per in-flight call | {per_call / 1024:.0f} KiB |")
+    print(
+        f"| the session's shared sandboxes (bwrap and launcher, both workers) | "
+        f"{got['sandboxes']:.0f} processes, {got['sandboxes_rss'] / 2**20:.1f} MiB "
+        f"({got['sandboxes_rss'] / max(got['in_flight'], 1) / 1024:.0f} KiB per call) |"
+    )
     return 0 if verdict == "PASS" else 1
 
 

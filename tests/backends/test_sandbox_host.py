@@ -10,13 +10,14 @@ import signal
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
 import pytest
 
-from tests.processes import seconds_until, seconds_until_gone_after_kill
+from tests.processes import seconds_until, seconds_until_gone_after_kill, tagged_sleeps
 from toolhub.backends import sandbox_host
 from toolhub.backends.limits import ResourceLimits
 from toolhub.backends.process import SHARED_SANDBOXES, ProcessRunner
@@ -98,6 +99,33 @@ def test_a_lost_launcher_is_reported_at_once_and_the_next_command_starts_a_new_s
     result = waiting.wait(10)
     assert result is not None and result.signal == "SIGKILL" and result.duration_s < 10
     assert pid_namespace(run) != before
+
+
+def test_a_stopped_launcher_ends_its_sandbox_instead_of_leaving_calls_waiting(
+    base: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sandbox_host, "STATUS_GRACE_S", 1.0)
+    monkeypatch.setattr(sandbox_host, "START_TIMEOUT_S", 1.0)
+    run = runner(base)
+    before = pid_namespace(run)
+    tag = "5" * 7
+    waiting = run.start(f"sleep {tag}", log_name="waiting")
+    seconds_until(lambda: len(tagged_sleeps(tag)) == 1, 5)
+    # A command of the session stops the launcher, then ends: its status can never come.
+    stopper = run.run("kill -STOP $PPID; sleep 0.2", log_name="stopper", timeout_s=30)
+    assert stopper.signal == "SIGKILL" and stopper.duration_s < 10
+    result = waiting.wait(10)
+    assert result is not None and result.signal == "SIGKILL"
+    assert seconds_until(lambda: not tagged_sleeps(tag), 5) < 5  # really ended, not just said
+    # A start while the launcher is stopped gives up on that sandbox and uses a new one.
+    monkeypatch.setattr(sandbox_host, "STATUS_GRACE_S", 60.0)
+    stop_again = run.start("kill -STOP $PPID", log_name="stop-again")
+    seconds_until(lambda: psutil.Process(stop_again.pid).status() == psutil.STATUS_ZOMBIE, 5)
+    started = time.monotonic()
+    assert pid_namespace(run) not in {before, ""}
+    assert time.monotonic() - started < 10
+    result = stop_again.wait(10)  # ended with its sandbox
+    assert result is not None and result.signal == "SIGKILL"
 
 
 def test_a_command_is_held_until_its_cgroup_join_and_never_runs_when_that_fails(

@@ -44,13 +44,8 @@ from .capture import DEFAULT_LOG_LIMIT, OutputCapture
 from .confinement import confined_command, unconfined_env
 from .limits import PidsCgroups, ResourceLimits
 from .running import ChildProcess, CommandProcess, CommandResult, OutputCallback, RunningCommand
-from .sandbox_host import (
-    MAX_REQUEST,
-    HostLost,
-    SandboxHosts,
-    launcher_argv,
-    launcher_interpreter,
-)
+from .sandbox_host import MAX_REQUEST, HostLost, SandboxHosts
+from .sandbox_spawn import launcher_argv, launcher_interpreter
 
 logger = logging.getLogger("toolhub.sandbox")
 

@@ -79,6 +79,45 @@ class ChildProcess:
             self._pidfd = None
 
 
+class HostedProcess:
+    """A command a shared sandbox's launcher started (``sandbox_host.py``): ``pid`` is its
+    host pid; the launcher, its parent, reports how it ended (``_ended_with``)."""
+
+    def __init__(self, pid: int, stdout: IO[bytes]) -> None:
+        self.pid = pid
+        self.stdout: IO[bytes] | None = stdout
+        self.returncode: int | None = None
+        self._ended = threading.Event()
+        self._signal_read, self._signal_write = os.pipe2(os.O_CLOEXEC)
+
+    def poll(self) -> int | None:
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        if not self._ended.wait(timeout):
+            raise subprocess.TimeoutExpired(["<hosted command>"], timeout or 0.0)
+        assert self.returncode is not None
+        return self.returncode
+
+    def exit_fd(self) -> int | None:
+        """Readable once ``poll`` has the status."""
+        return self._signal_read
+
+    def close(self) -> None:
+        self.wait()
+        for fd in (self._signal_read, self._signal_write):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+    def _ended_with(self, status: int) -> None:
+        if self._ended.is_set():
+            return
+        self.returncode = status
+        self._ended.set()
+        with contextlib.suppress(OSError):
+            os.write(self._signal_write, b"x")
+
+
 @dataclass(frozen=True, slots=True)
 class CommandResult:
     """How a command ended. ``exit_code`` follows the shell: 128 + N when killed by signal N."""

@@ -25,85 +25,50 @@ the kernel did to them, and the next command starts a new sandbox.
 from __future__ import annotations
 
 import contextlib
-import functools
 import itertools
 import json
 import logging
 import os
-import queue
+import select
 import signal
 import socket
 import subprocess
-import sys
 import threading
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
-from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
-import toolhub.sandbox
+from .running import HostedProcess
+from .sandbox_spawn import FD_PLACEHOLDER, host_pid, spawn
 
 logger = logging.getLogger("toolhub.sandbox")
 
-LAUNCHER = Path(toolhub.sandbox.__file__).resolve().parent / "launcher.py"
 #: A sandbox with no command running is closed after this long...
 IDLE_SECONDS = 30.0
 #: ...or sooner, oldest first, once a process has more sandboxes than this (a worker serving
 #: many sessions keeps the busy ones; each costs a bwrap and a small Python process).
 MAX_SANDBOXES = 32
-#: How long a command's start may take before it is given up (the launcher is stuck or gone).
+#: How long a command's start may take before the sandbox is given up as stuck.
 START_TIMEOUT_S = 30.0
+#: How long after a command's process is gone its status may take to come: past that the
+#: launcher is stuck (a command of the session can stop it) and the sandbox is ended, its
+#: commands reported killed, rather than leave their calls waiting for ever.
+STATUS_GRACE_S = 10.0
 #: Requests larger than this (a command of hundreds of kilobytes) start a sandbox of their own.
 MAX_REQUEST = 192 * 1024
-FD_PLACEHOLDER = "{fd}"
 
 
 class HostLost(RuntimeError):
     """The sandbox's launcher is gone (or never answered): the command did not start."""
 
 
-class HostedProcess:
-    """A command started by a sandbox's launcher: the part of ``subprocess.Popen`` that
-    ``RunningCommand`` uses. The launcher, its parent, reports how it ended."""
-
-    def __init__(self, host: SandboxHost, pid: int, stdout: IO[bytes]) -> None:
-        self.pid = pid
-        self.stdout: IO[bytes] | None = stdout
-        self.returncode: int | None = None
-        self._host = host
-        self._ended = threading.Event()
-        self._signal_read, self._signal_write = os.pipe2(os.O_CLOEXEC)
-
-    def poll(self) -> int | None:
-        return self.returncode
-
-    def wait(self, timeout: float | None = None) -> int:
-        if not self._ended.wait(timeout):
-            raise subprocess.TimeoutExpired(["<hosted command>"], timeout or 0.0)
-        assert self.returncode is not None
-        return self.returncode
-
-    def exit_fd(self) -> int | None:
-        """Readable once ``poll`` has the status."""
-        return self._signal_read
-
-    def close(self) -> None:
-        self.wait()
-        for fd in (self._signal_read, self._signal_write):
-            with contextlib.suppress(OSError):
-                os.close(fd)
-
-    def _ended_with(self, status: int) -> None:
-        if self._ended.is_set():
-            return
-        self.returncode = status
-        self._ended.set()
-        with contextlib.suppress(OSError):
-            os.write(self._signal_write, b"x")
-
-
 class SandboxHost:
-    """One running sandbox and its launcher. Every method is safe from any thread."""
+    """One running sandbox and its launcher. Every method is safe from any thread.
+
+    One thread per sandbox reads the launcher's answers and watches each running command's
+    pidfd: a command whose process is gone but whose status has not come within
+    ``STATUS_GRACE_S`` means the launcher is stuck, and the sandbox is ended."""
 
     def __init__(
         self,
@@ -114,6 +79,8 @@ class SandboxHost:
     ) -> None:
         """Start ``argv`` (bwrap and the launcher) with exactly ``env``: what a sandbox's
         first process was started with stays readable in its ``/proc/1/environ``."""
+        if argv[-1] != FD_PLACEHOLDER:
+            raise ValueError("the launcher's argv must end with its socket's placeholder")
         self._on_closed = on_closed
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
@@ -122,14 +89,16 @@ class SandboxHost:
         #: Statuses of commands that ended before ``start`` registered them (killed while
         #: held: another command of the session can signal them).
         self._early: dict[int, int] = {}
+        self._pidfds: dict[int, int] = {}  # request id -> pidfd of its running command
+        self._gone: dict[int, float] = {}  # request id -> when its process was seen gone
         self._idle_timer: threading.Timer | None = None
         self.closed = False
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self._sock = ours
-        if argv[-1] != FD_PLACEHOLDER:
-            raise ValueError("the launcher's argv must end with its socket's placeholder")
+        self._epoll = select.epoll()
+        self._epoll.register(ours.fileno(), select.EPOLLIN)
         try:
-            self._proc = _spawn([*argv[:-1], str(theirs.fileno())], env, theirs.fileno())
+            self._proc = spawn([*argv[:-1], str(theirs.fileno())], env, theirs.fileno())
         finally:
             theirs.close()
         self._reader = threading.Thread(target=self._read, name="sandbox-host", daemon=True)
@@ -190,30 +159,31 @@ class SandboxHost:
             os.close(read_end)
             with self._lock:
                 self._pending.pop(rid, None)
-            with contextlib.suppress(HostLost):
-                self._send({"op": "abort", "id": rid})  # a child it started after all
-            self._idle_if_unused()
             if isinstance(exc, TimeoutError):
+                logger.warning("sandbox %d: the launcher did not answer; ending it", self.pid)
+                self.close()
                 raise HostLost(
                     f"the sandbox did not start the command in {START_TIMEOUT_S:.0f} s"
                 ) from None
+            with contextlib.suppress(HostLost):
+                self._send({"op": "abort", "id": rid})  # a child it started after all
+            self._idle_if_unused()
             raise
-        try:
-            host_pid = _host_pid(pidfd)
-        finally:
-            os.close(pidfd)
-        process = HostedProcess(self, host_pid, os.fdopen(read_end, "rb", buffering=0))
+        process = HostedProcess(host_pid(pidfd), os.fdopen(read_end, "rb", buffering=0))
         with self._lock:
             early = self._early.pop(rid, None)
             lost = self.closed
             if early is None and not lost:
                 self._running[rid] = process
+                self._pidfds[rid] = pidfd
+                self._epoll.register(pidfd, select.EPOLLIN)
         if early is not None or lost:
+            os.close(pidfd)
             process._ended_with(early if early is not None else -signal.SIGKILL)
         try:
-            if process.returncode is not None or host_pid <= 1:
+            if process.returncode is not None or process.pid <= 1:
                 raise HostLost(f"the command (pid {pid} in the sandbox) ended before it ran")
-            join(host_pid)
+            join(process.pid)
         except BaseException:
             with contextlib.suppress(HostLost):
                 self._send({"op": "abort", "id": rid})
@@ -228,7 +198,8 @@ class SandboxHost:
         return process
 
     def close(self) -> None:
-        """End the sandboxed processes and the sandbox (the launcher sees the socket close)."""
+        """End the sandbox and every process in it: the reader sees the socket close, kills
+        bwrap (the pid namespace ends with it) and reports the running commands killed."""
         with self._lock:
             if self.closed:
                 return
@@ -247,16 +218,26 @@ class SandboxHost:
             self.close()
             raise HostLost(f"the sandbox's launcher is gone: {exc}") from None
 
+    # -- the reader thread -------------------------------------------------------------------
+
     def _read(self) -> None:
+        sock = self._sock.fileno()
         try:
             while True:
-                try:
-                    data, fds, _, _ = socket.recv_fds(self._sock, 65536, 4)
-                except OSError:
-                    break
-                if not data:
-                    break
-                self._dispatch(json.loads(data), fds)
+                for fd, _ in self._epoll.poll(self._next_check()):
+                    if fd != sock:
+                        self._process_gone(fd)
+                        continue
+                    try:
+                        data, fds, _, _ = socket.recv_fds(self._sock, 65536, 4, socket.MSG_DONTWAIT)
+                    except BlockingIOError:
+                        continue
+                    except OSError:
+                        return
+                    if not data:
+                        return
+                    self._dispatch(json.loads(data), fds)
+                self._end_if_stuck()
         finally:
             self._lost()
 
@@ -267,6 +248,10 @@ class SandboxHost:
                 process = self._running.pop(rid, None)
                 if process is None:
                     self._early[rid] = int(message["status"])
+                self._gone.pop(rid, None)
+                pidfd = self._pidfds.pop(rid, None)
+            if pidfd is not None:
+                self._unwatch(pidfd)
             if process is not None:
                 process._ended_with(int(message["status"]))
             self._idle_if_unused()
@@ -281,22 +266,61 @@ class SandboxHost:
             return
         answer.set_result((int(message["pid"]), fds[0]))
 
+    def _process_gone(self, pidfd: int) -> None:
+        """A running command's process ended: its status should follow at once. (An event
+        of a poll batch whose status came first names an fd closed since, or reused by a
+        command just started, which is watched only if its own process has ended.)"""
+        with self._lock:
+            rid = next((r for r, fd in self._pidfds.items() if fd == pidfd), None)
+            if rid is None or not select.select([pidfd], [], [], 0)[0]:
+                return
+            del self._pidfds[rid]
+            self._gone[rid] = time.monotonic()
+        self._unwatch(pidfd)
+
+    def _next_check(self) -> float:
+        with self._lock:
+            if not self._gone:
+                return -1
+            return max(0.0, min(self._gone.values()) + STATUS_GRACE_S - time.monotonic())
+
+    def _end_if_stuck(self) -> None:
+        with self._lock:
+            late = [r for r, t in self._gone.items() if time.monotonic() - t > STATUS_GRACE_S]
+        if late:
+            logger.warning(
+                "sandbox %d: no status for %d ended command(s) in %.0f s; ending the sandbox",
+                self.pid,
+                len(late),
+                STATUS_GRACE_S,
+            )
+            self.close()
+
+    def _unwatch(self, pidfd: int) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            self._epoll.unregister(pidfd)
+        os.close(pidfd)
+
     def _lost(self) -> None:
-        """The launcher is gone, and with it every process of the sandbox."""
+        """The launcher is gone or stuck: end the sandbox, and with it every process in it."""
         with self._lock:
             self.closed = True
             pending, self._pending = self._pending, {}
             running, self._running = self._running, {}
+            pidfds, self._pidfds = self._pidfds, {}
             if self._idle_timer is not None:
                 self._idle_timer.cancel()
+        with contextlib.suppress(OSError):
+            self._proc.kill()  # bwrap: --die-with-parent and the pid namespace do the rest
+        self._proc.wait()
         for answer in pending.values():
             answer.set_exception(HostLost("the sandbox's launcher is gone"))
         for process in running.values():
             process._ended_with(-signal.SIGKILL)
+        for pidfd in pidfds.values():
+            os.close(pidfd)
+        self._epoll.close()
         self._sock.close()
-        with contextlib.suppress(OSError):
-            self._proc.kill()
-        self._proc.wait()
         self._on_closed(self)
 
     def _idle_if_unused(self) -> None:
@@ -354,70 +378,3 @@ class SandboxHosts:
         with self._lock:
             if self._hosts.get(key) is host:
                 del self._hosts[key]
-
-
-def launcher_interpreter() -> str:
-    """The base Python (not a virtualenv's): the launcher needs the standard library only,
-    and the sandbox then needs only that installation readable (``install_roots``)."""
-    return os.path.realpath(getattr(sys, "_base_executable", None) or sys.executable)
-
-
-@functools.cache
-def launcher_argv() -> tuple[str, ...]:
-    """The launcher's command line inside the sandbox, its source given with ``-c`` (nothing
-    of toolhub's installation is bound in); ``SandboxHost`` puts its socket's number in place
-    of the placeholder."""
-    return (launcher_interpreter(), "-I", "-S", "-c", LAUNCHER.read_text(), FD_PLACEHOLDER)
-
-
-def _host_pid(pidfd: int) -> int:
-    """The pid, in this process's namespace, of the process a pidfd refers to (-1: it has
-    ended; 0: it is not visible from here)."""
-    try:
-        with open(f"/proc/self/fdinfo/{pidfd}") as info:
-            for line in info:
-                if line.startswith("Pid:"):
-                    return int(line.split()[1])
-    except (OSError, ValueError):
-        pass
-    return -1
-
-
-# -- spawning -----------------------------------------------------------------------------------
-
-#: A process's parent-death signal fires when the *thread* that forked it ends. Sandboxes
-#: outlive the call that started them, so one long-lived thread forks them all.
-_SpawnRequest = tuple[list[str], dict[str, str], int, Future[subprocess.Popen[bytes]]]
-_spawn_requests: queue.SimpleQueue[_SpawnRequest] = queue.SimpleQueue()
-_spawner_lock = threading.Lock()
-_spawner: threading.Thread | None = None
-
-
-def _spawn(argv: list[str], env: dict[str, str], fd: int) -> subprocess.Popen[bytes]:
-    global _spawner
-    with _spawner_lock:
-        if _spawner is None or not _spawner.is_alive():
-            _spawner = threading.Thread(target=_spawn_forever, name="sandbox-spawner", daemon=True)
-            _spawner.start()
-    done: Future[subprocess.Popen[bytes]] = Future()
-    _spawn_requests.put((argv, env, fd, done))
-    return done.result()
-
-
-def _spawn_forever() -> None:
-    while True:
-        argv, env, fd, done = _spawn_requests.get()
-        try:
-            done.set_result(
-                subprocess.Popen(
-                    argv,
-                    env=env,
-                    stdin=subprocess.DEVNULL,
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL,
-                    pass_fds=(fd,),
-                    start_new_session=True,
-                )
-            )
-        except BaseException as exc:
-            done.set_exception(exc)
