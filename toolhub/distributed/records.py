@@ -51,6 +51,10 @@ class Claim:
     resumed: bool = False
 
 
+#: Leases renewed per script call: Redis runs each call whole, so a batch stays short.
+RENEW_BATCH = 500
+
+
 class CallRecords:
     def __init__(self, client: Redis, settings: Settings) -> None:
         self.client = client
@@ -252,18 +256,20 @@ class CallRecords:
         )
 
     def renew(self, leases: list[tuple[str, int]]) -> list[int]:
-        """Renew several leases in one round trip: per call 0 (this attempt lost the call),
-        1 (renewed) or 2 (renewed, but a cancel was requested)."""
-        if not leases:
-            return []
-        pipe = self.client.pipeline(transaction=False)
-        for cid, attempt in leases:
-            self.scripts.renew(
-                keys=[self.keys.call(cid), self.keys.leases],
-                args=[cid, attempt, self.settings.lease_seconds],
-                client=pipe,
+        """Renew several leases, one script call per ``RENEW_BATCH``: per call 0 (this attempt
+        lost the call), 1 (renewed) or 2 (renewed, but a cancel was requested). One command
+        for hundreds of calls costs the worker a fraction of a pipeline of one script call each
+        (250 leases: 3.1 ms of CPU, with the GIL held, every sixth of a lease)."""
+        codes: list[int] = []
+        for at in range(0, len(leases), RENEW_BATCH):
+            batch = leases[at : at + RENEW_BATCH]
+            args: list[Any] = [self.settings.lease_seconds]
+            for cid, attempt in batch:
+                args += [cid, attempt]
+            codes += self.scripts.renew_many(
+                keys=[self.keys.leases, *(self.keys.call(cid) for cid, _ in batch)], args=args
             )
-        return [int(code) for code in pipe.execute()]
+        return [int(code) for code in codes]
 
     def handoff(self, cid: str, attempt: int) -> dict[str, Any] | None:
         """Give a running call back (graceful shutdown); returns its message to re-enqueue."""

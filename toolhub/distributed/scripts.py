@@ -211,17 +211,26 @@ return finalize(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], ARGV[1], ARGV[3], A
                 ARGV[5], ARGV[6], t)
 """
 
-# KEYS: call, leases   ARGV: cid, attempt, lease_seconds
-# Returns 0 (lease lost), 1 (renewed) or 2 (renewed, and a cancel was requested: the backstop
-# for a control message the worker missed while its pub/sub connection was down).
-RENEW = r"""
-local r = redis.call('HMGET', KEYS[1], 'status', 'attempt', 'cancel_requested')
-if r[1] ~= 'running' or r[2] ~= ARGV[2] then return 0 end
-local lease_until = now() + tonumber(ARGV[3])
-redis.call('HSET', KEYS[1], 'lease_until', fmt(lease_until))
-redis.call('ZADD', KEYS[2], lease_until, ARGV[1])
-if r[3] == '1' then return 2 end
-return 1
+# Renews the leases of many calls in one command (one reply, however many calls).
+# KEYS: leases, call_1 .. call_n
+# ARGV: lease_seconds, cid_1, attempt_1 .. cid_n, attempt_n
+# Returns per call 0 (lease lost), 1 (renewed) or 2 (renewed, and a cancel was requested: the
+# backstop for a control message the worker missed while its pub/sub connection was down).
+RENEW_MANY = r"""
+local lease_until = now() + tonumber(ARGV[1])
+local stamp = fmt(lease_until)
+local codes = {}
+for i = 2, #KEYS do
+  local r = redis.call('HMGET', KEYS[i], 'status', 'attempt', 'cancel_requested')
+  if r[1] ~= 'running' or r[2] ~= ARGV[2 * i - 1] then
+    codes[i - 1] = 0
+  else
+    redis.call('HSET', KEYS[i], 'lease_until', stamp)
+    redis.call('ZADD', KEYS[1], lease_until, ARGV[2 * i - 2])
+    codes[i - 1] = r[3] == '1' and 2 or 1
+  end
+end
+return codes
 """
 
 # KEYS: call, events, channel, leases, state, control
@@ -383,7 +392,7 @@ class Scripts:
         self.claim: Script = client.register_script(_PRELUDE + CLAIM)
         self.emit: Script = client.register_script(_PRELUDE + EMIT)
         self.finish: Script = client.register_script(_PRELUDE + FINISH)
-        self.renew: Script = client.register_script(_PRELUDE + RENEW)
+        self.renew_many: Script = client.register_script(_PRELUDE + RENEW_MANY)
         self.cancel: Script = client.register_script(_PRELUDE + CANCEL)
         self.handoff: Script = client.register_script(_PRELUDE + HANDOFF)
         self.undispatched: Script = client.register_script(_PRELUDE + UNDISPATCHED)
