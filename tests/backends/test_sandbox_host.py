@@ -227,3 +227,56 @@ def test_the_launcher_shows_no_secret_of_the_worker(
     )
     assert "PATH=" in out  # both were read
     assert "hunter2" not in out
+
+
+def test_a_command_holds_no_descriptor_of_the_launcher_or_another_command(base: Path) -> None:
+    run = runner(base)
+    other = run.start("sleep 30", log_name="other")
+    try:
+        fds = text(run.run("ls /proc/self/fd", log_name="fds")).split()
+        # stdin, the output pipe twice, and the directory ``ls`` reads.
+        assert sorted(fds) == ["0", "1", "2", "3"]
+    finally:
+        other.kill()
+        other.wait(10)
+
+
+def test_an_aborted_command_ends_at_once_while_another_is_held(
+    base: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sandbox_host, "START_TIMEOUT_S", 5.0)
+    run = runner(base)
+    pid_namespace(run)
+    if not run.cgroups.available:
+        pytest.skip("no pids cgroup here: nothing is joined")
+    second_held, first_done = threading.Event(), threading.Event()
+    joined: list[int] = []
+
+    def join(path: Path, pid: int) -> None:
+        joined.append(pid)
+        if len(joined) == 1:  # the first command: refused once the second is held too
+            assert second_held.wait(10)
+            raise OSError("cgroup refused")
+        second_held.set()
+        first_done.wait(10)
+
+    monkeypatch.setattr("toolhub.backends.limits.PidsCgroups.join", staticmethod(join))
+    refused_after: list[float] = []
+
+    def first() -> None:
+        started = time.monotonic()
+        try:
+            run.start("true", log_name="first")
+        except OSError:
+            refused_after.append(time.monotonic() - started)
+        finally:
+            first_done.set()
+
+    thread = threading.Thread(target=first)
+    thread.start()
+    seconds_until(lambda: len(joined) == 1, 10)
+    second = run.start("echo second", log_name="second")
+    thread.join(30)
+    # The refused command ended on its own abort, not when the start gave up on it.
+    assert refused_after and refused_after[0] < 3
+    assert text(second.wait(10)) == "second\n"

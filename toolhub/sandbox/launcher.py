@@ -32,23 +32,30 @@ import socket
 import sys
 
 _MAX_MESSAGE = 1 << 20
+#: Where a held child keeps its go pipe (0-2 are its stdio by then).
+_GO_FD = 3
 
 
 def _child(
     argv: list[str], env: dict[str, str], cwd: str, rlimits: list[list[int]], go: int, out: int
 ) -> None:
-    """In the forked child: wait for go, then become the command. Never returns."""
+    """In the forked child: keep only its own descriptors, wait for go, then become the
+    command. Never returns. The descriptors go first: a sibling forked later must not hold
+    this child's go pipe open (an abort is its end of file), nor another command's output."""
     try:
-        if os.read(go, 1) != b"g":
-            os._exit(127)
-        for res, soft, hard in rlimits:
-            with contextlib.suppress(ValueError, OSError):
-                resource.setrlimit(res, (soft, hard))
+        signal.set_wakeup_fd(-1)
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
         os.dup2(out, 1)
         os.dup2(out, 2)
-        os.closerange(3, 1 << 16)
+        os.dup2(go, _GO_FD)
+        os.closerange(_GO_FD + 1, 1 << 16)
+        if os.read(_GO_FD, 1) != b"g":
+            os._exit(127)
+        os.close(_GO_FD)
+        for res, soft, hard in rlimits:
+            with contextlib.suppress(ValueError, OSError):
+                resource.setrlimit(res, (soft, hard))
         for sig in range(1, signal.NSIG):
             with contextlib.suppress(OSError, ValueError, RuntimeError):
                 signal.signal(sig, signal.SIG_DFL)
