@@ -375,11 +375,10 @@ class Holder:
                 return
             listener = self._listener
             if listener is not None:
-                try:
-                    ready, _, _ = select.select([listener], [], [], _TICK_S)
-                except InterruptedError:
-                    continue
-                if ready:
+                # poll, not select: a holder's descriptors run past select's 1024.
+                poller = select.poll()
+                poller.register(listener, select.POLLIN)
+                if poller.poll(_TICK_S * 1000):
                     self._accept(listener)
             else:
                 time.sleep(_TICK_S)

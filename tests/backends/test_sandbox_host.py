@@ -5,6 +5,7 @@ idle sandbox closes; and the sandbox dies with the process that started it."""
 from __future__ import annotations
 
 import os
+import resource
 import shutil
 import signal
 import sys
@@ -280,3 +281,21 @@ def test_an_aborted_command_ends_at_once_while_another_is_held(
     # The refused command ended on its own abort, not when the start gave up on it.
     assert refused_after and refused_after[0] < 3
     assert text(second.wait(10)) == "second\n"
+
+
+def test_commands_end_normally_when_the_process_has_past_1024_descriptors(base: Path) -> None:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1300:
+        pytest.skip("cannot open 1,100 descriptors here")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1300), hard))
+    held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    try:
+        run = runner(base, "many-fds")
+        results = [run.start(f"sleep 0.{i}; echo {i}", log_name=f"m{i}") for i in range(3)]
+        for i, running in enumerate(results):
+            result = running.wait(20)
+            assert result is not None and result.exit_code == 0 and text(result) == f"{i}\n"
+    finally:
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

@@ -238,6 +238,10 @@ class SandboxHost:
                         return
                     self._dispatch(json.loads(data), fds)
                 self._end_if_stuck()
+        except Exception:
+            # Ending the sandbox is what keeps every call answered: its commands are killed
+            # and reported so, instead of left running with no one to say how they ended.
+            logger.exception("sandbox %d: its reader failed; ending the sandbox", self.pid)
         finally:
             self._lost()
 
@@ -272,7 +276,7 @@ class SandboxHost:
         command just started, which is watched only if its own process has ended.)"""
         with self._lock:
             rid = next((r for r, fd in self._pidfds.items() if fd == pidfd), None)
-            if rid is None or not select.select([pidfd], [], [], 0)[0]:
+            if rid is None or not _readable(pidfd):
                 return
             del self._pidfds[rid]
             self._gone[rid] = time.monotonic()
@@ -378,3 +382,11 @@ class SandboxHosts:
         with self._lock:
             if self._hosts.get(key) is host:
                 del self._hosts[key]
+
+
+def _readable(fd: int) -> bool:
+    """Whether ``fd`` is readable now (``poll``: a worker's descriptors run past
+    ``select``'s 1024)."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return bool(poller.poll(0))

@@ -2,7 +2,7 @@
 
 The dispatcher's hub reads every progress frame of every call it follows; redis-py's pub/sub
 object costs tens of microseconds per message in bookkeeping this hub does not need. Here a
-read is ``select`` + ``recv`` + hiredis, and commands are written whole under a lock, so other
+read is ``poll`` + ``recv`` + hiredis, and commands are written whole under a lock, so other
 threads may (un)subscribe while the reader thread blocks.
 """
 
@@ -92,8 +92,10 @@ class PubSubConnection:
             return replies
         pending = isinstance(self._sock, ssl.SSLSocket) and self._sock.pending()
         if not pending:
-            ready, _, _ = select.select([self._sock], [], [], timeout)
-            if not ready:
+            # poll, not select: a busy process's descriptors run past select's 1024.
+            poller = select.poll()
+            poller.register(self._sock, select.POLLIN)
+            if not poller.poll(timeout * 1000):
                 return []
         data = self._sock.recv(65536)
         if not data:
