@@ -299,3 +299,33 @@ def test_commands_end_normally_when_the_process_has_past_1024_descriptors(base: 
         for fd in held:
             os.close(fd)
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_the_launcher_outlives_a_commands_pkill(base: Path) -> None:
+    run = runner(base)
+    shared = pid_namespace(run)
+    out = run.run(
+        "for s in TERM INT HUP QUIT USR1; do kill -$s $PPID; done; sleep 0.2; echo alive",
+        log_name="pkill",
+    )
+    assert text(out) == "alive\n" and out.exit_code == 0
+    assert pid_namespace(run) == shared
+
+
+def test_a_request_too_large_for_one_message_gets_a_sandbox_of_its_own(base: Path) -> None:
+    run = runner(base)
+    shared = pid_namespace(run)
+    # JSON escapes each of these characters to six bytes: well past one message.
+    filler = "\u4e2d" * 40_000
+    out = run.run(f": '{filler}'; readlink /proc/self/ns/pid", log_name="large")
+    assert out.exit_code == 0
+    assert text(out).strip() not in {"", shared}
+    assert pid_namespace(run) == shared  # the shared sandbox is still there
+
+
+def test_read_only_sessions_keep_a_fresh_tmp_per_command(base: Path) -> None:
+    ws = base / "ws"
+    policy = SandboxPolicy(ws, SandboxMode.READ_ONLY, tmp_dir=base / "ro-tmp")
+    run = ProcessRunner(ws, base / "logs", sandbox=policy)
+    assert run.run("touch /tmp/mark", log_name="mark").exit_code == 0
+    assert text(run.run("ls /tmp", log_name="look")).split() == ["home"]

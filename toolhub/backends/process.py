@@ -31,12 +31,13 @@ import logging
 import os
 import shlex
 import shutil
+import stat
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from toolhub.sandbox import Mechanism, SandboxPolicy, find_bwrap
+from toolhub.sandbox import Mechanism, SandboxMode, SandboxPolicy, find_bwrap
 from toolhub.sandbox.environment import TOOLHUB_SECRETS
 from toolhub.sandbox.installs import install_roots
 
@@ -44,7 +45,7 @@ from .capture import DEFAULT_LOG_LIMIT, OutputCapture
 from .confinement import confined_command, unconfined_env
 from .limits import PidsCgroups, ResourceLimits
 from .running import ChildProcess, CommandProcess, CommandResult, OutputCallback, RunningCommand
-from .sandbox_host import MAX_REQUEST, HostLost, SandboxHosts
+from .sandbox_host import HostLost, SandboxHosts, StartRefused
 from .sandbox_spawn import launcher_argv, launcher_interpreter
 
 logger = logging.getLogger("toolhub.sandbox")
@@ -175,26 +176,28 @@ class ProcessRunner:
         self, command: str, cwd: Path, limits: ResourceLimits, cgroup: Path | None
     ) -> CommandProcess | None:
         """The command started in the session's shared sandbox (``sandbox_host``), or None
-        where that does not apply: no bwrap sandbox, an egress proxy (its bridge runs per
-        command), no private tmp (a fresh tmpfs per command is the promise then), a kernel
-        without pidfds, a request too large for one message, or ``shared_sandbox`` off."""
+        where that does not apply (docs/sandbox.md lists why): not bwrap, an egress proxy
+        (its bridge runs per command), not ``workspace_write`` with a private tmp (a fresh
+        tmpfs ``/tmp`` per command is the promise there), no pids cgroup (leftovers of a
+        command would outlive it in the shared pid namespace), a setuid bwrap (it drops the
+        parent-death signal), no working pidfds, or ``shared_sandbox`` off."""
         policy = self.sandbox
         if (
             not self.shared_sandbox
             or policy is None
-            or not policy.confined
             or policy.mechanism is Mechanism.LANDLOCK
+            or policy.mode is not SandboxMode.WORKSPACE_WRITE
             or policy.egress
             or policy.tmp_dir is None
-            or not hasattr(os, "pidfd_open")
+            or cgroup is None
+            or not _pidfds_work()
         ):
             return None
         policy = policy.with_readable(install_roots(launcher_interpreter()))
         host_argv, env = self._confined(policy, launcher_argv(), self.root)
-        if len(command) + sum(len(k) + len(v) for k, v in env.items()) > MAX_REQUEST - 4096:
+        if _setuid(host_argv[0]):
             return None
         guard = [self._guard[0], "--pdeathsig", "KILL"] if self._guard else []
-        join = functools.partial(PidsCgroups.join, cgroup) if cgroup is not None else _no_join
         last: HostLost | None = None
         for _ in range(2):  # a launcher lost meanwhile: the next try starts a new sandbox
             try:
@@ -203,8 +206,11 @@ class ProcessRunner:
                     env=env,
                     cwd=os.path.realpath(cwd),
                     rlimits=limits.rlimits(),
-                    join=join,
+                    join=functools.partial(PidsCgroups.join, cgroup),
                 )
+            except StartRefused as exc:
+                last = exc
+                break
             except HostLost as exc:
                 last = exc
         logger.warning("shared sandbox unavailable, starting a sandbox for one command: %s", last)
@@ -305,8 +311,23 @@ def _parent_death_guard() -> list[str]:
     return [setpriv, "--pdeathsig", PARENT_DEATH_SIGNAL] if setpriv else []
 
 
-def _no_join(pid: int) -> None:
-    """No cgroup to join (none available, or no process limit)."""
+@functools.cache
+def _pidfds_work() -> bool:
+    """Whether this kernel (and its seccomp filter) gives pidfds: the shared sandbox needs
+    them to find a command's host pid and to see it end."""
+    try:
+        os.close(os.pidfd_open(os.getpid()))
+    except (AttributeError, OSError):
+        return False
+    return True
+
+
+@functools.cache
+def _setuid(program: str) -> bool:
+    try:
+        return bool(os.stat(program).st_mode & stat.S_ISUID)
+    except OSError:
+        return False
 
 
 def _death_trap(cgroup: Path | None) -> str:

@@ -25,6 +25,7 @@ the kernel did to them, and the next command starts a new sandbox.
 from __future__ import annotations
 
 import contextlib
+import errno
 import itertools
 import json
 import logging
@@ -63,6 +64,12 @@ class HostLost(RuntimeError):
     """The sandbox's launcher is gone (or never answered): the command did not start."""
 
 
+class StartRefused(HostLost):
+    """This command cannot start in the shared sandbox (too large a request, descriptors the
+    kernel would not pass, a pidfd the launcher could not open), which is still fine: the
+    command starts in a sandbox of its own instead, and the shared one stays."""
+
+
 class SandboxHost:
     """One running sandbox and its launcher. Every method is safe from any thread.
 
@@ -89,6 +96,7 @@ class SandboxHost:
         #: Statuses of commands that ended before ``start`` registered them (killed while
         #: held: another command of the session can signal them).
         self._early: dict[int, int] = {}
+        self._awaiting: set[int] = set()  # answered with a pid, not registered yet
         self._pidfds: dict[int, int] = {}  # request id -> pidfd of its running command
         self._gone: dict[int, float] = {}  # request id -> when its process was seen gone
         self._idle_timer: threading.Timer | None = None
@@ -99,6 +107,10 @@ class SandboxHost:
         self._epoll.register(ours.fileno(), select.EPOLLIN)
         try:
             self._proc = spawn([*argv[:-1], str(theirs.fileno())], env, theirs.fileno())
+        except OSError as exc:
+            self._epoll.close()
+            ours.close()
+            raise HostLost(f"the sandbox could not be started: {exc}") from None
         finally:
             theirs.close()
         self._reader = threading.Thread(target=self._read, name="sandbox-host", daemon=True)
@@ -131,21 +143,23 @@ class SandboxHost:
             "cwd": cwd,
             "rlimits": [list(r) for r in rlimits],
         }
+        with self._lock:
+            if self.closed:
+                raise HostLost("the sandbox is closed")
+            rid = next(self._ids)
+        request["id"] = rid
+        data = json.dumps(request).encode()
+        if len(data) > MAX_REQUEST:
+            raise StartRefused(f"a start request of {len(data)} bytes")
         read_end, write_end = os.pipe2(os.O_CLOEXEC)
         answer: Future[tuple[int, int]] = Future()
         with self._lock:
-            if self.closed:
-                os.close(read_end)
-                os.close(write_end)
-                raise HostLost("the sandbox is closed")
-            rid = next(self._ids)
             self._pending[rid] = answer
             if self._idle_timer is not None:
                 self._idle_timer.cancel()
                 self._idle_timer = None
-        request["id"] = rid
         try:
-            self._send(request, [write_end])
+            self._send_bytes(data, [write_end])
         except HostLost:
             os.close(read_end)
             with self._lock:
@@ -171,6 +185,7 @@ class SandboxHost:
             raise
         process = HostedProcess(host_pid(pidfd), os.fdopen(read_end, "rb", buffering=0))
         with self._lock:
+            self._awaiting.discard(rid)
             early = self._early.pop(rid, None)
             lost = self.closed
             if early is None and not lost:
@@ -184,6 +199,7 @@ class SandboxHost:
             if process.returncode is not None or process.pid <= 1:
                 raise HostLost(f"the command (pid {pid} in the sandbox) ended before it ran")
             join(process.pid)
+            self._send({"op": "go", "id": rid})
         except BaseException:
             with contextlib.suppress(HostLost):
                 self._send({"op": "abort", "id": rid})
@@ -194,7 +210,6 @@ class SandboxHost:
             assert process.stdout is not None
             process.stdout.close()
             raise
-        self._send({"op": "go", "id": rid})
         return process
 
     def close(self) -> None:
@@ -207,16 +222,21 @@ class SandboxHost:
         with contextlib.suppress(OSError):
             self._sock.shutdown(socket.SHUT_RDWR)
 
-    def _send(self, message: dict[str, Any], fds: Sequence[int] = ()) -> None:
-        data = json.dumps(message).encode()
+    def _send(self, message: dict[str, Any]) -> None:
+        self._send_bytes(json.dumps(message).encode())
+
+    def _send_bytes(self, data: bytes, fds: Sequence[int] = ()) -> None:
         try:
             if fds:
                 socket.send_fds(self._sock, [data], list(fds))
             else:
                 self._sock.send(data)
         except OSError as exc:
-            self.close()
-            raise HostLost(f"the sandbox's launcher is gone: {exc}") from None
+            if exc.errno in (errno.EPIPE, errno.ECONNRESET, errno.EBADF, errno.ENOTCONN):
+                self.close()
+                raise HostLost(f"the sandbox's launcher is gone: {exc}") from None
+            # Too many descriptors in flight, a message too large: this start only.
+            raise StartRefused(f"the start request was not sent: {exc}") from None
 
     # -- the reader thread -------------------------------------------------------------------
 
@@ -250,7 +270,7 @@ class SandboxHost:
         if "status" in message:
             with self._lock:
                 process = self._running.pop(rid, None)
-                if process is None:
+                if process is None and rid in self._awaiting:
                     self._early[rid] = int(message["status"])
                 self._gone.pop(rid, None)
                 pidfd = self._pidfds.pop(rid, None)
@@ -262,11 +282,14 @@ class SandboxHost:
             return
         with self._lock:
             answer = self._pending.pop(rid, None)
-        if answer is None or "pid" not in message or len(fds) != 1:
+            answered = answer is not None and "pid" in message and len(fds) == 1
+            if answered:
+                self._awaiting.add(rid)
+        if answer is None or not answered:
             for fd in fds:
                 os.close(fd)
             if answer is not None:
-                answer.set_exception(HostLost(str(message.get("error", "no pid"))))
+                answer.set_exception(StartRefused(str(message.get("error", "no pid"))))
             return
         answer.set_result((int(message["pid"]), fds[0]))
 

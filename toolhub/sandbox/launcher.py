@@ -34,6 +34,17 @@ import sys
 _MAX_MESSAGE = 1 << 20
 #: Where a held child keeps its go pipe (0-2 are its stdio by then).
 _GO_FD = 3
+#: Signals the launcher ignores: those a command may send to every process it can see.
+_IGNORED = (
+    signal.SIGHUP,
+    signal.SIGINT,
+    signal.SIGQUIT,
+    signal.SIGTERM,
+    signal.SIGUSR1,
+    signal.SIGUSR2,
+    signal.SIGALRM,
+    signal.SIGPIPE,
+)
 
 
 def _child(
@@ -74,17 +85,22 @@ class Launcher:
         self.children: dict[int, int] = {}  # pid -> request id
         self.held: dict[int, int] = {}  # request id -> write end of the child's go pipe
 
-    def send(self, message: dict[str, object], fds: list[int] | None = None) -> None:
+    def send(self, message: dict[str, object], fds: list[int] | None = None) -> bool:
         data = json.dumps(message).encode()
-        with contextlib.suppress(OSError):
+        try:
             if fds:
                 socket.send_fds(self.sock, [data], fds)
             else:
                 self.sock.send(data)
+        except OSError:
+            return False
+        return True
 
     def start(self, request: dict[str, object], fds: list[int]) -> None:
         rid = int(request["id"])  # type: ignore[call-overload]
         if len(fds) != 1:
+            for fd in fds:
+                os.close(fd)
             self.send({"id": rid, "error": "no output pipe attached"})
             return
         out = fds[0]
@@ -111,11 +127,19 @@ class Launcher:
         os.close(out)
         self.children[pid] = rid
         self.held[rid] = go_write
-        pidfd = os.pidfd_open(pid)
         try:
-            self.send({"id": rid, "pid": pid}, [pidfd])
+            pidfd = os.pidfd_open(pid)
+        except OSError as exc:
+            self.release(rid, go=False)  # the child exits without running anything
+            self.send({"id": rid, "error": f"pidfd_open: {exc}"})
+            return
+        try:
+            sent = self.send({"id": rid, "pid": pid}, [pidfd])
         finally:
             os.close(pidfd)
+        if not sent:  # e.g. too many descriptors in flight: say so without one
+            self.release(rid, go=False)
+            self.send({"id": rid, "error": "could not hand over the command's pidfd"})
 
     def release(self, rid: int, go: bool) -> None:
         fd = self.held.pop(rid, None)
@@ -142,7 +166,10 @@ class Launcher:
         wake_read, wake_write = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         signal.set_wakeup_fd(wake_write)
         signal.signal(signal.SIGCHLD, lambda *_: None)
-        signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+        # The session's commands share this pid namespace: a routine `pkill python` or
+        # `kill -- -1` must not end the sandbox under them (a child resets all of these).
+        for sig in _IGNORED:
+            signal.signal(sig, signal.SIG_IGN)
         poller = select.poll()
         poller.register(self.sock.fileno(), select.POLLIN)
         poller.register(wake_read, select.POLLIN)
