@@ -4,10 +4,12 @@ idle sandbox closes; and the sandbox dies with the process that started it."""
 
 from __future__ import annotations
 
+import errno
 import os
 import resource
 import shutil
 import signal
+import socket
 import sys
 import tempfile
 import threading
@@ -329,3 +331,26 @@ def test_read_only_sessions_keep_a_fresh_tmp_per_command(base: Path) -> None:
     run = ProcessRunner(ws, base / "logs", sandbox=policy)
     assert run.run("touch /tmp/mark", log_name="mark").exit_code == 0
     assert text(run.run("ls /tmp", log_name="look")).split() == ["home"]
+
+
+def test_a_send_the_kernel_refuses_starts_that_command_alone_and_the_sandbox_stays(
+    base: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sandbox_host, "IDLE_SECONDS", 2.0)
+    before = bwraps()
+    run = runner(base, "refused")
+    shared = pid_namespace(run)
+    real = socket.send_fds
+    refused: list[int] = []
+
+    def refuse_once(sock: socket.socket, buffers: list[bytes], fds: list[int]) -> int:
+        if not refused:  # as when another process holds too many descriptors in flight
+            refused.append(1)
+            raise OSError(errno.ETOOMANYREFS, "Too many references")
+        return real(sock, buffers, fds)
+
+    monkeypatch.setattr(socket, "send_fds", refuse_once)
+    alone = text(run.run("readlink /proc/self/ns/pid", log_name="alone")).strip()
+    assert refused and alone not in {"", shared}
+    # The shared sandbox was neither ended nor left open for ever: it closes once idle.
+    assert seconds_until(lambda: not (bwraps() - before), 10) < 10

@@ -164,6 +164,7 @@ class SandboxHost:
             os.close(read_end)
             with self._lock:
                 self._pending.pop(rid, None)
+            self._idle_if_unused()  # a refused send leaves the sandbox as it was
             raise
         finally:
             os.close(write_end)
