@@ -354,3 +354,11 @@ def test_a_send_the_kernel_refuses_starts_that_command_alone_and_the_sandbox_sta
     assert refused and alone not in {"", shared}
     # The shared sandbox was neither ended nor left open for ever: it closes once idle.
     assert seconds_until(lambda: not (bwraps() - before), 10) < 10
+
+
+def test_a_missing_working_directory_is_said_in_the_output(base: Path) -> None:
+    run = runner(base)
+    out = run.start("pwd", log_name="nocwd", cwd=base / "ws" / "gone").wait(10)
+    assert out is not None and out.exit_code == 127
+    assert text(out).startswith("toolhub: cannot start the command: ")
+    assert "gone" in text(out)

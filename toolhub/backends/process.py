@@ -39,14 +39,13 @@ from pathlib import Path
 
 from toolhub.sandbox import Mechanism, SandboxMode, SandboxPolicy, find_bwrap
 from toolhub.sandbox.environment import TOOLHUB_SECRETS
-from toolhub.sandbox.installs import install_roots
 
 from .capture import DEFAULT_LOG_LIMIT, OutputCapture
 from .confinement import confined_command, unconfined_env
 from .limits import PidsCgroups, ResourceLimits
 from .running import ChildProcess, CommandProcess, CommandResult, OutputCallback, RunningCommand
 from .sandbox_host import HostLost, SandboxHosts, StartRefused
-from .sandbox_spawn import launcher_argv, launcher_interpreter
+from .sandbox_spawn import launcher_argv, launcher_roots
 
 logger = logging.getLogger("toolhub.sandbox")
 
@@ -193,7 +192,7 @@ class ProcessRunner:
             or not _pidfds_work()
         ):
             return None
-        policy = policy.with_readable(install_roots(launcher_interpreter()))
+        policy = policy.with_readable(launcher_roots())
         host_argv, env = self._confined(policy, launcher_argv(), self.root)
         if _setuid(host_argv[0]):
             return None

@@ -81,7 +81,8 @@ class ChildProcess:
 
 class HostedProcess:
     """A command a shared sandbox's launcher started (``sandbox_host.py``): ``pid`` is its
-    host pid; the launcher, its parent, reports how it ended (``_ended_with``)."""
+    host pid; the launcher, its parent, reports how it ended (``set_status``, from the
+    sandbox's reader thread)."""
 
     def __init__(self, pid: int, stdout: IO[bytes]) -> None:
         self.pid = pid
@@ -109,7 +110,7 @@ class HostedProcess:
             with contextlib.suppress(OSError):
                 os.close(fd)
 
-    def _ended_with(self, status: int) -> None:
+    def set_status(self, status: int) -> None:
         if self._ended.is_set():
             return
         self.returncode = status
@@ -227,9 +228,9 @@ class RunningCommand:
         pipe = self.proc.stdout.fileno()
         poller = select.poll()
         poller.register(pipe, select.POLLIN | select.POLLHUP | select.POLLERR)
-        pidfd = self.proc.exit_fd()
-        if pidfd is not None:
-            poller.register(pidfd, select.POLLIN)
+        exit_fd = self.proc.exit_fd()
+        if exit_fd is not None:
+            poller.register(exit_fd, select.POLLIN)
         pipe_open, exited = True, False
         exited_at = 0.0
         swept: set[signal.Signals] = set()
@@ -248,7 +249,7 @@ class RunningCommand:
                             self._signal(sig)
                     if waited > DRAIN_GRACE_S + self._kill_grace_s + 0.5:
                         break
-                for fd, _ in poller.poll(self._poll_ms(now, exited, pidfd is None)):
+                for fd, _ in poller.poll(self._poll_ms(now, exited, exit_fd is None)):
                     if fd == pipe:
                         data = _read(pipe)
                         if data:
@@ -258,8 +259,8 @@ class RunningCommand:
                         else:
                             pipe_open = False
                             poller.unregister(pipe)
-                    elif fd == pidfd:
-                        poller.unregister(pidfd)
+                    elif fd == exit_fd:
+                        poller.unregister(exit_fd)
                 if not exited and self.proc.poll() is not None:
                     exited, exited_at = True, time.monotonic()
         finally:

@@ -195,7 +195,7 @@ class SandboxHost:
                 self._epoll.register(pidfd, select.EPOLLIN)
         if early is not None or lost:
             os.close(pidfd)
-            process._ended_with(early if early is not None else -signal.SIGKILL)
+            process.set_status(early if early is not None else -signal.SIGKILL)
         try:
             if process.returncode is not None or process.pid <= 1:
                 raise HostLost(f"the command (pid {pid} in the sandbox) ended before it ran")
@@ -206,7 +206,7 @@ class SandboxHost:
                 self._send({"op": "abort", "id": rid})
             with contextlib.suppress(subprocess.TimeoutExpired):
                 process.wait(START_TIMEOUT_S)
-            process._ended_with(-signal.SIGKILL)  # no-op when the launcher reported it
+            process.set_status(-signal.SIGKILL)  # no-op when the launcher reported it
             process.close()
             assert process.stdout is not None
             process.stdout.close()
@@ -249,10 +249,8 @@ class SandboxHost:
                     if fd != sock:
                         self._process_gone(fd)
                         continue
-                    try:
-                        data, fds, _, _ = socket.recv_fds(self._sock, 65536, 4, socket.MSG_DONTWAIT)
-                    except BlockingIOError:
-                        continue
+                    try:  # readable, so this does not block
+                        data, fds, _, _ = socket.recv_fds(self._sock, 65536, 4)
                     except OSError:
                         return
                     if not data:
@@ -278,7 +276,7 @@ class SandboxHost:
             if pidfd is not None:
                 self._unwatch(pidfd)
             if process is not None:
-                process._ended_with(int(message["status"]))
+                process.set_status(int(message["status"]))
             self._idle_if_unused()
             return
         with self._lock:
@@ -344,7 +342,7 @@ class SandboxHost:
         for answer in pending.values():
             answer.set_exception(HostLost("the sandbox's launcher is gone"))
         for process in running.values():
-            process._ended_with(-signal.SIGKILL)
+            process.set_status(-signal.SIGKILL)
         for pidfd in pidfds.values():
             os.close(pidfd)
         self._epoll.close()

@@ -13,6 +13,7 @@ from concurrent.futures import Future
 from pathlib import Path
 
 import toolhub.sandbox
+from toolhub.sandbox.installs import install_roots
 
 LAUNCHER = Path(toolhub.sandbox.__file__).resolve().parent / "launcher.py"
 FD_PLACEHOLDER = "{fd}"
@@ -22,6 +23,13 @@ def launcher_interpreter() -> str:
     """The base Python (not a virtualenv's): the launcher needs the standard library only,
     and the sandbox then needs only that installation readable (``install_roots``)."""
     return os.path.realpath(getattr(sys, "_base_executable", None) or sys.executable)
+
+
+@functools.cache
+def launcher_roots() -> tuple[Path, ...]:
+    """What the sandbox must have readable for the launcher to start (cached: it reads
+    files, and every hosted command's policy adds it)."""
+    return install_roots(launcher_interpreter())
 
 
 @functools.cache

@@ -181,10 +181,7 @@ class Launcher:
                             pass
                     self.reap()
                     continue
-                try:
-                    data, fds, _, _ = socket.recv_fds(self.sock, _MAX_MESSAGE, 4)
-                except InterruptedError:
-                    continue
+                data, fds, _, _ = socket.recv_fds(self.sock, _MAX_MESSAGE, 4)
                 if not data:
                     return
                 request = json.loads(data)
