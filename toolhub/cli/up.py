@@ -4,16 +4,14 @@ Ctrl-C or SIGTERM stops every process it started."""
 from __future__ import annotations
 
 import shlex
-import signal
-import threading
 from pathlib import Path
-from types import FrameType
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
 
 from .output import fail, stderr, stdout
+from .stop_signals import StopSignals
 
 if TYPE_CHECKING:
     from toolhub.stack.local import StackInfo
@@ -56,55 +54,48 @@ def up(
         fail(f"--metrics-port must leave room for {workers} ports below 65536, or be 0")
     if config is not None and not config.is_file():
         fail(f"config file {config} does not exist")
-    stop = threading.Event()
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        stop.set()
-
-    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
 
     def report(message: str) -> None:
         stderr.print(f"[yellow]{message}[/]", highlight=False)
 
-    try:
-        stack = LocalStack(
-            workers=workers,
-            port=port,
-            flower_port=flower_port,
-            metrics_port=metrics_port,
-            workspace=workspace,
-            config=config,
-            report=report,
-            redis_port=redis_port,
-        )
-        stderr.print("starting Redis, workers, gateway and Flower…", highlight=False)
-        info = stack.start()
-    except (StackError, RedisServerNotFound) as err:
-        fail(str(err))
-    try:
-        table = Table(title="toolhub stack", show_header=False)
-        table.add_row("gateway", info.gateway_url)
-        if info.flower_url:
-            flower = (
-                f"{info.flower_url}  (user {info.flower_user}, password {info.flower_password})"
+    with StopSignals() as stop:
+        try:
+            stack = LocalStack(
+                workers=workers,
+                port=port,
+                flower_port=flower_port,
+                metrics_port=metrics_port,
+                workspace=workspace,
+                config=config,
+                report=report,
+                redis_port=redis_port,
             )
-            table.add_row("Flower", flower)
-        table.add_row("Redis", info.redis_url)
-        if info.fleet_key_file is not None:
-            table.add_row("fleet key", f"in {info.fleet_key_file} (export TOOLHUB_FLEET_KEY)")
-        table.add_row("workers", str(workers))
-        if info.metrics_urls:
-            table.add_row("worker metrics", "\n".join(info.metrics_urls))
-        table.add_row("logs", str(info.logs))
-        stdout.print(table)
-        _print_connect(info, stack.workspace)
-        stderr.print("Ctrl-C stops everything.", highlight=False)
-        stop.wait()
-    finally:
-        stderr.print("stopping…", highlight=False)
-        stack.stop()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+            stderr.print("starting Redis, workers, gateway and Flower…", highlight=False)
+            info = stack.start()
+        except (StackError, RedisServerNotFound) as err:
+            fail(str(err))
+        try:
+            table = Table(title="toolhub stack", show_header=False)
+            table.add_row("gateway", info.gateway_url)
+            if info.flower_url:
+                flower = (
+                    f"{info.flower_url}  (user {info.flower_user}, password {info.flower_password})"
+                )
+                table.add_row("Flower", flower)
+            table.add_row("Redis", info.redis_url)
+            if info.fleet_key_file is not None:
+                table.add_row("fleet key", f"in {info.fleet_key_file} (export TOOLHUB_FLEET_KEY)")
+            table.add_row("workers", str(workers))
+            if info.metrics_urls:
+                table.add_row("worker metrics", "\n".join(info.metrics_urls))
+            table.add_row("logs", str(info.logs))
+            stdout.print(table)
+            _print_connect(info, stack.workspace)
+            stderr.print("Ctrl-C stops everything.", highlight=False)
+            stop.wait()
+        finally:
+            stderr.print("stopping…", highlight=False)
+            stack.stop()
     stderr.print("stopped", highlight=False)
 
 
