@@ -6,7 +6,8 @@ with every tunable read from ``TOOLHUB_*`` variables. Worker signals wire up the
 init the command sandbox (``sandboxing.py``: the worker refuses to start if it cannot enforce
 it), the fleet key (``refusals.py``: refuses to start when signatures are required without
 one) and heartbeat ``starting``, the lease keeper and control listener once the broker connection
-is up (heartbeat ``ready``), and on warm shutdown a timer that hands calls still running after
+is up (heartbeat ``ready``; the startup heap is then frozen out of garbage collection,
+``toolhub/process_heap.py``), and on warm shutdown a timer that hands calls still running after
 ``TOOLHUB_SOFT_SHUTDOWN_SECONDS`` back to the queue.
 """
 
@@ -23,12 +24,14 @@ from celery.signals import worker_init, worker_ready, worker_shutdown, worker_sh
 from toolhub.distributed.celery_app import make_celery
 from toolhub.distributed.messages import PoisonMessage
 from toolhub.distributed.settings import Settings
+from toolhub.process_heap import freeze_startup_heap
 from workers.heartbeat import beat
 
 from .celery_tasks import register_tasks
 from .control import ControlListener
 from .kombu_redis import install as install_kombu_guard
 from .leases import LeaseKeeper
+from .metrics import metrics
 from .observe import install as install_observability
 from .poison import install as install_queue_screen
 from .refusals import Refusals, announce, worker_fleet_keys
@@ -110,6 +113,7 @@ def _on_ready(**_: Any) -> None:
     process.threads = [LeaseKeeper(runtime), ControlListener(runtime)]
     for thread in process.threads:
         thread.start()
+    metrics.heap_frozen.set(freeze_startup_heap())
     process.state = "ready"
     beat(state="ready")
 

@@ -26,6 +26,7 @@ from prometheus_client import (
     CollectorRegistry,
     Counter,
     Gauge,
+    GCCollector,
     Histogram,
     ProcessCollector,
     start_http_server,
@@ -58,6 +59,13 @@ class WorkerMetrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
         ProcessCollector(registry=self.registry)
+        GCCollector(registry=self.registry)
+        self.heap_frozen = Gauge(
+            "toolhub_worker_heap_frozen_objects",
+            "Objects of the startup heap moved out of garbage collection once the worker was "
+            "ready (toolhub/process_heap.py); 0 until then.",
+            registry=self.registry,
+        )
         self.calls = Counter(
             "toolhub_worker_calls",
             "Attempts run on this worker by tool and outcome: ok, the error kind, or why the "

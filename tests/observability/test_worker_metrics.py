@@ -9,7 +9,7 @@ from pathlib import Path
 
 from tests.distributed.helpers import async_wait_until, wait_until, worker_pid
 from tests.fixtures_stack import WorkerProcess
-from tests.observability.metrics_scrape import moved, scrape_all, total
+from tests.observability.metrics_scrape import moved, scrape_all, total, value
 from toolhub import CallResult
 from toolhub.distributed.codec import unpack
 
@@ -126,3 +126,11 @@ def test_a_frozen_worker_loses_its_lease_and_another_recovers_the_call(live, con
         moved([before[other]], [after[other]], "toolhub_worker_retries_total", tool="Test:ticks")
         == 1
     )
+
+
+def test_each_ready_worker_has_frozen_its_startup_heap(live):
+    """Full collections skip the worker's startup heap (toolhub/process_heap.py): a worker that
+    did not freeze it reports 0, and its full collections are counted apart."""
+    for samples in scrape_all(live):
+        assert value(samples, "toolhub_worker_heap_frozen_objects") > 10_000
+        assert ("python_gc_collections_total", frozenset({("generation", "2")})) in samples

@@ -13,6 +13,7 @@ from fastapi import FastAPI
 
 from toolhub.logs import configure_json, json_logs
 from toolhub.ports import free_port
+from toolhub.process_heap import freeze_startup_heap
 from toolhub.redaction import redact_access_log
 
 from .app import create_app
@@ -41,6 +42,7 @@ def serve(settings: GatewaySettings, host: str = "127.0.0.1", port: int = 8000) 
         configure_json()
     app = build_app(settings)
     redact_access_log()
+    freeze_startup_heap()
     uvicorn.run(
         app,
         host=host,

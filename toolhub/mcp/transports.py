@@ -32,6 +32,7 @@ from mcp_types import (
 from pydantic import ValidationError
 
 from toolhub.http_guard import DEFAULT_MAX_BODY, Guard
+from toolhub.process_heap import freeze_startup_heap
 from toolhub.redaction import redact_access_log
 
 from .server import ToolhubMcpServer
@@ -164,8 +165,10 @@ def _cancelled_answer(body: bytes) -> bool:
 
 def run_http(session: Session, *, host: str, port: int, token: str | None = None) -> None:
     redact_access_log()
+    app = http_app(session, host=host, token=token)
+    freeze_startup_heap()
     uvicorn.run(
-        http_app(session, host=host, token=token),
+        app,
         host=host,
         port=port,
         log_level="warning",
