@@ -362,3 +362,33 @@ def test_a_missing_working_directory_is_said_in_the_output(base: Path) -> None:
     assert out is not None and out.exit_code == 127
     assert text(out).startswith("toolhub: cannot start the command: ")
     assert "gone" in text(out)
+
+
+def test_starts_waiting_on_a_stopped_launcher_do_not_hold_up_another_session(
+    base: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Starts take turns through a gate two wide (``start_gate``); a start waiting for its
+    launcher's answer steps out of it. Here both places would be taken by starts of a session
+    whose launcher is stopped, for ``START_TIMEOUT_S``: another session starts at once."""
+    monkeypatch.setattr(sandbox_host, "STATUS_GRACE_S", 60.0)
+    monkeypatch.setattr(sandbox_host, "START_TIMEOUT_S", 8.0)
+    stopped, other = runner(base, "stopped"), runner(base, "other")
+    assert text(other.run("echo warm", log_name="warm")).strip() == "warm"
+    stopper = stopped.start("kill -STOP $PPID", log_name="stopper")
+    seconds_until(lambda: psutil.Process(stopper.pid).status() == psutil.STATUS_ZOMBIE, 5)
+    results: list[CommandResult | None] = []
+    waiting = [
+        threading.Thread(target=lambda: results.append(stopped.run("true", log_name="w")))
+        for _ in range(2)
+    ]
+    for thread in waiting:
+        thread.start()
+    time.sleep(0.5)  # both are waiting for the stopped launcher's answer by now
+    began = time.monotonic()
+    for i in range(3):
+        assert text(other.run(f"echo {i}", log_name="other")).strip() == str(i)
+    assert time.monotonic() - began < 4, "the other session waited for the stopped launcher"
+    for thread in waiting:
+        thread.join(30)
+    # They got their answer from a new sandbox once the stopped one was given up.
+    assert [r.exit_code if r else None for r in results] == [0, 0]

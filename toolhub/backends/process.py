@@ -46,6 +46,7 @@ from .limits import PidsCgroups, ResourceLimits
 from .running import ChildProcess, CommandProcess, CommandResult, OutputCallback, RunningCommand
 from .sandbox_host import HostLost, SandboxHosts, StartRefused
 from .sandbox_spawn import launcher_argv, launcher_roots
+from .start_gate import START_GATE
 
 logger = logging.getLogger("toolhub.sandbox")
 
@@ -116,20 +117,25 @@ class ProcessRunner:
         on_output: OutputCallback | None = None,
         limits: ResourceLimits | None = None,
     ) -> RunningCommand:
-        """Start ``command`` now; output streams to ``on_output`` from the reader thread."""
+        """Start ``command`` now; output streams to ``on_output`` from the reader thread.
+        At most ``START_CONCURRENCY`` starts of this process run at once (``start_gate``)."""
         limits = limits or self.limits
-        cgroup = (
-            self.cgroups.create(limits.max_processes) if limits.max_processes is not None else None
-        )
-        capture = OutputCapture(
-            keep_bytes, self.log_dir / f"{_safe_name(log_name)}.log", self.log_limit_bytes
-        )
+        cgroup: Path | None = None
+        capture: OutputCapture | None = None
         try:
-            proc = self._hosted(command, cwd or self.root, limits, cgroup) or self._child(
-                command, cwd or self.root, limits, cgroup
-            )
+            with START_GATE.held():
+                if limits.max_processes is not None:
+                    cgroup = self.cgroups.create(limits.max_processes)
+                capture = OutputCapture(
+                    keep_bytes, self.log_dir / f"{_safe_name(log_name)}.log", self.log_limit_bytes
+                )
+                proc = self._hosted(command, cwd or self.root, limits, cgroup) or self._child(
+                    command, cwd or self.root, limits, cgroup
+                )
         except BaseException:
-            capture.close()
+            # Outside the gate: removing a cgroup waits for what is left in it to die.
+            if capture is not None:
+                capture.close()
             if cgroup is not None:
                 self.cgroups.remove(cgroup)
             raise

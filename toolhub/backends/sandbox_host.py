@@ -42,6 +42,7 @@ from typing import Any
 
 from .running import HostedProcess
 from .sandbox_spawn import FD_PLACEHOLDER, host_pid, spawn
+from .start_gate import START_GATE
 
 logger = logging.getLogger("toolhub.sandbox")
 
@@ -169,7 +170,8 @@ class SandboxHost:
         finally:
             os.close(write_end)
         try:
-            pid, pidfd = answer.result(START_TIMEOUT_S)
+            with START_GATE.released():
+                pid, pidfd = answer.result(START_TIMEOUT_S)
         except BaseException as exc:
             os.close(read_end)
             with self._lock:
@@ -204,7 +206,7 @@ class SandboxHost:
         except BaseException:
             with contextlib.suppress(HostLost):
                 self._send({"op": "abort", "id": rid})
-            with contextlib.suppress(subprocess.TimeoutExpired):
+            with contextlib.suppress(subprocess.TimeoutExpired), START_GATE.released():
                 process.wait(START_TIMEOUT_S)
             process.set_status(-signal.SIGKILL)  # no-op when the launcher reported it
             process.close()
