@@ -50,7 +50,7 @@ READ = {"path": "a.txt", "limit": 10}
 #: Background tasks a session ran before the timed calls; the first is the in-run baseline.
 HISTORY = (0, 10, 100)
 HISTORY_CALLS = 100
-HISTORY_STARTS = 9
+HISTORY_STARTS = 31
 
 
 def per_call_us(fn: Callable[[], Any], *, seconds: float = 0.3) -> float:

@@ -325,6 +325,8 @@ class Holder:
         self._lock = threading.Lock()
         self._idle_since = time.monotonic()
         self._stopping = threading.Event()
+        #: The stop signal received, set by the handler; the loop sets ``_stopping``.
+        self._signalled = 0
         self._listener: socket.socket | None = None
         self._inode: int | None = None
 
@@ -365,11 +367,16 @@ class Holder:
         return 0
 
     def _on_signal(self, signum: int, _frame: Any) -> None:
-        logger.warning("holder: signal %d; handing every command back", signum)
-        self._stopping.set()
+        # A flag only: the handler runs on the main thread between bytecodes, and an
+        # ``Event.set`` here deadlocks when it interrupts that thread inside ``Event.set``
+        # (the non-reentrant lock is held); the loop acts on it within a tick.
+        self._signalled = signum
 
     def _loop(self) -> None:
         while True:
+            if self._signalled:
+                logger.warning("holder: signal %d; handing every command back", self._signalled)
+                self._stopping.set()
             if self._stopping.is_set():
                 self._hand_back_all()
                 return

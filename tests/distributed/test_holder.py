@@ -4,6 +4,7 @@ then they say so. Real redis-server, real ``toolhub worker`` processes, a real h
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -227,3 +228,23 @@ def test_a_lost_holder_shows_lost_then_restarts_and_says_so(live, store, tmp_pat
     assert [item.subkind for item in _events(store, task_id)].count("retry") == 1
     assert len((ws / "runs.txt").read_text().split()) == 2  # attempt 1 and its re-run
     assert process_gone(first_pid)
+
+
+def test_a_storm_of_sigterms_stops_the_holder_and_hands_its_command_back(
+    live, store, tmp_path: Path
+):
+    """The holder's handler only sets a flag: an ``Event.set`` there could deadlock the
+    main thread it interrupts (the same lock), and the holder would never exit."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    with _session(live, ws, f"holder-{uuid.uuid4().hex[:8]}") as session:
+        task_id = _start(session, _counting(30))
+        pgid = _command_pid(live, task_id)
+        holder = psutil.Process(_holder(live)["pid"])
+        deadline = time.monotonic() + 1.0
+        while time.monotonic() < deadline and holder.is_running():
+            for _ in range(50):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(holder.pid, signal.SIGTERM)
+        holder.wait(15)  # raises psutil.TimeoutExpired if it hangs
+        wait_until(lambda: not _group_alive(pgid), 10)
