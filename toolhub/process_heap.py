@@ -8,8 +8,9 @@ and SSE frame waiting in that process waits that long: with 500 commands in flig
 such pause alone was above the 50 ms progress target. Those objects live as long as the
 process, so scanning them finds nothing. ``gc.freeze()`` takes them out of every later
 collection: full collections then walk only what the process made since (the calls in flight)
-and are triggered by that growth alone. Nothing is leaked: frozen objects are the ones that
-were alive at the freeze, and the cycles created later are still collected.
+and are triggered by that growth alone. The price is bounded: an object alive at the freeze
+that later becomes part of an unreachable cycle is never freed (startup objects rarely do);
+everything made after the freeze is collected as before.
 
 This is for processes toolhub owns. A library must not freeze its host's heap, so
 ``Session`` never calls this; docs/operations.md says when a caller may want to.

@@ -11,10 +11,14 @@ from __future__ import annotations
 
 import signal
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from types import FrameType, TracebackType
+from typing import Any
 
 POLL_SECONDS = 0.1
+
+#: What ``signal.signal`` returns: the handler that was installed before.
+Handler = Callable[[int, FrameType | None], Any] | int | signal.Handlers | None
 
 
 class StopSignals:
@@ -23,7 +27,7 @@ class StopSignals:
 
     def __init__(self, signals: Iterable[signal.Signals] = (signal.SIGINT, signal.SIGTERM)):
         self._signals = tuple(signals)
-        self._previous: dict[signal.Signals, object] = {}
+        self._previous: dict[signal.Signals, Handler] = {}
         self.requested = False
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
@@ -41,7 +45,7 @@ class StopSignals:
         trace: TracebackType | None,
     ) -> None:
         for sig, handler in self._previous.items():
-            signal.signal(sig, handler)  # type: ignore[arg-type]
+            signal.signal(sig, handler)
         self._previous.clear()
 
     def wait(self) -> None:
