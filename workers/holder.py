@@ -33,7 +33,6 @@ import json
 import logging
 import os
 import select
-import signal
 import socket
 import struct
 import subprocess
@@ -55,6 +54,7 @@ from toolhub.distributed.settings import Settings
 from toolhub.distributed.store import RedisStore
 from toolhub.errors import ErrorCode
 from toolhub.sandbox import SandboxPolicy
+from toolhub.stop_signals import StopSignals
 
 from .control import ControlListener
 from .emitter import Emitter
@@ -325,8 +325,6 @@ class Holder:
         self._lock = threading.Lock()
         self._idle_since = time.monotonic()
         self._stopping = threading.Event()
-        #: The stop signal received, set by the handler; the loop sets ``_stopping``.
-        self._signalled = 0
         self._listener: socket.socket | None = None
         self._inode: int | None = None
 
@@ -349,15 +347,14 @@ class Holder:
                 logger.info("another holder runs for %s; exiting", self.paths.socket)
                 return 0
             self._bind()
-            signal.signal(signal.SIGTERM, self._on_signal)
-            signal.signal(signal.SIGINT, self._on_signal)
             control = ControlListener(self)
             keeper = threading.Thread(target=self._keep_leases, name="holder-leases", daemon=True)
             control.start()
             keeper.start()
             logger.info("holder %s serving %s", self.name, self.paths.socket)
             try:
-                self._loop()
+                with StopSignals() as stop:
+                    self._loop(stop)
             finally:
                 self._unbind()
                 control.stop()
@@ -366,16 +363,10 @@ class Holder:
         self.store.close()
         return 0
 
-    def _on_signal(self, signum: int, _frame: Any) -> None:
-        # A flag only: the handler runs on the main thread between bytecodes, and an
-        # ``Event.set`` here deadlocks when it interrupts that thread inside ``Event.set``
-        # (the non-reentrant lock is held); the loop acts on it within a tick.
-        self._signalled = signum
-
-    def _loop(self) -> None:
+    def _loop(self, stop: StopSignals) -> None:
         while True:
-            if self._signalled:
-                logger.warning("holder: signal %d; handing every command back", self._signalled)
+            if stop.requested:  # SIGTERM or SIGINT: the handler only sets the flag
+                logger.warning("holder: asked to stop; handing every command back")
                 self._stopping.set()
             if self._stopping.is_set():
                 self._hand_back_all()

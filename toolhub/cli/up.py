@@ -10,8 +10,9 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.table import Table
 
+from toolhub.stop_signals import StopSignals
+
 from .output import fail, stderr, stdout
-from .stop_signals import StopSignals
 
 if TYPE_CHECKING:
     from toolhub.stack.local import StackInfo

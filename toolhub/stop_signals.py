@@ -3,8 +3,10 @@
 A handler that calls ``threading.Event.set`` can deadlock: Python runs handlers in the main
 thread, between bytecodes, so the handler may interrupt that same thread inside
 ``Event.wait`` while it holds the event's (non-reentrant) condition lock, and then block on
-it for ever. ``toolhub up`` hit exactly that when Ctrl-C came as it began to wait. The
-handler here only sets a flag; the waiting loop sleeps in short slices and reads it.
+it for ever. ``toolhub up`` hit exactly that when Ctrl-C came as it began to wait, and the
+background holder had the same handler. The handler here only sets a flag (``requested``);
+``wait`` sleeps in short slices and reads it, and a loop of its own (the holder's) reads it
+each turn.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from pathlib import Path
 
 CHILD = """
 import os, signal, sys
-from toolhub.cli.stop_signals import StopSignals
+from toolhub.stop_signals import StopSignals
 
 done = sys.argv[1]
 rounds = 0
@@ -56,7 +56,7 @@ def test_a_signal_storm_never_deadlocks_the_waiting_thread(tmp_path: Path) -> No
 
 def test_wait_returns_after_the_signal_and_handlers_come_back() -> None:
     before = signal.getsignal(signal.SIGUSR2)
-    from toolhub.cli.stop_signals import StopSignals
+    from toolhub.stop_signals import StopSignals
 
     with StopSignals((signal.SIGUSR2,)) as stop:
         assert not stop.requested
