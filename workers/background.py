@@ -25,7 +25,8 @@ from toolhub.core import CallResult, ToolError
 from toolhub.errors import ErrorCode
 from toolhub.sandbox import SandboxPolicy
 
-from . import holder
+from . import holder_client
+from .background_command import command_result, start_command, start_failure
 from .claimed import Claimed, run_claimed
 from .emitter import Emitter
 from .outcomes import Ended
@@ -95,9 +96,9 @@ def _hand_over(
 ) -> str | None:
     """Give the attempt to this host's holder. Returns what became of it, or None when no
     holder could take it (the caller then runs it in this process)."""
-    if not holder.enabled():
+    if not holder_client.enabled():
         return None
-    client = holder.HolderClient(runtime.settings)
+    client = holder_client.HolderClient(runtime.settings)
     reply = client.hand_over(
         {
             "op": "start",
@@ -136,9 +137,9 @@ def _run(message: dict[str, Any], running: Running, emitter: Emitter, place: Pla
     task_id = message["call_id"]
     runner = place.runner()
     try:
-        command, flush = holder.start_command(runner, message, emitter)
+        command, flush = start_command(runner, message, emitter)
     except Exception as exc:
-        return holder.start_failure(task_id, exc)
+        return start_failure(task_id, exc)
 
     def kill() -> None:
         command.kill("killed")
@@ -147,4 +148,4 @@ def _run(message: dict[str, Any], running: Running, emitter: Emitter, place: Pla
     result = command.wait()
     assert result is not None
     flush()
-    return holder.command_result(task_id, result)
+    return command_result(task_id, result)

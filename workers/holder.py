@@ -27,19 +27,16 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
-import hashlib
 import json
 import logging
 import os
 import select
 import socket
 import struct
-import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,258 +45,23 @@ from redis.exceptions import RedisError
 
 from toolhub.backends.process import KILL_GRACE_S, ProcessRunner
 from toolhub.backends.running import CommandResult, RunningCommand
-from toolhub.core import CallResult, CancelToken, ErrorKind, OutputDeltas, ToolError, ToolOutput
+from toolhub.core import CancelToken
 from toolhub.core.tool import HANDOFF, INTERNAL_REASONS, LEASE_LOST
 from toolhub.distributed.settings import Settings
 from toolhub.distributed.store import RedisStore
-from toolhub.errors import ErrorCode
 from toolhub.sandbox import SandboxPolicy
 from toolhub.stop_signals import StopSignals
 
+from .background_command import command_result, start_command, start_failure
 from .control import ControlListener
 from .emitter import Emitter
+from .holder_client import HolderPaths, flocked, idle_seconds, read_line
 from .runtime import Running
 
 logger = logging.getLogger("toolhub.worker.holder")
 
-#: ``0`` runs background commands inside the worker process instead (they then die with it).
-ENABLED_ENV = "TOOLHUB_HOLDER"
-#: How long a holder without commands waits for new ones before it exits.
-IDLE_ENV = "TOOLHUB_HOLDER_IDLE_SECONDS"
-DEFAULT_IDLE_SECONDS = 30.0
-#: How long a worker waits for a holder it spawned to answer, and for a reply.
-SPAWN_TIMEOUT_S = 15.0
-REPLY_TIMEOUT_S = 10.0
-_MAX_REQUEST = 4 << 20
-_LOG_LIMIT = 8 << 20
 _TICK_S = 0.5
-_MAX_SOCKET_PATH = 100
 _UCRED = struct.Struct("3i")
-
-
-def enabled() -> bool:
-    return os.environ.get(ENABLED_ENV, "1").strip().lower() not in {"0", "false", "no", "off"}
-
-
-def idle_seconds() -> float:
-    raw = os.environ.get(IDLE_ENV, "")
-    return float(raw) if raw.strip() else DEFAULT_IDLE_SECONDS
-
-
-def _home() -> Path:
-    return Path(os.environ.get("TOOLHUB_HOME", "~/.toolhub")).expanduser()
-
-
-@dataclass(frozen=True, slots=True)
-class HolderPaths:
-    """Where the holder of one (home, Redis URL, prefix) listens, locks and logs."""
-
-    directory: Path
-    socket: Path
-    life_lock: Path
-    spawn_lock: Path
-    log: Path
-
-    @classmethod
-    def of(cls, settings: Settings, home: Path | None = None) -> HolderPaths:
-        home = (home or _home()).expanduser()
-        # A hash, not the URL: it may hold a password.
-        key = hashlib.sha256(f"{settings.redis_url}\0{settings.prefix}".encode()).hexdigest()[:16]
-        directory = home / "holders"
-        sock = directory / f"{key}.sock"
-        if len(os.fsencode(sock)) > _MAX_SOCKET_PATH:  # sun_path is ~108 bytes
-            digest = hashlib.sha256(f"{home}\0{key}".encode()).hexdigest()[:16]
-            sock = Path("/tmp") / f"toolhub-holder-{os.getuid()}-{digest}.sock"
-        return cls(
-            directory,
-            sock,
-            directory / f"{key}.lock",
-            directory / f"{key}.spawn.lock",
-            directory / f"{key}.log",
-        )
-
-    def prepare(self) -> None:
-        self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-        with contextlib.suppress(OSError):
-            os.chmod(self.directory, 0o700)
-
-
-@contextlib.contextmanager
-def _flocked(path: Path, timeout_s: float) -> Iterator[bool]:
-    """Hold an exclusive ``flock`` on ``path`` (True), or give up after ``timeout_s`` (False)."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    try:
-        deadline = time.monotonic() + timeout_s
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    yield False
-                    return
-                time.sleep(0.02)
-        yield True
-    finally:
-        os.close(fd)  # releases the lock
-
-
-# -- the command, shared by the holder and the worker's in-process fallback -----------------------
-
-
-def start_command(
-    runner: ProcessRunner, message: dict[str, Any], emitter: Emitter
-) -> tuple[RunningCommand, Callable[[], None]]:
-    """Start the message's command; its output goes to ``emitter`` as ``output_delta`` items
-    from the command's reader thread. Returns the command and the flush to call once it ended."""
-    deltas = OutputDeltas()
-
-    def on_output(data: bytes) -> None:
-        for item in deltas.feed(data):
-            emitter.progress(item)
-
-    def flush() -> None:
-        for item in deltas.flush():
-            emitter.progress(item)
-
-    cwd = message.get("cwd")
-    command = runner.start(
-        message["command"],
-        log_name=message["call_id"],
-        cwd=Path(cwd) if cwd else None,
-        timeout_s=float(message["timeout_s"]),
-        on_output=on_output,
-    )
-    return command, flush
-
-
-def command_result(task_id: str, outcome: CommandResult) -> CallResult:
-    details = {"exit_code": outcome.exit_code, "duration_s": round(outcome.duration_s, 3)}
-    if outcome.killed == "timeout":
-        error = ToolError(ErrorKind.TIMEOUT, "The background command timed out.", details)
-        return CallResult.failure("background", error, call_id=task_id)
-    if outcome.killed is not None:
-        error = ToolError(ErrorKind.CANCELLED, "The background command was killed.", details)
-        return CallResult.failure("background", error, call_id=task_id)
-    return CallResult(
-        name="background",
-        output=ToolOutput.dynamic(details),
-        prompt_text=f"exit: {outcome.exit_code}",
-        call_id=task_id,
-    )
-
-
-def start_failure(task_id: str, exc: BaseException) -> CallResult:
-    error = ToolError.custom(
-        ErrorCode.START_FAILED, f"The background command could not start: {exc}"
-    )
-    return CallResult.failure("background", error, call_id=task_id)
-
-
-# -- the worker's side ---------------------------------------------------------------------------
-
-
-class HolderClient:
-    """Talks to this host's holder, spawning it when none answers."""
-
-    def __init__(self, settings: Settings, home: Path | None = None) -> None:
-        self.settings = settings
-        self.home = (home or _home()).expanduser()
-        self.paths = HolderPaths.of(settings, self.home)
-
-    def request(self, payload: dict[str, Any], timeout_s: float = REPLY_TIMEOUT_S) -> Any:
-        """The holder's reply, or None when no holder took the request (no socket, refused,
-        or the connection closed before a reply: a holder that was just exiting)."""
-        try:
-            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-                sock.settimeout(timeout_s)
-                sock.connect(os.fspath(self.paths.socket))
-                sock.sendall(json.dumps(payload).encode() + b"\n")
-                reply = _read_line(sock)
-            return json.loads(reply) if reply else None
-        except (OSError, ValueError, TypeError):
-            return None
-
-    def ping(self) -> dict[str, Any] | None:
-        reply = self.request({"op": "ping"}, timeout_s=2.0)
-        return reply if isinstance(reply, dict) and reply.get("ok") else None
-
-    def hand_over(self, payload: dict[str, Any]) -> dict[str, Any] | None:
-        """Send a ``start`` request, spawning the holder if needed; None when no holder could
-        be reached. Safe to repeat: the holder answers a repeated (call, attempt) from its
-        table instead of starting the command twice."""
-        reply = self.request(payload)
-        if reply is None and self.ensure_running():
-            reply = self.request(payload)
-        return reply if isinstance(reply, dict) else None
-
-    def ensure_running(self) -> bool:
-        """Make sure a holder answers: spawn one, under the spawn lock, unless one does."""
-        try:
-            self.paths.prepare()
-            with _flocked(self.paths.spawn_lock, SPAWN_TIMEOUT_S) as locked:
-                if not locked:
-                    return self.ping() is not None
-                if self.ping() is not None:
-                    return True
-                proc = self._spawn()
-                deadline = time.monotonic() + SPAWN_TIMEOUT_S
-                while time.monotonic() < deadline:
-                    if self.ping() is not None:
-                        return True
-                    if proc.poll() is not None:
-                        # Lost the life lock to a holder that is starting: wait for it.
-                        if self.ping() is None:
-                            time.sleep(0.05)
-                            proc = self._spawn()
-                        continue
-                    time.sleep(0.02)
-                return False
-        except OSError as exc:
-            logger.warning("background holder could not be started: %s", exc)
-            return False
-
-    def _spawn(self) -> subprocess.Popen[bytes]:
-        log = self.paths.log
-        with contextlib.suppress(OSError):
-            if log.stat().st_size > _LOG_LIMIT:
-                log.replace(log.with_suffix(".log.1"))
-        env = {
-            **os.environ,
-            "TOOLHUB_HOME": str(self.home),
-            "TOOLHUB_REDIS_URL": self.settings.redis_url,
-            "TOOLHUB_PREFIX": self.settings.prefix,
-        }
-        with open(log, "ab") as out:
-            os.chmod(log, 0o600)
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "workers.holder"],
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                close_fds=True,
-            )
-        logger.info("started background holder %d", proc.pid)
-        # Reap it when it exits (while this worker lives); it never depends on this process.
-        threading.Thread(target=proc.wait, name="toolhub-holder-reaper", daemon=True).start()
-        return proc
-
-
-def _read_line(sock: socket.socket) -> bytes:
-    data = bytearray()
-    while not data.endswith(b"\n"):
-        chunk = sock.recv(65536)
-        if not chunk:
-            break
-        data += chunk
-        if len(data) > _MAX_REQUEST:
-            raise ValueError("message too long")
-    return bytes(data).strip()
-
-
-# -- the holder ----------------------------------------------------------------------------------
 
 
 @dataclass(slots=True)
@@ -342,7 +104,7 @@ class Holder:
 
     def serve(self) -> int:
         self.paths.prepare()
-        with _flocked(self.paths.life_lock, 5.0) as locked:
+        with flocked(self.paths.life_lock, 5.0) as locked:
             if not locked:
                 logger.info("another holder runs for %s; exiting", self.paths.socket)
                 return 0
@@ -445,7 +207,7 @@ class Holder:
                 if uid != os.getuid():
                     logger.warning("holder: refused a connection from uid %d", uid)
                     return
-                raw = _read_line(conn)
+                raw = read_line(conn)
                 if not raw:
                     return
                 reply = self._handle(json.loads(raw))

@@ -21,7 +21,7 @@ from toolhub.errors import ErrorCode
 from toolhub.subagents.as_task import command_result
 from toolhub.subagents.base import HOW_TO_PROVIDE, SubagentRequest, SubagentRunner
 
-from . import holder
+from . import background_command
 from .claimed import Claimed
 from .outcomes import Ended
 
@@ -38,7 +38,7 @@ def run_subagent(attempt: Claimed) -> Ended:
     try:
         request = SubagentRequest.model_validate(message["subagent"])
     except ValueError as exc:
-        return attempt.settle(holder.start_failure(task_id, exc))
+        return attempt.settle(background_command.start_failure(task_id, exc))
     deltas = OutputDeltas()
     lock = threading.Lock()
 
@@ -66,7 +66,8 @@ def run_subagent(attempt: Claimed) -> Ended:
     if result is None:  # a runner that does not end its run on cancel
         error = ToolError.custom(ErrorCode.SUBAGENT_FAILED, "the sub-agent did not stop")
         return attempt.settle(CallResult.failure("background", error, call_id=task_id))
-    return attempt.settle(holder.command_result(task_id, command_result(result, run.output())))
+    outcome = command_result(result, run.output())
+    return attempt.settle(background_command.command_result(task_id, outcome))
 
 
 def _runner(attempt: Claimed) -> SubagentRunner | CallResult:

@@ -23,7 +23,7 @@ from toolhub import Progress, Session
 from toolhub.distributed.settings import Settings
 from toolhub.distributed.store import RedisStore
 from toolhub.tasks import BackgroundTasks
-from workers.holder import HolderClient
+from workers.holder_client import HolderClient
 
 pytestmark = pytest.mark.timeout(60)
 
