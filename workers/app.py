@@ -5,8 +5,9 @@ worker lost, prefetch 1, visibility timeout above the longest run, soft shutdown
 with every tunable read from ``TOOLHUB_*`` variables. Worker signals wire up the process: at
 init the command sandbox (``sandboxing.py``: the worker refuses to start if it cannot enforce
 it), the fleet key (``refusals.py``: refuses to start when signatures are required without
-one) and heartbeat ``starting``, the lease keeper and control listener once the broker connection
-is up (heartbeat ``ready``; the startup heap is then frozen out of garbage collection,
+one), heartbeat ``starting`` and the warmer of the host's background holder
+(``holder_warmer.py``), the lease keeper and control listener once the broker connection is up
+(heartbeat ``ready``; the startup heap is then frozen out of garbage collection,
 ``toolhub/process_heap.py``), and on warm shutdown a timer that hands calls still running after
 ``TOOLHUB_SOFT_SHUTDOWN_SECONDS`` back to the queue.
 """
@@ -29,6 +30,8 @@ from workers.heartbeat import beat
 
 from .celery_tasks import register_tasks
 from .control import ControlListener
+from .holder_client import enabled as holder_enabled
+from .holder_warmer import HolderWarmer
 from .kombu_redis import install as install_kombu_guard
 from .leases import LeaseKeeper
 from .metrics import metrics
@@ -61,7 +64,7 @@ class _Process:
         self._refusals: Refusals | None = None
         self.state = "starting"
         self.stop = threading.Event()
-        self.threads: list[LeaseKeeper | ControlListener] = []
+        self.threads: list[LeaseKeeper | ControlListener | HolderWarmer] = []
         self._lock = threading.Lock()
 
     def get(self) -> WorkerRuntime:
@@ -105,13 +108,18 @@ def _on_init(**_: Any) -> None:
     beat(state="starting")
     threading.Thread(target=process.heartbeat, name="toolhub-heartbeat", daemon=True).start()
     process.get()
+    if holder_enabled():  # it spawns while the broker connection comes up
+        warmer = HolderWarmer(settings)
+        warmer.start()
+        process.threads.append(warmer)
 
 
 def _on_ready(**_: Any) -> None:
     runtime = process.get()
     announce(process.refusals().keys)
-    process.threads = [LeaseKeeper(runtime), ControlListener(runtime)]
-    for thread in process.threads:
+    threads: list[LeaseKeeper | ControlListener] = [LeaseKeeper(runtime), ControlListener(runtime)]
+    process.threads.extend(threads)
+    for thread in threads:
         thread.start()
     metrics.heap_frozen.set(freeze_startup_heap())
     process.state = "ready"

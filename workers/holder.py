@@ -13,7 +13,8 @@ output intact, and the record keeps its one attempt.
 The commands are started by the holder's main thread, so they die with the holder (the process
 runner's parent-death signal), and a holder that dies stops renewing: the leases expire, the
 task shows ``lost``, and the sweep re-runs it on another worker as the next attempt — the "host
-gone" path. A holder exits after ``TOOLHUB_HOLDER_IDLE_SECONDS`` without commands.
+gone" path. A holder exits ``TOOLHUB_HOLDER_IDLE_SECONDS`` after its last command and the
+last ``keep`` from a live worker (``holder_warmer.py``), whichever is later.
 
 One holder per (``TOOLHUB_HOME``, Redis URL, prefix): its socket (mode 0600, in a 0700
 directory, peers checked by uid) and lock files live in ``$TOOLHUB_HOME/holders/``. A holder
@@ -219,6 +220,8 @@ class Holder:
         op = request.get("op")
         if op == "ping":
             with self._lock:
+                if request.get("keep"):
+                    self._idle_since = time.monotonic()
                 held = [
                     {
                         "call_id": h.running.call_id,

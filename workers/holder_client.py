@@ -133,6 +133,11 @@ class HolderClient:
         reply = self.request({"op": "ping"}, timeout_s=2.0)
         return reply if isinstance(reply, dict) and reply.get("ok") else None
 
+    def keep(self) -> dict[str, Any] | None:
+        """A ping that also restarts the holder's idle window (a live worker wants it kept)."""
+        reply = self.request({"op": "ping", "keep": True}, timeout_s=2.0)
+        return reply if isinstance(reply, dict) and reply.get("ok") else None
+
     def hand_over(self, payload: dict[str, Any]) -> dict[str, Any] | None:
         """Send a ``start`` request, spawning the holder if needed; None when no holder could
         be reached. Safe to repeat: the holder answers a repeated (call, attempt) from its

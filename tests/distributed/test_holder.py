@@ -248,3 +248,26 @@ def test_a_storm_of_sigterms_stops_the_holder_and_hands_its_command_back(
                     os.kill(holder.pid, signal.SIGTERM)
         holder.wait(15)  # raises psutil.TimeoutExpired if it hangs
         wait_until(lambda: not _group_alive(pgid), 10)
+
+
+def test_a_worker_keeps_its_host_holder_started_and_lets_it_go_when_it_dies():
+    """The first background commands after a quiet spell must not each wait in a pool thread
+    for the holder to spawn: a worker starts its host's holder and keeps it past the idle
+    window, a killed holder comes back without a command asking, and once no worker lives the
+    holder still exits after its idle window."""
+    stack = Stack(workers=1, env={"TOOLHUB_HOLDER_IDLE_SECONDS": "1"}).start()
+    try:
+        client = HolderClient(Settings.from_env(stack.url), home=stack.home)
+        first = wait_until(client.ping, 10)  # no background call was made
+        time.sleep(3.5)  # three idle windows: kept
+        kept = client.ping()
+        assert kept is not None and kept["pid"] == first["pid"]
+
+        os.kill(first["pid"], signal.SIGKILL)
+        again = wait_until(lambda: (r := client.ping()) and r["pid"] != first["pid"] and r, 10)
+
+        stack.workers[0].signal(signal.SIGKILL)
+        wait_until(lambda: client.ping() is None, 10)
+        wait_until(lambda: process_gone(again["pid"]), 5)
+    finally:
+        stack.stop()

@@ -1,0 +1,50 @@
+"""Keeps this host's background holder started while a worker lives.
+
+Without it the first background commands after a quiet spell each wait in a worker pool thread
+while the holder spawns (about 0.7 s: a Python process importing toolhub), and a foreground call
+arriving meanwhile finds no free thread. The warmer starts the holder when the worker is ready and
+pings it with ``keep`` every third of the holder's idle window, which restarts that window: the
+holder stays while some worker on the host lives, and still exits ``TOOLHUB_HOLDER_IDLE_SECONDS``
+after the last one is gone (or after its last command, whichever is later). A holder killed
+meanwhile is spawned again at the next tick rather than by the next command.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from toolhub.distributed.settings import Settings
+
+from .holder_client import HolderClient, idle_seconds
+
+logger = logging.getLogger("toolhub.worker.holder")
+
+#: The shortest pause between two keeps, however short the idle window.
+MIN_EVERY_S = 0.2
+
+
+class HolderWarmer(threading.Thread):
+    def __init__(self, settings: Settings) -> None:
+        super().__init__(name="toolhub-holder-warmer", daemon=True)
+        self.client = HolderClient(settings)
+        self.every_s = max(idle_seconds() / 3, MIN_EVERY_S)
+        self.stop_event = threading.Event()
+
+    def run(self) -> None:
+        while True:
+            try:
+                self.keep()
+            except Exception:
+                logger.exception("holder warmer failed; trying again next tick")
+            if self.stop_event.wait(self.every_s):
+                return
+
+    def keep(self) -> bool:
+        """Restart the holder's idle window, spawning a holder when none answers."""
+        if self.client.keep() is not None:
+            return True
+        return self.client.ensure_running() and self.client.keep() is not None
+
+    def stop(self) -> None:
+        self.stop_event.set()
