@@ -18,7 +18,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from toolhub.assembly import SessionParts, connected_parts, embedded_parts
-from toolhub.core import CallResult, Container, Progress, ToolError, drain, new_call_id
+from toolhub.core import (
+    CallResult,
+    Container,
+    Progress,
+    ToolError,
+    closing,
+    drain,
+    new_call_id,
+)
 from toolhub.core.container import Key
 from toolhub.executors import Executor
 from toolhub.executors.deadline import bounded
@@ -185,8 +193,9 @@ class Session:
         seconds = self._deadline(timeout, prepared.entry.workload)
         if seconds is not None:
             items = self._bounded(items, prepared.name, call_id, seconds)
-        async for item in items:
-            yield item
+        async with closing(items):
+            async for item in items:
+                yield item
 
     async def record(self, call_id: str) -> dict[str, Any] | None:
         """The record of a call by its id (status, attempts, result), or None when unknown;
@@ -204,8 +213,9 @@ class Session:
         seconds = self._deadline(timeout, None)
         if seconds is not None:
             items = self._bounded(items, "", call_id, seconds)
-        async for item in items:
-            yield item
+        async with closing(items):
+            async for item in items:
+                yield item
 
     def _deadline(self, timeout: float | None, workload: str | None) -> float | None:
         return timeout if timeout is not None else self.executor.deadline_seconds(workload)
@@ -263,8 +273,9 @@ class Session:
         seconds = self.executor.deadline_seconds(prepared.entry.workload)
         if seconds is not None:
             items = self._bounded(items, prepared.name, prepared.ctx.call_id, seconds)
-        async for item in items:
-            yield item
+        async with closing(items):
+            async for item in items:
+                yield item
 
     def stream_sync(
         self,

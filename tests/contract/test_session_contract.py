@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import threading
 import time
 from pathlib import Path
@@ -61,6 +62,34 @@ def test_async_call_and_stream_agree(session_factory):
     assert isinstance(items[-1], CallResult) and sum(isinstance(i, CallResult) for i in items) == 1
     assert all(isinstance(i, Progress) for i in items[:-1])
     assert "hi" in items[-1].prompt_text
+
+
+def test_a_call_leaves_no_task_behind_on_the_callers_loop(session_factory):
+    """A caller that keeps its own loop and runs each call to completion on it (or closes a
+    stream early) finds nothing left on that loop: a stream left suspended at its result would
+    be closed by the garbage collector through a task on a loop that no longer runs; its
+    cleanup would never happen and asyncio would report a destroyed pending task."""
+    session = session_factory(FILES)
+    loop = asyncio.new_event_loop()
+
+    async def first_item_then_close():
+        items = session.stream("bash", {"command": "echo a; sleep 0.2; echo b", "description": "t"})
+        first = await anext(items)
+        await items.aclose()
+        return first
+
+    try:
+        for command in ("echo one", "true"):
+            call = session.call("bash", {"command": command, "description": "t"})
+            result = loop.run_until_complete(call)
+            assert not result.is_error, result.prompt_text
+            gc.collect()
+            assert not asyncio.all_tasks(loop), asyncio.all_tasks(loop)
+        assert isinstance(loop.run_until_complete(first_item_then_close()), Progress)
+        gc.collect()
+        assert not asyncio.all_tasks(loop), asyncio.all_tasks(loop)
+    finally:
+        loop.close()
 
 
 def test_invalid_arguments_name_the_client_field(session_factory):

@@ -8,7 +8,7 @@ from .erasure import ErasedTool, Outcome, parse_arguments
 from .errors import ConfigError, ConfigViolation, ErrorKind, ToolError
 from .kinds import CapabilityMode, ToolKind
 from .reminders import DEFAULT_REMINDER_TAG, Reminder, RemindersEnabled, wrap_reminders
-from .result import CallResult, ToolOutput, drain, new_call_id
+from .result import CallResult, ToolOutput, closing, drain, new_call_id
 from .stream import ContentBlock, OutputDeltas, Progress
 from .templates import TemplateRenderer, TemplateRenderError
 from .tool import CancelToken, Capabilities, InternalDispatch, ListContext, Tool, ToolContext
@@ -48,6 +48,7 @@ __all__ = [
     "ToolKind",
     "ToolOutput",
     "VersionWarning",
+    "closing",
     "drain",
     "new_call_id",
     "parse_arguments",

@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from .errors import ErrorKind, ToolError
-from .result import ToolOutput, default_model_text
+from .result import ToolOutput, closing, default_model_text
 from .schema import clean_schema, null_plan
 from .stream import ContentBlock, Progress
 from .tool import Tool, ToolContext
@@ -171,11 +171,12 @@ class ErasedTool:
                 result = self.tool.run(ctx, args)
                 last = await result if isinstance(result, Awaitable) else result
             else:
-                async for item in self.tool.execute(ctx, args):
-                    if isinstance(item, Progress):
-                        yield item
-                    else:
-                        last = item
+                async with closing(self.tool.execute(ctx, args)) as items:
+                    async for item in items:
+                        if isinstance(item, Progress):
+                            yield item
+                        else:
+                            last = item
         except ToolError as err:
             yield Outcome(error=err)
             return

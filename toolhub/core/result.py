@@ -7,6 +7,7 @@ is kept as is; after a process boundary only JSON is left, and ``parse`` rebuild
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections.abc import AsyncIterator, Callable
@@ -18,6 +19,7 @@ from .errors import ToolError
 from .stream import ContentBlock, Progress
 
 M = TypeVar("M", bound=BaseModel)
+T = TypeVar("T")
 
 OutputTag = Literal["tool", "dynamic", "plain_text"]
 
@@ -190,6 +192,20 @@ def default_model_text(value: Any) -> str:
 def new_call_id() -> str:
     """A fresh, unguessable call id (``call_`` + 16 hex digits)."""
     return "call_" + os.urandom(8).hex()
+
+
+@contextlib.asynccontextmanager
+async def closing(items: AsyncIterator[T]) -> AsyncIterator[AsyncIterator[T]]:
+    """``items``, closed on leaving the block. An async generator left suspended at a
+    ``yield`` (its reader stopped at the result, or was closed itself) is otherwise closed by
+    the garbage collector, through a task on a loop that may never run again: its ``finally``
+    (a subscription to close) is skipped and asyncio reports a destroyed pending task."""
+    try:
+        yield items
+    finally:
+        aclose = getattr(items, "aclose", None)
+        if aclose is not None:
+            await aclose()
 
 
 async def drain(

@@ -22,7 +22,7 @@ from celery import Celery
 from kombu.exceptions import KombuError, OperationalError
 from redis.exceptions import RedisError
 
-from toolhub.core import CallResult, Progress, ToolError
+from toolhub.core import CallResult, Progress, ToolError, closing
 from toolhub.distributed.celery_app import EXECUTE_TASK
 from toolhub.distributed.codec import pack
 from toolhub.distributed.pubsub import Subscription
@@ -85,8 +85,9 @@ class CeleryExecutor:
 
     async def stream(self, prepared: Prepared) -> AsyncIterator[Progress | CallResult]:
         if self._runs_here(prepared.entry):
-            async for item in self._local.stream(prepared):
-                yield item
+            async with closing(self._local.stream(prepared)) as local:
+                async for item in local:
+                    yield item
             return
         cid = prepared.ctx.call_id
         subscription = self.store.subscribe(cid)
@@ -95,13 +96,17 @@ class CeleryExecutor:
             if isinstance(dispatched, CallResult):
                 yield dispatched
                 return
+            events = self.store.follow(
+                cid, subscription=subscription, must_exist=False, fresh=dispatched
+            )
             try:
-                async for event in self.store.follow(
-                    cid, subscription=subscription, must_exist=False, fresh=dispatched
-                ):
-                    if isinstance(event.item, CallResult):
-                        self._refresh_state(event.state_version)
-                    yield event.item
+                # Closed here, not by the garbage collector: a caller that stops reading at the
+                # result (``Session.call``) would leave it to a loop that may no longer run.
+                async with closing(events):
+                    async for event in events:
+                        if isinstance(event.item, CallResult):
+                            self._refresh_state(event.state_version)
+                        yield event.item
             except FollowLost as lost:
                 yield _failure(prepared, ErrorCode.REDIS_UNAVAILABLE, str(lost))
         finally:
@@ -234,8 +239,9 @@ class CeleryExecutor:
             if not self._owns(self.store.get_record(call_id)):
                 yield unknown_call(call_id)
                 return
-            async for event in self.store.follow(call_id, after_seq):
-                yield event.item
+            async with closing(self.store.follow(call_id, after_seq)) as events:
+                async for event in events:
+                    yield event.item
         except CallNotFound:
             yield unknown_call(call_id)
         except FollowLost as lost:

@@ -15,7 +15,7 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator
 from typing import Any
 
-from toolhub.core import CallResult, CancelToken, ErrorKind, Progress, ToolError
+from toolhub.core import CallResult, CancelToken, ErrorKind, Progress, ToolError, closing
 from toolhub.errors import ErrorCode
 from toolhub.toolset import Prepared, ToolSet
 
@@ -56,10 +56,11 @@ class LocalExecutor:
         remove = token.on_cancel(wake)
         result: CallResult | None = None
         try:
-            async for item in self._race(prepared, cancelled):
-                if isinstance(item, CallResult):
-                    result = item
-                yield item
+            async with closing(self._race(prepared, cancelled)) as items:
+                async for item in items:
+                    if isinstance(item, CallResult):
+                        result = item
+                    yield item
         finally:
             remove()
             self._running.pop(call_id, None)
@@ -80,8 +81,9 @@ class LocalExecutor:
                 waiting: set[asyncio.Future[Any]] = {step, cancelled}
                 await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
                 if cancelled.done():
-                    async for item in _wind_down(source, step, prepared):
-                        yield item
+                    async with closing(_wind_down(source, step, prepared)) as ending:
+                        async for item in ending:
+                            yield item
                     return
                 try:
                     item = step.result()

@@ -44,7 +44,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ConfigDict, Field
 from redis.exceptions import RedisError
 
-from toolhub.core import CallResult, Progress
+from toolhub.core import CallResult, Progress, closing
 from toolhub.distributed.records import TERMINAL_STATUSES
 
 from .elicit import answers_from, questions_message, questions_schema
@@ -315,8 +315,11 @@ class McpTasks:
 
     async def _result_of(self, call_id: str) -> CallResult | None:
         try:
-            async with asyncio.timeout(10):
-                async for item in self.session.follow(call_id):
+            async with (
+                asyncio.timeout(10),
+                closing(self.session.follow(call_id)) as items,
+            ):
+                async for item in items:
                     if isinstance(item, CallResult):
                         return item
         except TimeoutError:

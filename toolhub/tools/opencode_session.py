@@ -19,7 +19,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from toolhub.backends.workspace import Workspace
-from toolhub.core import Params, Progress, Tool, ToolContext, ToolError, ToolKind
+from toolhub.core import Params, Progress, Tool, ToolContext, ToolError, ToolKind, closing
 
 from .opencode import NAMESPACE, SameParamsAs
 from .plan import ensure_not_planning
@@ -97,8 +97,9 @@ class BashOC(Tool[BashArgsOC, BashOutput]):
                 raise ToolError.invalid_arguments(
                     f"`{ctx.param_name('workdir')}` {ws.display(cwd)} is not a directory"
                 )
-        async for item in run_foreground(ctx, args.command, args.timeout, params, cwd):
-            yield item
+        async with closing(run_foreground(ctx, args.command, args.timeout, params, cwd)) as items:
+            async for item in items:
+                yield item
 
 
 class TodoItemOC(BaseModel):

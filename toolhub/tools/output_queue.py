@@ -20,7 +20,7 @@ def post(loop: asyncio.AbstractEventLoop, queue: OutputQueue, item: bytes | None
         loop.call_soon_threadsafe(queue.put_nowait, item)
 
 
-async def drain(queue: OutputQueue) -> AsyncIterator[Progress]:
+async def queued_deltas(queue: OutputQueue) -> AsyncIterator[Progress]:
     """The queued bytes as ``output_delta`` items (whole UTF-8 characters), everything that is
     waiting at once, until the end marker."""
     deltas = OutputDeltas()

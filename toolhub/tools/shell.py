@@ -37,12 +37,13 @@ from toolhub.core import (
     ToolContext,
     ToolError,
     ToolKind,
+    closing,
 )
 from toolhub.core.requirements import IfParams, Kind, ParamIs
 from toolhub.sandbox import SandboxSettings
 from toolhub.tasks import BackgroundTasks
 
-from .output_queue import drain, post
+from .output_queue import post, queued_deltas
 from .plan import ensure_not_planning
 from .text import kind_name
 
@@ -177,8 +178,9 @@ class Bash(Tool[BashArgs, BashOutput]):
             else FOREGROUND_ONLY_HINT
         )
         refuse_trailing_ampersand(args.command, hint)
-        async for item in run_foreground(ctx, args.command, args.timeout, params):
-            yield item
+        async with closing(run_foreground(ctx, args.command, args.timeout, params)) as items:
+            async for item in items:
+                yield item
 
     def _background(self, ctx: ToolContext, args: BashArgs, params: BashParams) -> BashOutput:
         if not params.enabled_background:
@@ -264,8 +266,9 @@ async def run_foreground(
 
     unregister = ctx.cancel.on_cancel(stop)
     try:
-        async for item in drain(queue):
-            yield item
+        async with closing(queued_deltas(queue)) as deltas:
+            async for item in deltas:
+                yield item
     finally:
         unregister()
         if not running.done:

@@ -39,6 +39,7 @@ from toolhub.core import (
     ToolContext,
     ToolError,
     ToolKind,
+    closing,
 )
 from toolhub.core.requirements import IfParams, Kind, ParamIs
 from toolhub.errors import ErrorCode
@@ -55,7 +56,7 @@ from toolhub.subagents.base import (
 from toolhub.tasks import BackgroundTasks
 from toolhub.tasks.base import HostsSubagents
 
-from .output_queue import drain, post
+from .output_queue import post, queued_deltas
 from .plan import planning
 from .text import kind_name
 
@@ -175,8 +176,9 @@ class Task(Tool[TaskArgs, TaskToolOutput]):
         if started is not None:
             yield started
             return
-        async for item in _foreground(ctx, request, runner, params, worktree):
-            yield item
+        async with closing(_foreground(ctx, request, runner, params, worktree)) as items:
+            async for item in items:
+                yield item
 
 
 def _request(
@@ -314,8 +316,9 @@ async def _foreground(
 
     unregister = ctx.cancel.on_cancel(stop)
     try:
-        async for item in drain(queue):
-            yield item
+        async with closing(queued_deltas(queue)) as deltas:
+            async for item in deltas:
+                yield item
     finally:
         unregister()
         if run.result is None:

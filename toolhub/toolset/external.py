@@ -13,7 +13,15 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from toolhub.core import ErrorKind, Outcome, Progress, ToolContext, ToolError, ToolOutput
+from toolhub.core import (
+    ErrorKind,
+    Outcome,
+    Progress,
+    ToolContext,
+    ToolError,
+    ToolOutput,
+    closing,
+)
 from toolhub.core.result import default_model_text
 from toolhub.core.schema import null_plan
 
@@ -76,11 +84,12 @@ class ExternalTool:
             result = self.handler(dict(args), ctx)
             if inspect.isasyncgen(result):
                 last: Any = None
-                async for item in result:
-                    if isinstance(item, Progress):
-                        yield item
-                    else:
-                        last = item
+                async with closing(result) as items:
+                    async for item in items:
+                        if isinstance(item, Progress):
+                            yield item
+                        else:
+                            last = item
                 result = last
             elif isinstance(result, Awaitable):
                 result = await result

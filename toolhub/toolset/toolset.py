@@ -30,6 +30,7 @@ from toolhub.core import (
     ToolError,
     ToolKind,
     VersionWarning,
+    closing,
     drain,
     parse_arguments,
     wrap_reminders,
@@ -191,11 +192,12 @@ class ToolSet:
     async def execute(
         self, prepared: Prepared, *, internal: bool = False
     ) -> AsyncIterator[Progress | CallResult]:
-        async for item in prepared.entry.handle.stream(prepared.ctx, prepared.args):
-            if isinstance(item, Outcome):
-                yield self.finalize(prepared, item, internal=internal)
-                return
-            yield item
+        async with closing(prepared.entry.handle.stream(prepared.ctx, prepared.args)) as items:
+            async for item in items:
+                if isinstance(item, Outcome):
+                    yield self.finalize(prepared, item, internal=internal)
+                    return
+                yield item
 
     def finalize(
         self, prepared: Prepared, outcome: Outcome, *, internal: bool = False
