@@ -2,7 +2,14 @@
 
 The public API is re-exported here; docs/contract.md ("Public API") lists these names, and
 tests/test_exported_members.py keeps the two equal.
+
+``Session`` is imported on first use (PEP 562): it brings in the whole tool catalog (numpy,
+bs4, httpx, ...; about half a second here), which a process importing only a corner of toolhub
+does not need: the background holder, spawned on demand, imports ``toolhub.backends`` and pays
+its import time as the spawn's wait.
 """
+
+from typing import TYPE_CHECKING, Any
 
 from toolhub.core import (
     CallResult,
@@ -24,8 +31,10 @@ from toolhub.core import (
     requirements,
 )
 from toolhub.errors import ErrorCode, RedisUnavailable, ToolhubError
-from toolhub.session import Session
 from toolhub.toolset import ToolConfig, ToolSet, ToolSetBuilder, ToolSetConfig
+
+if TYPE_CHECKING:
+    from toolhub.session import Session
 
 __version__ = "0.1.0"
 
@@ -57,3 +66,16 @@ __all__ = [
     "__version__",
     "requirements",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "Session":
+        from toolhub.session import Session
+
+        globals()["Session"] = Session
+        return Session
+    raise AttributeError(f"module 'toolhub' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

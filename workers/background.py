@@ -30,7 +30,8 @@ from .background_command import command_result, start_command, start_failure
 from .claimed import Claimed, run_claimed
 from .emitter import Emitter
 from .outcomes import Ended
-from .runtime import Running, WorkerRuntime
+from .running import Running
+from .runtime import WorkerRuntime
 from .subagent import run_subagent
 
 logger = logging.getLogger("toolhub.worker.background")

@@ -30,7 +30,8 @@ from toolhub.toolset import Prepared
 from .claimed import Claimed, run_claimed
 from .emitter import Emitter
 from .outcomes import Ended
-from .runtime import Running, WorkerRuntime
+from .running import Running
+from .runtime import WorkerRuntime
 from .toolsets import SessionRuntime
 
 logger = logging.getLogger("toolhub.worker")

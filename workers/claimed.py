@@ -25,7 +25,8 @@ from toolhub.errors import ErrorCode
 from .emitter import Emitter
 from .metrics import Attempt, metrics, outcome, tool_label
 from .outcomes import CANCELLED, Ended
-from .runtime import Running, WorkerRuntime
+from .running import Running
+from .runtime import WorkerRuntime
 
 logger = logging.getLogger("toolhub.worker")
 

@@ -22,7 +22,7 @@ from toolhub.distributed.codec import encode_item
 from toolhub.distributed.records import CallRecords
 from toolhub.distributed.settings import Settings
 
-from .runtime import Running
+from .running import Running
 
 logger = logging.getLogger("toolhub.worker")
 

@@ -57,7 +57,7 @@ from .background_command import command_result, start_command, start_failure
 from .control import ControlListener
 from .emitter import Emitter
 from .holder_client import HolderPaths, flocked, idle_seconds, read_line
-from .runtime import Running
+from .running import Running
 
 logger = logging.getLogger("toolhub.worker.holder")
 

@@ -1,12 +1,13 @@
 """Keeps this host's background holder started while a worker lives.
 
 Without it the first background commands after a quiet spell each wait in a worker pool thread
-while the holder spawns (about 0.7 s: a Python process importing toolhub), and a foreground call
-arriving meanwhile finds no free thread. The warmer starts the holder when the worker is ready and
-pings it with ``keep`` every third of the holder's idle window, which restarts that window: the
-holder stays while some worker on the host lives, and still exits ``TOOLHUB_HOLDER_IDLE_SECONDS``
-after the last one is gone (or after its last command, whichever is later). A holder killed
-meanwhile is spawned again at the next tick rather than by the next command.
+while the holder spawns (about 0.4 s: a Python process importing part of toolhub), and a
+foreground call arriving meanwhile finds no free thread. The warmer starts the holder as the
+worker starts (``worker_init``) and pings it with ``keep`` every third of the holder's idle
+window, which restarts that window: the holder stays while some worker on the host lives, and
+still exits ``TOOLHUB_HOLDER_IDLE_SECONDS`` after the last one is gone (or after its last
+command, whichever is later). A holder killed meanwhile is spawned again at the next tick rather
+than by the next command.
 """
 
 from __future__ import annotations

@@ -35,7 +35,7 @@ from prometheus_client import (
 from toolhub.core import CallResult, ErrorKind
 from toolhub.core.tool import HANDOFF, LEASE_LOST, REDIS_LOST
 
-from .runtime import Running
+from .running import Running
 
 logger = logging.getLogger("toolhub.worker.metrics")
 

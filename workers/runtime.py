@@ -11,7 +11,6 @@ import logging
 import os
 import socket
 import threading
-from dataclasses import dataclass
 from typing import Any
 
 from celery import Celery
@@ -26,16 +25,10 @@ from toolhub.distributed.settings import Settings, queue_for
 from toolhub.distributed.signing import FleetKeys
 from toolhub.distributed.store import RedisStore
 
+from .running import Running
 from .toolsets import ToolSets, worker_builder
 
 logger = logging.getLogger("toolhub.worker")
-
-
-@dataclass(slots=True)
-class Running:
-    call_id: str
-    token: CancelToken
-    attempt: int = 0
 
 
 class WorkerRuntime:

@@ -1,0 +1,19 @@
+"""One run of a call in this process: its id, its cancel token and the attempt it claimed.
+
+Its own module, apart from ``runtime.py``, because the background holder keeps runs too and
+must not import what a worker runtime needs (Celery, the tool catalog): the holder is spawned
+on demand, and its import time is that spawn's wait.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from toolhub.core import CancelToken
+
+
+@dataclass(slots=True)
+class Running:
+    call_id: str
+    token: CancelToken
+    attempt: int = 0
