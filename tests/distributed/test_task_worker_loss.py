@@ -12,6 +12,7 @@ from pathlib import Path
 
 from tests.distributed.helpers import wait_until, worker_pid
 from toolhub import Progress, Session
+from toolhub.tasks import BackgroundTasks
 
 TASK_TOOLS = {
     "tools": [
@@ -59,16 +60,29 @@ def test_sigkilled_subagent_resumes_on_another_worker(live, store, tmp_path: Pat
     live.worker_by_pid(killed).signal(signal.SIGKILL)
 
     try:
-        seen: set[str] = set()
+        # The other workers paused, so no sweep re-runs it before its lease has visibly expired:
+        # sweeps run every quarter lease at a random phase, and the window between the expiry
+        # and the re-run could otherwise close between two looks. Read in this process (the
+        # tasks resource), as `task_output` would need a worker.
+        tasks = reader.resources.get(BackgroundTasks)
+        others = [w for w in live.workers if w.alive and w.pid != killed]
+        for worker in others:
+            worker.signal(signal.SIGSTOP)
+        try:
+            wait_until(lambda: tasks.snapshot(task_id).status == "lost", 5)
+        finally:
+            for worker in others:
+                worker.signal(signal.SIGCONT)
+        seen: set[tuple[str, int]] = set()
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             snap = reader.call_sync("task_output", {"task_ids": task_id}).output.value["tasks"][0]
-            seen.add(snap["status"])
+            seen.add((snap["status"], snap["attempt"]))
             if snap["status"] not in ("running", "lost"):
                 break
             time.sleep(0.02)
         assert snap["status"] == "exited" and snap["exit_code"] == 0, snap
-        assert "lost" in seen, seen  # between the kill and the re-run: never `running` only
+        assert ("running", 1) not in seen, seen  # once lost, never `running` again
         assert snap["attempt"] == 2
         # Resumed: the re-run sees the transcript's earlier turn, and runs the lost turn again.
         assert f"turns: first | slow 40 {marker}" in snap["output"], snap["output"]
