@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from pathlib import Path
 
 from toolhub.distributed.settings import Settings
 
@@ -23,23 +24,43 @@ logger = logging.getLogger("toolhub.worker.holder")
 
 #: The shortest pause between two keeps, however short the idle window.
 MIN_EVERY_S = 0.2
+#: The longest pause after failed keeps: a host where no holder can start (an unwritable
+#: ``TOOLHUB_HOME``) must not spawn a doomed Python process every few seconds.
+MAX_BACKOFF_S = 300.0
 
 
 class HolderWarmer(threading.Thread):
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, home: Path | None = None) -> None:
         super().__init__(name="toolhub-holder-warmer", daemon=True)
-        self.client = HolderClient(settings)
+        self.client = HolderClient(settings, home)
         self.every_s = max(idle_seconds() / 3, MIN_EVERY_S)
         self.stop_event = threading.Event()
+        self.failures = 0
 
     def run(self) -> None:
-        while True:
-            try:
-                self.keep()
-            except Exception:
-                logger.exception("holder warmer failed; trying again next tick")
-            if self.stop_event.wait(self.every_s):
-                return
+        while not self.stop_event.wait(self.tick()):
+            pass
+
+    def tick(self) -> float:
+        """One keep; returns how long to wait before the next (doubling after each failure)."""
+        try:
+            kept = self.keep()
+        except Exception:
+            logger.exception("holder warmer failed")
+            kept = False
+        if kept:
+            if self.failures:
+                logger.info("background holder answers again at %s", self.client.paths.socket)
+            self.failures = 0
+            return self.every_s
+        self.failures += 1
+        if self.failures == 1:
+            logger.warning(
+                "no background holder answers at %s; background commands will try to start "
+                "one, else run in the worker; trying again with backoff",
+                self.client.paths.socket,
+            )
+        return float(min(self.every_s * 2**self.failures, MAX_BACKOFF_S))
 
     def keep(self) -> bool:
         """Restart the holder's idle window, spawning a holder when none answers."""
