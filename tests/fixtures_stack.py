@@ -47,9 +47,10 @@ class WorkerProcess:
         env: dict[str, str] | None = None,
         loglevel: str = "WARNING",
         command: list[str] | None = None,
+        queues: str | None = None,
     ) -> None:
         """``command``: how to start ``toolhub`` (default: this venv's script), e.g. under
-        another user with another interpreter."""
+        another user with another interpreter; ``queues``: its ``--queues`` (default: all)."""
         self.name = name
         self.command = command or [TOOLHUB]
         self.redis_url = redis_url
@@ -57,6 +58,7 @@ class WorkerProcess:
         self.concurrency = concurrency
         self.env = env or {}
         self.loglevel = loglevel
+        self.queues = queues
         self.heartbeat = home / f"{name}.heartbeat"
         self.log_path = home / f"{name}.log"
         #: Its own metrics port (kept across restarts): workers share the host.
@@ -87,6 +89,7 @@ class WorkerProcess:
                 "worker",
                 f"--concurrency={self.concurrency}",
                 f"--loglevel={self.loglevel}",
+                *([f"--queues={self.queues}"] if self.queues else []),
             ],
             cwd=REPO,
             env=env,

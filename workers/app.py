@@ -24,7 +24,7 @@ from celery.signals import worker_init, worker_ready, worker_shutdown, worker_sh
 
 from toolhub.distributed.celery_app import make_celery
 from toolhub.distributed.messages import PoisonMessage
-from toolhub.distributed.settings import Settings
+from toolhub.distributed.settings import QUEUES, Settings
 from toolhub.process_heap import freeze_startup_heap
 from workers.heartbeat import beat
 
@@ -108,10 +108,19 @@ def _on_init(**_: Any) -> None:
     beat(state="starting")
     threading.Thread(target=process.heartbeat, name="toolhub-heartbeat", daemon=True).start()
     process.get()
-    if holder_enabled():  # it spawns while the broker connection comes up
+    if holder_enabled() and _serves_background():  # it spawns while the broker connects
         warmer = HolderWarmer(settings)
         warmer.start()
         process.threads.append(warmer)
+
+
+def _serves_background() -> bool:
+    """Whether this worker takes background commands, and so wants its host's holder kept: a
+    worker of the fast or command queue alone (the chart runs one deployment per queue) never
+    hands a command over, and its pod would carry an idle holder for nothing. Celery has
+    selected the worker's queues by ``worker_init``."""
+    consumed = app.amqp.queues.consume_from
+    return not consumed or QUEUES["background"] in consumed
 
 
 def _on_ready(**_: Any) -> None:

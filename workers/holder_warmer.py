@@ -1,4 +1,4 @@
-"""Keeps this host's background holder started while a worker lives.
+"""Keeps this host's background holder started while a worker of the background queue lives.
 
 Without it the first background commands after a quiet spell each wait in a worker pool thread
 while the holder spawns (about 0.4 s: a Python process importing part of toolhub), and a

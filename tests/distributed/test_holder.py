@@ -18,7 +18,7 @@ import psutil
 import pytest
 
 from tests.distributed.helpers import TASK_TOOLS, process_gone, wait_until, worker_pid
-from tests.fixtures_stack import Stack
+from tests.fixtures_stack import Stack, WorkerProcess
 from toolhub import Progress, Session
 from toolhub.distributed.settings import Settings
 from toolhub.distributed.store import RedisStore
@@ -269,5 +269,27 @@ def test_a_worker_keeps_its_host_holder_started_and_lets_it_go_when_it_dies():
         stack.workers[0].signal(signal.SIGKILL)
         wait_until(lambda: client.ping() is None, 10)
         wait_until(lambda: process_gone(again["pid"]), 5)
+    finally:
+        stack.stop()
+
+
+def test_only_a_worker_of_the_background_queue_keeps_a_holder():
+    """A worker of the fast queue alone never hands a command over: its host (its pod, under
+    the chart) gets no holder from it. One of the background queue on the same host does."""
+    stack = Stack(workers=0)
+    env = {"TOOLHUB_HOLDER_IDLE_SECONDS": "1"}
+    fast = WorkerProcess("fast", stack.redis.url, stack.home, env=env, queues="toolhub.fast")
+    stack.workers = [fast]
+    stack.start()
+    try:
+        client = HolderClient(Settings.from_env(stack.url), home=stack.home)
+        time.sleep(2.0)  # the other worker's holder answered well within this
+        assert client.ping() is None
+        background = WorkerProcess(
+            "bg", stack.redis.url, stack.home, env=env, queues="toolhub.background"
+        )
+        stack.workers.append(background.start())
+        background.wait_ready()
+        wait_until(client.ping, 10)
     finally:
         stack.stop()
