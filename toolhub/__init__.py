@@ -5,8 +5,8 @@ tests/test_exported_members.py keeps the two equal.
 
 ``Session`` is imported on first use (PEP 562): it brings in the whole tool catalog (numpy,
 bs4, httpx, ...; about half a second here), which a process importing only a corner of toolhub
-does not need: the background holder, spawned on demand, imports ``toolhub.backends`` and pays
-its import time as the spawn's wait.
+does not need. The background holder imports ``toolhub.backends`` and the store, and a
+background command that finds no holder waits for that import while one is spawned.
 """
 
 from typing import TYPE_CHECKING, Any

@@ -1,8 +1,8 @@
 """One run of a call in this process: its id, its cancel token and the attempt it claimed.
 
 Its own module, apart from ``runtime.py``, because the background holder keeps runs too and
-must not import what a worker runtime needs (Celery, the tool catalog): the holder is spawned
-on demand, and its import time is that spawn's wait.
+must not import what a worker runtime needs (Celery, the tool catalog): a background command
+that finds no holder waits for the spawn of one, import time included.
 """
 
 from __future__ import annotations
