@@ -19,7 +19,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -129,23 +129,30 @@ class HolderClient:
         except (OSError, ValueError, TypeError):
             return None
 
-    def ping(self) -> dict[str, Any] | None:
-        reply = self.request({"op": "ping"}, timeout_s=2.0)
+    def ping(self, *, keep: bool = False) -> dict[str, Any] | None:
+        """The holder's answer, or None. ``keep``: it also restarts the holder's idle window
+        (a live worker wants it kept)."""
+        payload = {"op": "ping", "keep": True} if keep else {"op": "ping"}
+        reply = self.request(payload, timeout_s=2.0)
         return reply if isinstance(reply, dict) and reply.get("ok") else None
 
-    def keep(self) -> dict[str, Any] | None:
-        """A ping that also restarts the holder's idle window (a live worker wants it kept)."""
-        reply = self.request({"op": "ping", "keep": True}, timeout_s=2.0)
-        return reply if isinstance(reply, dict) and reply.get("ok") else None
+    def keep(self) -> bool:
+        """Restart the holder's idle window, spawning a holder if none answers."""
+        return self._answered(lambda: self.ping(keep=True)) is not None
 
     def hand_over(self, payload: dict[str, Any]) -> dict[str, Any] | None:
         """Send a ``start`` request, spawning the holder if needed; None when no holder could
         be reached. Safe to repeat: the holder answers a repeated (call, attempt) from its
         table instead of starting the command twice."""
-        reply = self.request(payload)
-        if reply is None and self.ensure_running():
-            reply = self.request(payload)
+        reply = self._answered(lambda: self.request(payload))
         return reply if isinstance(reply, dict) else None
+
+    def _answered(self, send: Callable[[], Any]) -> Any:
+        """``send()``'s reply; when none came, a holder is spawned and it is sent once more."""
+        reply = send()
+        if reply is None and self.ensure_running():
+            reply = send()
+        return reply
 
     def ensure_running(self) -> bool:
         """Make sure a holder answers: spawn one, under the spawn lock, unless one does."""

@@ -44,7 +44,7 @@ class HolderWarmer(threading.Thread):
     def tick(self) -> float:
         """One keep; returns how long to wait before the next (doubling after each failure)."""
         try:
-            kept = self.keep()
+            kept = self.client.keep()
         except Exception:
             logger.exception("holder warmer failed")
             kept = False
@@ -61,12 +61,6 @@ class HolderWarmer(threading.Thread):
                 self.client.paths.socket,
             )
         return float(min(self.every_s * 2**self.failures, MAX_BACKOFF_S))
-
-    def keep(self) -> bool:
-        """Restart the holder's idle window, spawning a holder when none answers."""
-        if self.client.keep() is not None:
-            return True
-        return self.client.ensure_running() and self.client.keep() is not None
 
     def stop(self) -> None:
         self.stop_event.set()

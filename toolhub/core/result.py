@@ -7,11 +7,10 @@ is kept as is; after a process boundary only JSON is left, and ``parse`` rebuild
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 from collections.abc import AsyncIterator, Callable
-from typing import Any, Literal, TypeVar
+from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel
 
@@ -194,16 +193,25 @@ def new_call_id() -> str:
     return "call_" + os.urandom(8).hex()
 
 
-@contextlib.asynccontextmanager
-async def closing(items: AsyncIterator[T]) -> AsyncIterator[AsyncIterator[T]]:
-    """``items``, closed on leaving the block. An async generator left suspended at a
-    ``yield`` (its reader stopped at the result, or was closed itself) is otherwise closed by
-    the garbage collector, through a task on a loop that may never run again: its ``finally``
-    (a subscription to close) is skipped and asyncio reports a destroyed pending task."""
-    try:
-        yield items
-    finally:
-        aclose = getattr(items, "aclose", None)
+class closing(Generic[T]):
+    """``async with closing(items) as items``: ``items``, closed on leaving the block. An async
+    generator left suspended at a ``yield`` (its reader stopped at the result, or was closed
+    itself) is otherwise closed by the garbage collector, through a task on a loop that may
+    never run again: its ``finally`` (a subscription to close) is skipped and asyncio reports
+    a destroyed pending task. Unlike ``contextlib.aclosing`` it takes any ``AsyncIterator``
+    (one without ``aclose`` is left as it is); a class, not a generator-based context manager,
+    because every layer of every streamed call enters one."""
+
+    __slots__ = ("items",)
+
+    def __init__(self, items: AsyncIterator[T]) -> None:
+        self.items = items
+
+    async def __aenter__(self) -> AsyncIterator[T]:
+        return self.items
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        aclose = getattr(self.items, "aclose", None)
         if aclose is not None:
             await aclose()
 
