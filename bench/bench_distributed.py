@@ -54,12 +54,22 @@ def ms(value: float) -> str:
 
 
 class Baseline:
-    """Two raw Celery workers with the no-op task."""
+    """Raw Celery workers (two unless told) with the no-op task; ``env`` is added to theirs."""
 
-    def __init__(self, url: str, home: Path, *, events: bool) -> None:
+    def __init__(
+        self,
+        url: str,
+        home: Path,
+        *,
+        events: bool,
+        workers: int = 2,
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.url = url
         self.home = home
         self.events = events
+        self.workers = workers
+        self.env = env or {}
         self.procs: list[subprocess.Popen[bytes]] = []
 
     @property
@@ -72,8 +82,9 @@ class Baseline:
             "BENCH_EVENTS": "1" if self.events else "0",
             "BENCH_REDIS_URL": self.url,
             "PYTHONPATH": str(REPO),
+            **self.env,
         }
-        for i in range(2):
+        for i in range(self.workers):
             log = (self.home / f"baseline{i}.log").open("ab")
             self.procs.append(
                 subprocess.Popen(
@@ -98,14 +109,14 @@ class Baseline:
             )
         from bench.celery_baseline import app
 
-        names = tuple(f"{self.queue}{i}@" for i in range(2))
+        names = tuple(f"{self.queue}{i}@" for i in range(self.workers))
 
         def answering() -> int:
             replies = app.control.ping(timeout=0.5) or []
             return sum(1 for reply in replies for host in reply if host.startswith(names))
 
         deadline = time.monotonic() + 30
-        while answering() < 2:
+        while answering() < self.workers:
             if time.monotonic() > deadline:
                 raise TimeoutError("baseline workers did not start")
 
