@@ -7,7 +7,9 @@ why. One ``toolhub worker`` and one raw Celery worker (threads pool, concurrency
 Redis) run with ``bench/critical_path`` on their ``PYTHONPATH``: its ``sitecustomize`` records
 when a message enters each stage of the worker (the BRPOP reply read, the hand-off to the pool,
 a pool thread taking it, the task function, and toolhub's claim and finish or Celery's result
-store). The caller records when it starts a call and when it has the result. Calls are made
+store). The caller records when it starts a call and when it has the result, and reads Redis's
+``INFO commandstats`` around each side's block of calls: what Redis ran per call, and for how
+long (background work of each side, such as lease renewals, included). Calls are made
 one at a time, toolhub and raw Celery in interleaved rounds, so each mark between a call's
 start and end belongs to that call. Prints the median of every phase on both sides.
 
@@ -25,6 +27,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from redis import Redis
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -102,6 +106,8 @@ def main() -> int:
     baseline = Baseline(stack.url, stack.home, events=False, workers=1, env=marked)
     session = Session.connect(stack.url, CONFIG, Path(tempfile.mkdtemp()), builder=make_builder())
     windows: dict[str, list[tuple[float, float]]] = {"toolhub": [], "celery": []}
+    redis_work: dict[str, dict[str, list[float]]] = {"toolhub": {}, "celery": {}}
+    redis = Redis.from_url(stack.url)
     loop = asyncio.new_event_loop()
     try:
         baseline.start()
@@ -112,15 +118,18 @@ def main() -> int:
             loop.run_until_complete(session.call("noop", {}, call_id=f"warm-{i}"))
             noop.apply_async(queue=baseline.queue).get(timeout=10)
         for r in range(args.rounds):
+            before = commandstats(redis)
             for i in range(args.calls):
                 started = time.time()
                 result = loop.run_until_complete(session.call("noop", {}, call_id=f"cp{r}-{i}"))
                 windows["toolhub"].append((started, time.time()))
                 assert not result.is_error, result.prompt_text
+            before = tally(redis, before, redis_work["toolhub"])
             for _ in range(args.calls):
                 started = time.time()
                 noop.apply_async(queue=baseline.queue).get(timeout=10)
                 windows["celery"].append((started, time.time()))
+            tally(redis, before, redis_work["celery"])
         time.sleep(0.5)  # the workers write their marks every 0.1 s
         ours = phases_of(windows["toolhub"], read_marks(folder, stack.workers[0].pid))
         theirs = phases_of(windows["celery"], read_marks(folder, baseline.procs[0].pid))
@@ -142,11 +151,53 @@ def main() -> int:
     for label, mine, other in PHASES:
         theirs_cell = _median(theirs, *other) if other else "-"
         print(f"| {label} | {_median(ours, *mine)} | {theirs_cell} |")
+    calls = len(ours)
+    print("\n| Redis, per call (`INFO commandstats`) | toolhub | raw Celery |")
+    print("|---|---|---|")
+    for command in sorted((set(redis_work["toolhub"]) | set(redis_work["celery"])) - {"cpu"}):
+        counts = [redis_work[side].get(command, [0.0, 0.0]) for side in ("toolhub", "celery")]
+        if all(n < 0.01 * calls for n, _ in counts):
+            continue  # connection set-up, the workers' periodic work
+        cells = [f"{n / calls:.2f} ({usec / calls:.1f} us)" if n else "-" for n, usec in counts]
+        print(f"| {command} | {' | '.join(cells)} |")
+    cpu = [redis_work[side]["cpu"][1] / calls for side in ("toolhub", "celery")]
+    print(f"| Redis's CPU time (`INFO cpu`), per call | {cpu[0]:.1f} us | {cpu[1]:.1f} us |")
+    print(
+        "\nA command a script runs is counted under its own name too, and its time is also "
+        "inside the script's (`evalsha`)."
+    )
     print(
         f"\n{len(ours)} and {len(theirs)} sequential no-op calls, one worker each (threads pool, "
         f"concurrency 4), {args.rounds} interleaved rounds, loopback Redis, {os.cpu_count()} CPUs."
     )
     return 0
+
+
+def commandstats(redis: Redis) -> dict[str, tuple[int, float]]:
+    """Calls and microseconds spent so far, per Redis command, and Redis's own CPU time (user
+    and system, as the ``cpu`` entry)."""
+    stats = {
+        name.removeprefix("cmdstat_"): (int(stat["calls"]), float(stat["usec"]))
+        for name, stat in redis.info("commandstats").items()
+    }
+    cpu = redis.info("cpu")
+    stats["cpu"] = (1, (cpu["used_cpu_user"] + cpu["used_cpu_sys"]) * 1e6)
+    return stats
+
+
+def tally(
+    redis: Redis, before: dict[str, tuple[int, float]], into: dict[str, list[float]]
+) -> dict[str, tuple[int, float]]:
+    """Add what Redis did since ``before`` to ``into`` (command -> [calls, usec]); returns
+    the new reading. ``INFO`` itself is left out."""
+    now = commandstats(redis)
+    for name, (n, usec) in now.items():
+        n0, usec0 = before.get(name, (0, 0.0))
+        if name != "info" and (n > n0 or name == "cpu"):
+            entry = into.setdefault(name, [0.0, 0.0])
+            entry[0] += n - n0
+            entry[1] += usec - usec0
+    return now
 
 
 def _missing(calls: list[dict[str, float]], spans: list[tuple[str, str]]) -> list[str]:
