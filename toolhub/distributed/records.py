@@ -205,24 +205,31 @@ class CallRecords:
     # -- worker side -------------------------------------------------------------------------------
 
     def claim(self, message: dict[str, Any], worker: str) -> Claim:
+        """Claim the call for this attempt. The terminals the script writes when the call's
+        worker was lost too often, or a cancel was requested, go only with a second claim
+        that the first one asked for (``terminal``): every claim used to build and send both
+        (12 us and 1.4 KB, for a branch almost no claim takes)."""
         cid = message["call_id"]
-        name, tool = message["name"], message.get("tool")
-        lost = lost_result(name, cid, tool, int(message.get("max_attempts", 0)))
-        cancelled = cancelled_result(name, cid, tool, "cancelled")
-        reply = self.scripts.claim(
-            keys=self.call_keys(cid, message["session_id"]),
-            args=[
-                cid,
-                message["run_id"],
-                worker,
-                self.settings.lease_seconds,
-                self.settings.record_ttl_seconds,
+        keys = self.call_keys(cid, message["session_id"])
+        head = [
+            cid,
+            message["run_id"],
+            worker,
+            self.settings.lease_seconds,
+            self.settings.record_ttl_seconds,
+        ]
+        reply = self.scripts.claim(keys=keys, args=[*head, b"", b"", b"", b""])
+        if reply[0] == b"terminal":
+            name, tool = message["name"], message.get("tool")
+            lost = lost_result(name, cid, tool, int(message.get("max_attempts", 0)))
+            cancelled = cancelled_result(name, cid, tool, "cancelled")
+            terminals = [
                 encode_item(lost, 0),
                 pack(lost.to_dict()),
                 encode_item(cancelled, 0),
                 pack(cancelled.to_dict()),
-            ],
-        )
+            ]
+            reply = self.scripts.claim(keys=keys, args=[*head, *terminals])
         if len(reply) > 2:
             flat = reply[2]
             state = dict(zip(flat[::2], flat[1::2], strict=True))

@@ -135,6 +135,10 @@ return 1
 # KEYS: call, events, channel, leases, state
 # ARGV: cid, run_id, worker, lease_seconds, ttl, lost_payload, lost_result,
 #       cancelled_payload, cancelled_result
+# The four terminals may be empty: a claim that would write one (its worker lost too often, a
+# cancel requested) then returns {'terminal', attempt} before changing anything, and the worker
+# claims again with them. Almost no claim needs one, and building and sending them cost every
+# claim (``CallRecords.claim``).
 # Returns {action, attempt} and, for 'run', the session state (saves the worker a round trip),
 # how many attempts were lost before this one, and 1 when this attempt takes up the remote
 # task an earlier one recorded (``remote_tasks.py``; counted in ``resumed``). A call whose
@@ -154,13 +158,18 @@ if status ~= 'queued' and status ~= 'running' then return {'finished', attempt} 
 local t = now()
 if status == 'running' and tonumber(r[4]) > t then return {'duplicate', attempt} end
 local resumed = 0
+local bare = ARGV[6] == ''
 if status == 'running' then
   resumed = redis.call('EXISTS', call .. ':remote')
   if r[6] == '1' then
+    if bare and r[5] == '1' then return {'terminal', attempt} end
     close_attempt(call, 'handed_back', t)
   elseif r[8] == 'fail' and r[5] ~= '1' and resumed == 0 then
     return {'lost_fail', attempt}
   else
+    if bare and (r[5] == '1' or (tonumber(r[9]) or 0) + 1 >= (tonumber(r[7]) or 3)) then
+      return {'terminal', attempt}
+    end
     close_attempt(call, 'worker_lost', t)
     local lost = redis.call('HINCRBY', call, 'lost', 1)
     if r[5] ~= '1' and lost >= (tonumber(r[7]) or 3) then
@@ -170,6 +179,7 @@ if status == 'running' then
   end
 end
 if r[5] == '1' then
+  if bare then return {'terminal', attempt} end
   finalize(call, events, channel, leases, state, cid, 'cancelled', ARGV[8], ARGV[9], ARGV[5], t)
   return {'cancelled', attempt}
 end
