@@ -14,7 +14,7 @@ import msgpack
 import psutil
 
 from toolhub import CallResult, Progress, Session
-from toolhub.distributed.codec import StreamEvent
+from toolhub.distributed.codec import StreamEvent, pack
 from toolhub.distributed.store import RedisStore
 
 T = TypeVar("T")
@@ -28,6 +28,27 @@ TASK_TOOLS = {
         {"id": "Main:kill_task"},
     ]
 }
+
+
+def queued_call(
+    store: RedisStore, cid: str, queue: bytes, max_attempts: int = 3, **fields: Any
+) -> dict[str, Any]:
+    """A call recorded and queued (as a dispatcher does, on ``queue``), in session ``s``;
+    returns its message. ``fields`` are added to its record (``on_lost``, ``tool``...)."""
+    message = {
+        "call_id": cid,
+        "run_id": "run-1",
+        "session_id": "s",
+        "name": "noop",
+        "max_attempts": max_attempts,
+    }
+    store.client.set(store.keys.config("h"), "{}")
+    record = {"session_id": "s", "name": "noop", "max_attempts": max_attempts, **fields}
+    code = store.records.create_and_enqueue(
+        cid, "run-1", {**record, "message": pack(message)}, queue, b"payload-1", config_hash="h"
+    )
+    assert code == 1
+    return message
 
 
 def wait_until(check: Callable[[], T], timeout: float = 10.0, every: float = 0.02) -> T:

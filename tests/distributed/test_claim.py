@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from toolhub.distributed.codec import pack, unpack
+from tests.distributed.helpers import queued_call
+from toolhub.distributed.codec import unpack
 
 QUEUE = b"test.claim.unconsumed"
 
@@ -17,30 +18,9 @@ def created(store):
     """A queued call (on a queue no worker consumes) and its message; removed afterwards."""
     made: list[str] = []
 
-    def create(cid: str, max_attempts: int = 3, on_lost: str = "rerun") -> dict:
-        message = {
-            "call_id": cid,
-            "run_id": "run-1",
-            "session_id": "s",
-            "name": "noop",
-            "tool": "Test:noop",
-            "max_attempts": max_attempts,
-        }
-        store.client.set(store.keys.config("h"), "{}")
-        fields = {
-            "session_id": "s",
-            "name": "noop",
-            "tool": "Test:noop",
-            "max_attempts": max_attempts,
-            "on_lost": on_lost,
-            "message": pack(message),
-        }
-        code = store.records.create_and_enqueue(
-            cid, "run-1", fields, QUEUE, b"payload", config_hash="h"
-        )
-        assert code == 1
+    def create(cid: str, max_attempts: int = 3) -> dict:
         made.append(cid)
-        return message
+        return queued_call(store, cid, QUEUE, max_attempts, on_lost="rerun")
 
     yield create
     for cid in made:

@@ -6,32 +6,15 @@ from __future__ import annotations
 
 import time
 
-from toolhub.distributed.codec import pack, unpack
+from tests.distributed.helpers import queued_call
+from toolhub.distributed.codec import unpack
 from toolhub.distributed.recovery import Recovery
 
 QUEUE = b"test.unconsumed"
 
 
 def _create(store, cid: str, max_attempts: int = 3) -> dict:
-    message = {
-        "call_id": cid,
-        "run_id": "run-1",
-        "session_id": "s",
-        "name": "noop",
-        "max_attempts": max_attempts,
-    }
-    store.client.set(store.keys.config("h"), "{}")
-    fields = {
-        "session_id": "s",
-        "name": "noop",
-        "max_attempts": max_attempts,
-        "message": pack(message),
-    }
-    code = store.records.create_and_enqueue(
-        cid, "run-1", fields, QUEUE, b"payload-1", config_hash="h"
-    )
-    assert code == 1
-    return message
+    return queued_call(store, cid, QUEUE, max_attempts)
 
 
 def _past_deadline(store, cid: str) -> None:
