@@ -18,6 +18,7 @@ from toolhub.errors import ErrorCode
 
 from . import replies
 from .codec import encode_item, pack, unpack
+from .evalsha import run_script
 from .keys import Keys
 from .scripts import Scripts
 from .settings import Settings
@@ -218,7 +219,7 @@ class CallRecords:
             self.settings.lease_seconds,
             self.settings.record_ttl_seconds,
         ]
-        reply = self.scripts.claim(keys=keys, args=[*head, b"", b"", b"", b""])
+        reply = run_script(self.client, self.scripts.claim, keys, [*head, b"", b"", b"", b""])
         if reply[0] == b"terminal":
             name, tool = message["name"], message.get("tool")
             lost = lost_result(name, cid, tool, int(message.get("max_attempts", 0)))
@@ -229,7 +230,7 @@ class CallRecords:
                 encode_item(cancelled, 0),
                 pack(cancelled.to_dict()),
             ]
-            reply = self.scripts.claim(keys=keys, args=[*head, *terminals])
+            reply = run_script(self.client, self.scripts.claim, keys, [*head, *terminals])
         if len(reply) > 2:
             flat = reply[2]
             state = dict(zip(flat[::2], flat[1::2], strict=True))
@@ -239,28 +240,21 @@ class CallRecords:
     def emit(self, cid: str, attempt: int, payloads: list[bytes]) -> int:
         """Append and publish; -1 when this attempt no longer owns the call (fenced off)."""
         k = self.keys
-        return int(
-            self.scripts.emit(
-                keys=[k.call(cid), k.events(cid), k.channel(cid)], args=[attempt, *payloads]
-            )
-        )
+        keys = [k.call(cid), k.events(cid), k.channel(cid)]
+        return int(run_script(self.client, self.scripts.emit, keys, [attempt, *payloads]))
 
     def finish(self, cid: str, sid: str, attempt: int, result: CallResult) -> int:
         status = status_of(result)
-        return int(
-            self.scripts.finish(
-                keys=self.call_keys(cid, sid),
-                args=[
-                    cid,
-                    attempt,
-                    status,
-                    encode_item(result, attempt),
-                    pack(result.to_dict()),
-                    self.settings.record_ttl_seconds,
-                    status,
-                ],
-            )
-        )
+        args = [
+            cid,
+            attempt,
+            status,
+            encode_item(result, attempt),
+            pack(result.to_dict()),
+            self.settings.record_ttl_seconds,
+            status,
+        ]
+        return int(run_script(self.client, self.scripts.finish, self.call_keys(cid, sid), args))
 
     def renew(self, leases: list[tuple[str, int]]) -> list[int]:
         """Renew several leases, one script call per ``RENEW_BATCH``: per call 0 (this attempt

@@ -1,0 +1,71 @@
+"""``run_script`` against a real redis-server of its own: the reply is the stock path's, and
+what the packed path cannot handle (a script Redis forgot, a connection that broke) goes
+through redis-py's own path and still answers."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from redis import Redis
+from redis.connection import AbstractConnection
+from redis.exceptions import ResponseError
+
+from toolhub.distributed.evalsha import run_script
+from toolhub.distributed.store import connect
+from toolhub.stack import RedisServer
+
+ECHO = "redis.call('SET', KEYS[1], ARGV[1]); return {KEYS[1], ARGV[1], tonumber(ARGV[2]) * 2}"
+
+
+@pytest.fixture
+def client(tmp_path: Path) -> Iterator[Redis]:
+    server = RedisServer(data_dir=tmp_path / "redis")
+    server.start()
+    redis = connect(server.url)
+    yield redis
+    redis.close()
+    server.stop()
+
+
+def test_the_reply_is_the_stock_reply(client: Redis) -> None:
+    script = client.register_script(ECHO)
+    stock = script(keys=["k"], args=["v", 1.5])
+    assert run_script(client, script, ["k"], ["v", 1.5]) == stock == [b"k", b"v", 3]
+    assert client.get("k") == b"v"
+
+
+def test_a_script_redis_does_not_know_is_loaded_and_run(client: Redis) -> None:
+    script = client.register_script(ECHO)
+    client.script_flush()
+    assert run_script(client, script, ["k"], ["after flush", 2]) == [b"k", b"after flush", 4]
+    # The connection the unknown script was tried on went back to the pool in a clean state.
+    assert run_script(client, script, ["k"], ["again", 3]) == [b"k", b"again", 6]
+
+
+def test_a_connection_broken_after_the_send_is_replaced_and_the_script_still_runs(
+    client: Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    script = client.register_script(ECHO)
+    assert run_script(client, script, ["k"], ["first", 1])  # the pool holds a live connection
+    read_response = AbstractConnection.read_response
+    broken: list[AbstractConnection] = []
+
+    def break_first(self: AbstractConnection, *args: Any, **kwargs: Any) -> Any:
+        if not broken:  # the connection dies between the command and its reply
+            broken.append(self)
+            self.disconnect()
+        return read_response(self, *args, **kwargs)
+
+    monkeypatch.setattr(AbstractConnection, "read_response", break_first)
+    assert run_script(client, script, ["k"], ["second", 5]) == [b"k", b"second", 10]
+    assert broken and client.get("k") == b"second"
+
+
+def test_a_script_error_reaches_the_caller(client: Redis) -> None:
+    script = client.register_script("return redis.error_reply('refused here')")
+    with pytest.raises(ResponseError, match="refused here"):
+        run_script(client, script, [], [])
+    assert client.ping()
