@@ -79,8 +79,10 @@ async def collect(
     return [item async for item in session.stream(name, args, call_id=call_id)]
 
 
-async def follow_all(store: RedisStore, call_id: str, after_seq: int = 0) -> list[StreamEvent]:
-    return [event async for event in store.follow(call_id, after_seq)]
+async def follow_all(
+    store: RedisStore, call_id: str, after_seq: int = 0, *, must_exist: bool = True
+) -> list[StreamEvent]:
+    return [event async for event in store.follow(call_id, after_seq, must_exist=must_exist)]
 
 
 def worker_pid(record: dict[str, Any]) -> int:

@@ -23,7 +23,8 @@ def test_late_and_resuming_followers_see_no_gap_and_no_duplicate(live, connect, 
     cid = "replay"
 
     async def go():
-        early = asyncio.ensure_future(follow_all(store, cid))
+        # Following before the dispatch: the call may not exist yet when it starts.
+        early = asyncio.ensure_future(follow_all(store, cid, must_exist=False))
         result = await session.call("ticks", {"n": 30, "delay_ms": 5}, call_id=cid)
         late = await follow_all(store, cid)
         resumed = await follow_all(store, cid, after_seq=17)

@@ -24,7 +24,8 @@ def test_sigkill_mid_call_completes_once_on_another_worker(live, connect, store,
     cid = "kill-mid-call"
 
     async def go():
-        follower = asyncio.ensure_future(follow_all(store, cid))
+        # Following before the dispatch: the call may not exist yet when it starts.
+        follower = asyncio.ensure_future(follow_all(store, cid, must_exist=False))
         seen: list[Progress | CallResult] = []
         killed: list[int] = []
         async for item in session.stream(
