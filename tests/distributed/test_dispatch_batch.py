@@ -1,10 +1,12 @@
-"""Dispatches of one event-loop turn share one pipeline (``dispatch_batch.py``), on the real
+"""Dispatches of one event-loop turn share one write (``dispatch_batch.py``), on the real
 stack: each caller gets its own reply, a caller cancelled before the flush leaves nothing
 behind, and a script Redis forgot is loaded again."""
 
 from __future__ import annotations
 
 import asyncio
+
+from toolhub.distributed import dispatch_batch
 
 QUEUE = b"bench.batched"
 
@@ -17,33 +19,26 @@ def _dispatch(store, cid: str, run_id: str = "run"):
     )
 
 
-def test_one_turns_dispatches_go_out_as_one_pipeline(live, store, monkeypatch):
+def test_one_turns_dispatches_go_out_in_one_write(live, store, monkeypatch):
     client = store.client
     client.set(store.keys.config("h"), "{}")
     client.delete(QUEUE)
     cids = [f"batched-{i}" for i in range(20)]
-    pipelines: list[int] = []
-    real_pipeline = client.pipeline
+    batches: list[int] = []
+    real_run_scripts = dispatch_batch.run_scripts
 
-    def counted(*args, **kwargs):
-        pipe = real_pipeline(*args, **kwargs)
-        real_execute = pipe.execute
+    def counted(client, script, calls):
+        batches.append(len(calls))
+        return real_run_scripts(client, script, calls)
 
-        def execute(*a, **k):
-            pipelines.append(len(pipe.command_stack))
-            return real_execute(*a, **k)
-
-        pipe.execute = execute
-        return pipe
-
-    monkeypatch.setattr(client, "pipeline", counted)
+    monkeypatch.setattr(dispatch_batch, "run_scripts", counted)
 
     async def body() -> list[int]:
         return await asyncio.gather(*(_dispatch(store, cid) for cid in cids))
 
     replies = asyncio.run(body())
     assert replies == [1] * 20, "each caller gets its own reply: created and queued"
-    assert pipelines == [20], "one pipeline carried the turn's twenty scripts"
+    assert batches == [20], "one write carried the turn's twenty scripts"
     assert sorted(client.lrange(QUEUE, 0, -1)) == sorted(c.encode() for c in cids)
     again = asyncio.run(_dispatch(store, cids[0], "other-run"))
     assert again == 0, "the id of a queued call is refused, as by the unbatched script"

@@ -1,6 +1,6 @@
-"""``run_script`` against a real redis-server of its own: the reply is the stock path's, and
-what the packed path cannot handle (a script Redis forgot, a connection that broke) goes
-through redis-py's own path and still answers."""
+"""``run_script`` and ``run_scripts`` against a real redis-server of their own: the replies
+are the stock path's, and what the packed path cannot handle (a script Redis forgot, a
+connection that broke) goes through redis-py's own path and still answers."""
 
 from __future__ import annotations
 
@@ -11,13 +11,14 @@ from typing import Any
 import pytest
 from redis import Redis
 from redis.connection import AbstractConnection
-from redis.exceptions import ResponseError
+from redis.exceptions import NoScriptError, ResponseError
 
-from toolhub.distributed.evalsha import run_script
+from toolhub.distributed.evalsha import run_script, run_scripts
 from toolhub.distributed.store import connect
 from toolhub.stack import RedisServer
 
 ECHO = "redis.call('SET', KEYS[1], ARGV[1]); return {KEYS[1], ARGV[1], tonumber(ARGV[2]) * 2}"
+PICKY = "if ARGV[1] == 'bad' then return redis.error_reply('bad one') end; return ARGV[1]"
 
 
 @pytest.fixture
@@ -69,3 +70,36 @@ def test_a_script_error_reaches_the_caller(client: Redis) -> None:
     with pytest.raises(ResponseError, match="refused here"):
         run_script(client, script, [], [])
     assert client.ping()
+
+
+def test_a_batch_answers_each_call_in_order_with_its_own_error(client: Redis) -> None:
+    script = client.register_script(PICKY)
+    client.script_load(PICKY)
+    replies = run_scripts(client, script, [([], ["a"]), ([], ["bad"]), ([], ["c"])])
+    assert replies[0] == b"a" and replies[2] == b"c"
+    assert isinstance(replies[1], ResponseError) and "bad one" in str(replies[1])
+    client.script_flush()
+    forgotten = run_scripts(client, script, [([], ["a"]), ([], ["c"])])
+    assert [type(reply) for reply in forgotten] == [NoScriptError, NoScriptError]
+
+
+def test_a_batch_whose_connection_breaks_goes_again_through_a_pipeline(
+    client: Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    script = client.register_script(ECHO)
+    assert run_script(client, script, ["k0"], ["warm", 0])  # the pool holds a live connection
+    read_response = AbstractConnection.read_response
+    reads: list[int] = []
+
+    def break_second(self: AbstractConnection, *args: Any, **kwargs: Any) -> Any:
+        reads.append(1)
+        if len(reads) == 2:  # after the first reply of the batch
+            self.disconnect()
+        return read_response(self, *args, **kwargs)
+
+    monkeypatch.setattr(AbstractConnection, "read_response", break_second)
+    calls = [([f"k{i}"], [f"v{i}", i]) for i in range(1, 4)]
+    assert run_scripts(client, script, calls) == [
+        [f"k{i}".encode(), f"v{i}".encode(), 2 * i] for i in range(1, 4)
+    ]
+    assert [client.get(f"k{i}") for i in range(1, 4)] == [b"v1", b"v2", b"v3"]

@@ -10,11 +10,13 @@ then goes out in one pipeline (one write, one read, one stall of the loop), and 
 gets its own reply. A lone call pays two more turns of the loop (tens of microseconds), no
 extra round trip.
 
-Scripts go out as ``EVALSHA``; a reply saying Redis does not know the script (after a
-``SCRIPT FLUSH`` or a restart) is retried alone through redis-py's ``Script``, which loads it.
+Scripts go out as ``EVALSHA``, packed by hiredis in one write (``evalsha.run_scripts``); a
+reply saying Redis does not know the script (after a ``SCRIPT FLUSH`` or a restart) is retried
+alone through redis-py's ``Script``, which loads it.
 A dispatch whose caller was cancelled before the flush is dropped unsent: nothing is recorded
-or queued for a call nobody waits for. A connection error fails every dispatch of the batch,
-as it would have failed each alone.
+or queued for a call nobody waits for. A broken connection sends the batch again through a
+redis-py pipeline and its retries (the script is idempotent for a dispatch's run id); an error
+left after those fails every dispatch of the batch, as it would have failed each alone.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from typing import Any
 
 from redis.exceptions import NoScriptError, RedisError
 
+from .evalsha import run_scripts
 from .records import CallRecords
 
 
@@ -61,11 +64,8 @@ class DispatchBatches:
         if not batch:
             return
         script = self.records.scripts.create_and_enqueue
-        pipe = self.records.client.pipeline(transaction=False)
-        for p in batch:
-            pipe.evalsha(script.sha, len(p.keys), *p.keys, *p.args)
         try:
-            replies = pipe.execute(raise_on_error=False)
+            replies = run_scripts(self.records.client, script, [(p.keys, p.args) for p in batch])
         except RedisError as exc:
             for p in batch:
                 p.reply.set_exception(exc)

@@ -1,17 +1,19 @@
-"""One ``EVALSHA`` of a registered script, without redis-py's per-command layers.
+"""``EVALSHA`` of a registered script, without redis-py's per-command layers.
 
 Every distributed call runs the claim and finish scripts on its worker, and every progress
-item an emit: three or more script calls on the worker's critical path. Through redis-py's
-``Script.__call__`` each goes through ``execute_command``: argument encoding one by one in
-Python, the client's retry wrapper, observability hooks, response callbacks. That cost 45-60 us
-more per call than packing the whole command with hiredis and writing it on a pooled
-connection (a claim on a real Redis: p50 195-217 us through ``Script``, 151-159 us here;
-docs/benchmarks.md, round seven).
+item an emit: three or more script calls on the worker's critical path. Every dispatch runs the
+record-and-enqueue script, in a pipeline with the others of its loop turn. Through redis-py
+(``Script.__call__``, ``Pipeline.evalsha``) each goes through ``execute_command``: argument
+encoding one by one in Python, the client's retry wrapper, hooks, response callbacks. Packing
+the commands with hiredis and writing them on a pooled connection costs 45-60 us less per
+claim (p50 195-217 us through ``Script``, 151-159 us here) and 18 us less per dispatch in a
+batch of 50 (47-48 us, 29-30 us); docs/benchmarks.md, round seven.
 
-The connection, its timeouts, reconnection and error types are still redis-py's. Anything
-other than a reply goes back to the stock path. Redis may not know the script (after a
-restart or ``SCRIPT FLUSH``), and stock loads it. A connection may fail, and stock retries
-the command with the client's retry policy on a fresh connection, as it always did.
+The connection, its timeouts, reconnection and error types are still redis-py's. What the
+packed path does not handle goes back to the stock one. Redis may not know the script (after
+a restart or ``SCRIPT FLUSH``): stock loads it. A connection may break or time out: the batch
+goes again through a redis-py pipeline, which retries it on a fresh connection with the
+client's retry policy, as it always did.
 """
 
 from __future__ import annotations
@@ -22,21 +24,47 @@ from typing import Any
 import hiredis
 from redis import Redis
 from redis.commands.core import Script
-from redis.exceptions import ConnectionError, NoScriptError, TimeoutError
+from redis.exceptions import ConnectionError, NoScriptError, ResponseError, TimeoutError
 
 from .replies import untyped
+
+Call = tuple[Sequence[Any], Sequence[Any]]
 
 
 def run_script(client: Redis, script: Script, keys: Sequence[Any], args: Sequence[Any]) -> Any:
     """``script(keys=keys, args=args)`` on ``client``, as one packed write and one read."""
+    reply = run_scripts(client, script, [(keys, args)])[0]
+    if isinstance(reply, NoScriptError):
+        return script(keys=keys, args=args, client=client)
+    if isinstance(reply, Exception):
+        raise reply
+    return reply
+
+
+def run_scripts(client: Redis, script: Script, calls: Sequence[Call]) -> list[Any]:
+    """Each ``(keys, args)`` of ``calls`` as an ``EVALSHA`` of ``script``, all in one write;
+    the replies in order, an error reply as its exception (``NoScriptError`` among them), as
+    ``Pipeline.execute(raise_on_error=False)`` gives them."""
     pool = client.connection_pool
     conn = pool.get_connection()
     try:
-        command = ("EVALSHA", script.sha, len(keys), *keys, *args)
-        untyped(conn.send_packed_command)([hiredis.pack_command(command)], check_health=False)
-        return conn.read_response()
-    except (NoScriptError, ConnectionError, TimeoutError):
-        pass  # redis-py disconnected a failed connection; the stock path takes it from here
+        packed = b"".join(
+            hiredis.pack_command(("EVALSHA", script.sha, len(keys), *keys, *args))
+            for keys, args in calls
+        )
+        untyped(conn.send_packed_command)([packed], check_health=False)
+        replies: list[Any] = []
+        for _ in calls:
+            try:
+                replies.append(conn.read_response())
+            except ResponseError as exc:
+                replies.append(exc)
+        return replies
+    except (ConnectionError, TimeoutError):
+        pass  # redis-py disconnected the broken connection; the stock path takes it from here
     finally:
         pool.release(conn)
-    return script(keys=keys, args=args, client=client)
+    pipe = client.pipeline(transaction=False)
+    for keys, args in calls:
+        pipe.evalsha(script.sha, len(keys), *keys, *args)
+    return list(pipe.execute(raise_on_error=False))
