@@ -144,7 +144,7 @@ class CallRecords:
     def mark_failed_dispatch(self, cid: str, sid: str, result: CallResult) -> None:
         """A call whose message never reached the broker: failed, with its terminal event, so
         nobody following it waits forever."""
-        self.scripts.undispatched(
+        self.scripts.fail_queued(
             keys=self.call_keys(cid, sid),
             args=[
                 cid,

@@ -108,7 +108,7 @@ class Recovery:
             message["name"], lost.call_id, message.get("tool"), lost.requeued
         )
         return bool(
-            self._finalize(self.scripts.fail_unclaimed, lost.call_id, message["session_id"], result)
+            self._finalize(self.scripts.fail_queued, lost.call_id, message["session_id"], result)
         )
 
     def touch_reserved(self, calls: list[tuple[str, str]]) -> None:

@@ -83,14 +83,6 @@ redis.call('LPUSH', KEYS[2], ARGV[3])
 return 1
 """
 
-# KEYS: call, events, channel, leases, state   ARGV: cid, payload, result, ttl
-# A queued call that keeps being taken by workers that die before claiming it: failed.
-FAIL_UNCLAIMED = r"""
-if redis.call('HGET', KEYS[1], 'status') ~= 'queued' then return 0 end
-return finalize(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], ARGV[1], 'failed', ARGV[2],
-                ARGV[3], ARGV[4], now())
-"""
-
 # KEYS: call, pending   ARGV: cid, run_id, claim_seconds
 # A live worker holds this call's message but has not started it yet (prefetched while its
 # threads are busy): move the claim deadline on so the sweep leaves it alone.

@@ -7,8 +7,10 @@ queued call's pushed message sits in ``<call>:payload``; the scripts reach both 
 names. toolhub runs on one Redis (as kombu does), so keys a script derives need no cluster
 slot.
 
-The sweeps' scripts (a lost worker's call, a message taken but never claimed) are in
-``recovery_scripts.py``; ``Scripts`` registers both, each after the prelude here.
+The sweeps' own scripts (a lost worker's call, a message taken but never claimed) are in
+``recovery_scripts.py``; ``Scripts`` registers both, each after the prelude here. Failing a
+call that is still queued is one script here (``FAIL_QUEUED``), for the dispatcher and the
+sweep alike.
 
 Fencing: every write by a worker names the attempt it runs; a write from an attempt that is no
 longer current (its lease expired and another worker took over) is refused, so a zombie worker
@@ -22,7 +24,6 @@ from redis.commands.core import Script
 
 from .recovery_scripts import (
     FAIL_LOST,
-    FAIL_UNCLAIMED,
     REENQUEUE,
     REQUEUE,
     SWEEP_UNCLAIMED,
@@ -277,9 +278,11 @@ return 'finished'
 """
 
 # KEYS: call, events, channel, leases, state   ARGV: cid, payload, result, ttl
-# A queued call whose message never reached the broker: failed, with its terminal event, so
-# every follower (not only the dispatcher that tried) gets an answer.
-UNDISPATCHED = r"""
+# A call that will never run while it is still queued: failed, with its terminal event, so
+# every follower (not only the process that found out) gets an answer. Its message never
+# reached the broker (the dispatcher), or it kept being taken by workers that died before
+# claiming it (the sweep, ``recovery.py``).
+FAIL_QUEUED = r"""
 if redis.call('HGET', KEYS[1], 'status') ~= 'queued' then return 0 end
 return finalize(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], ARGV[1], 'failed', ARGV[2],
                 ARGV[3], ARGV[4], now())
@@ -319,11 +322,10 @@ class Scripts:
         self.renew_many: Script = client.register_script(_PRELUDE + RENEW_MANY)
         self.cancel: Script = client.register_script(_PRELUDE + CANCEL)
         self.handoff: Script = client.register_script(_PRELUDE + HANDOFF)
-        self.undispatched: Script = client.register_script(_PRELUDE + UNDISPATCHED)
+        self.fail_queued: Script = client.register_script(_PRELUDE + FAIL_QUEUED)
         self.refused: Script = client.register_script(_PRELUDE + REFUSED)
         self.requeue: Script = client.register_script(_PRELUDE + REQUEUE)
         self.fail_lost: Script = client.register_script(_PRELUDE + FAIL_LOST)
         self.sweep_unclaimed: Script = client.register_script(_PRELUDE + SWEEP_UNCLAIMED)
         self.reenqueue: Script = client.register_script(_PRELUDE + REENQUEUE)
-        self.fail_unclaimed: Script = client.register_script(_PRELUDE + FAIL_UNCLAIMED)
         self.touch_reserved: Script = client.register_script(_PRELUDE + TOUCH_RESERVED)
