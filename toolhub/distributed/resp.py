@@ -25,14 +25,6 @@ class RespError(ConnectionError):
     pass
 
 
-def encode(*args: bytes | str) -> bytes:
-    out = [b"*%d\r\n" % len(args)]
-    for arg in args:
-        data = arg.encode() if isinstance(arg, str) else arg
-        out.append(b"$%d\r\n%s\r\n" % (len(data), data))
-    return b"".join(out)
-
-
 class PubSubConnection:
     def __init__(self, url: str, connect_timeout: float = 2.0) -> None:
         self.params: dict[str, Any] = untyped(parse_url)(url)
@@ -62,7 +54,7 @@ class PubSubConnection:
             auth = ["AUTH", params["password"]]
             if params.get("username"):
                 auth.insert(1, params["username"])
-            sock.sendall(encode(*auth))
+            sock.sendall(hiredis.pack_command(tuple(auth)))
             reply = self._read_one(sock)
             if isinstance(reply, hiredis.ReplyError):
                 sock.close()
@@ -83,7 +75,7 @@ class PubSubConnection:
     def send(self, *args: bytes | str) -> None:
         """Write one command (from any thread; the reply arrives through ``read``)."""
         with self._send_lock:
-            self._sock.sendall(encode(*args))
+            self._sock.sendall(untyped(hiredis.pack_command)(args))
 
     def read(self, timeout: float) -> list[Any]:
         """Every complete reply available within ``timeout`` seconds (maybe none)."""
