@@ -16,6 +16,7 @@ import asyncio
 import logging
 import threading
 import time
+from collections import deque
 from typing import Any, Final
 
 from .resp import PubSubConnection
@@ -35,50 +36,80 @@ Frame = bytes | _Resync
 
 
 class Subscription:
-    """One follower's channel: frames arrive in the follower's own event loop."""
+    """One follower's channel: frames arrive in the follower's own event loop.
 
-    __slots__ = ("_closed", "_loop", "_queue", "_router", "channel", "confirmed")
+    Frames wait in a deque, appended by the pub/sub thread. The follower's loop is woken only
+    while the follower waits in ``get``, and once per batch of replies the pub/sub thread read
+    (``PubSubRouter``): a frame that arrives while the follower is busy, such as the
+    confirmation during its own dispatch, costs no wake-up. ``get`` sets its waiter before it
+    checks the deque a last time, and the pub/sub thread reads the waiter after appending, so
+    a frame is either seen by that check or wakes the waiter.
+    """
+
+    __slots__ = ("_closed", "_frames", "_router", "_waiter", "channel", "confirmed", "loop")
 
     def __init__(
         self, router: PubSubRouter, channel: bytes, loop: asyncio.AbstractEventLoop
     ) -> None:
         self._router = router
         self.channel = channel
-        self._loop = loop
-        self._queue: asyncio.Queue[Frame] = asyncio.Queue()
+        self.loop = loop
+        self._frames: deque[Frame] = deque()
+        #: The future ``get`` awaits; set only while the follower waits.
+        self._waiter: asyncio.Future[None] | None = None
         self._closed = False
-        #: Set once Redis confirmed the subscription: from then on every publish reaches us.
-        self.confirmed = threading.Event()
+        #: True once Redis confirmed the subscription: from then on every publish reaches us.
+        self.confirmed = False
 
-    def confirm(self) -> None:
-        """Called from the pub/sub thread once Redis confirmed the channel."""
-        self.confirmed.set()
-        self.deliver(RESYNC)
+    def push(self, frame: Frame) -> bool:
+        """Called from the pub/sub thread: queue ``frame``. True when the follower waits, so
+        its loop must be woken (``wake``)."""
+        self._frames.append(frame)
+        return self._waiter is not None
 
-    def deliver(self, frame: Frame) -> bool:
-        """Called from the pub/sub thread; False when the follower's loop is gone."""
-        try:
-            self._loop.call_soon_threadsafe(self._queue.put_nowait, frame)
-        except RuntimeError:
-            return False
-        return True
+    def wake(self) -> None:
+        """On the follower's loop: end the current wait, if any."""
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
 
     async def get(self, timeout: float) -> Frame | None:
         """The next frame, or None after ``timeout`` seconds of silence."""
-        try:
-            return self._queue.get_nowait()
-        except asyncio.QueueEmpty:
-            pass
-        try:
-            async with asyncio.timeout(timeout):  # no task per wait, unlike ``wait_for``
-                return await self._queue.get()
-        except TimeoutError:
-            return None
+        if self._frames:
+            return self._frames.popleft()
+        deadline = self.loop.time() + timeout
+        while True:
+            waiter = self.loop.create_future()
+            self._waiter = waiter
+            try:
+                if self._frames:  # the last check, after the waiter is set (class docstring)
+                    return self._frames.popleft()
+                timer = self.loop.call_at(deadline, _expire, waiter)
+                try:
+                    await waiter
+                finally:
+                    timer.cancel()
+            finally:
+                self._waiter = None
+            if self._frames:
+                return self._frames.popleft()
+            if self.loop.time() >= deadline:
+                return None
 
     def close(self) -> None:
         if not self._closed:
             self._closed = True
             self._router.release(self)
+
+
+def _expire(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
+
+
+def _wake_all(subs: list[Subscription]) -> None:
+    for sub in subs:
+        sub.wake()
 
 
 class PubSubRouter:
@@ -111,7 +142,9 @@ class PubSubRouter:
         if first:
             self._send(conn, b"SUBSCRIBE", sub.channel)
         elif confirmed:
-            sub.confirm()
+            # Already active for another follower: confirmed at once, nothing waits yet.
+            sub.confirmed = True
+            sub.push(RESYNC)
         return sub
 
     def release(self, sub: Subscription) -> None:
@@ -151,8 +184,7 @@ class PubSubRouter:
                 if conn is None:
                     conn = self._reconnect()
                     backoff = 0.05
-                for reply in conn.read(1.0):
-                    self._dispatch(reply)
+                self._dispatch(conn.read(1.0))
             except (OSError, ValueError) as exc:
                 if self._closed:
                     return
@@ -174,24 +206,43 @@ class PubSubRouter:
             conn.send(b"SUBSCRIBE", *channels)
         return conn
 
-    def _dispatch(self, reply: Any) -> None:
+    def _dispatch(self, replies: list[Any]) -> None:
+        """Queue each frame with its followers, then wake each waiting follower's loop once
+        for the whole batch."""
+        waiting: dict[asyncio.AbstractEventLoop, list[Subscription]] = {}
+        for reply in replies:
+            for sub, frame in self._frames_of(reply):
+                if sub.loop.is_closed():
+                    sub.close()
+                elif sub.push(frame):
+                    waiting.setdefault(sub.loop, []).append(sub)
+        for loop, subs in waiting.items():
+            try:
+                loop.call_soon_threadsafe(_wake_all, subs)
+            except RuntimeError:  # the loop closed meanwhile
+                for sub in subs:
+                    sub.close()
+
+    def _frames_of(self, reply: Any) -> list[tuple[Subscription, Frame]]:
+        """(follower, frame) for one reply: a message's payload for each follower of its
+        channel; ``RESYNC`` for each follower of a channel Redis just confirmed."""
         if not isinstance(reply, list) or len(reply) < 3:
-            return
+            return []
         kind, channel, data = reply[0], reply[1], reply[2]
         if kind == b"message":
             with self._lock:
                 members = list(self._subs.get(channel, ()))
-            for sub in members:
-                if not sub.deliver(data):
-                    sub.close()
-        elif kind == b"subscribe":
+            return [(sub, data) for sub in members]
+        if kind == b"subscribe":
             with self._lock:
                 if channel not in self._subs:
-                    return
+                    return []
                 self._confirmed.add(channel)
                 members = list(self._subs[channel])
             for sub in members:
-                sub.confirm()
+                sub.confirmed = True
+            return [(sub, RESYNC) for sub in members]
+        return []
 
     def close(self) -> None:
         self._closed = True

@@ -157,7 +157,7 @@ class CeleryExecutor:
             if captured is not None:
                 # One round trip: the record, and the message kombu built, pushed by the
                 # same script (toolhub/distributed/enqueue.py).
-                fresh = subscription.confirmed.is_set()
+                fresh = subscription.confirmed
                 created = await self._create_and_enqueue(cid, run_id, fields, captured)
             else:
                 created = self.store.records.create(cid, run_id, fields)
@@ -170,7 +170,7 @@ class CeleryExecutor:
             )
         if captured is not None:
             return fresh or created == SUBSCRIBED
-        fresh = subscription.confirmed.is_set()
+        fresh = subscription.confirmed
         try:
             self.app.send_task(EXECUTE_TASK, **options)
         except (OperationalError, KombuError, RedisError, OSError) as exc:

@@ -1,0 +1,130 @@
+"""The process-wide pub/sub router against a real Redis: what a follower's ``Subscription``
+receives, and when its loop is woken.
+
+A frame that arrives while the follower is not waiting is kept, not lost, and costs its loop no
+wake-up; a frame that arrives while it waits ends the wait; a silent channel ends the wait after
+the timeout, and a wake with nothing queued (the batch's frame already taken) does not end it
+early. A subscription whose loop is gone is released.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+from redis import Redis
+
+from tests.distributed.helpers import wait_until
+from toolhub.distributed.pubsub import RESYNC, PubSubRouter, Subscription
+
+
+def _confirmed(sub: Subscription) -> None:
+    wait_until(lambda: sub.confirmed, 5)
+
+
+async def _ready(router: PubSubRouter, channel: str) -> Subscription:
+    """A confirmed subscription whose confirmation (``RESYNC``) was taken."""
+    sub = router.subscribe(channel)
+    await asyncio.to_thread(_confirmed, sub)
+    assert await sub.get(1.0) is RESYNC
+    return sub
+
+
+def test_frames_published_while_nobody_waits_are_kept_in_order(live) -> None:
+    router = PubSubRouter(live.redis.url)
+    client = Redis.from_url(live.redis.url)
+    try:
+
+        async def scenario() -> list[object]:
+            sub = router.subscribe("ps-kept")
+            await asyncio.to_thread(_confirmed, sub)
+            for i in range(3):
+                client.publish("ps-kept", f"f{i}")
+            await asyncio.to_thread(wait_until, lambda: len(sub._frames) == 4, 5)
+            frames = [await sub.get(1.0) for _ in range(4)]
+            sub.close()
+            return frames
+
+        assert asyncio.run(scenario()) == [RESYNC, b"f0", b"f1", b"f2"]
+        wait_until(lambda: router.channels() == [], 5)
+    finally:
+        router.close()
+        client.close()
+
+
+def test_a_frame_published_during_the_wait_ends_it(live) -> None:
+    router = PubSubRouter(live.redis.url)
+    client = Redis.from_url(live.redis.url)
+    try:
+
+        async def scenario() -> tuple[object, float]:
+            loop = asyncio.get_running_loop()
+            sub = await _ready(router, "ps-wake")
+            timer = threading.Timer(0.2, client.publish, ("ps-wake", "late"))
+            timer.start()
+            started = loop.time()
+            frame = await sub.get(10.0)
+            sub.close()
+            return frame, loop.time() - started
+
+        frame, waited = asyncio.run(scenario())
+        assert frame == b"late"
+        assert 0.1 < waited < 5.0
+    finally:
+        router.close()
+        client.close()
+
+
+def test_silence_ends_the_wait_after_the_timeout_and_a_bare_wake_does_not(live) -> None:
+    router = PubSubRouter(live.redis.url)
+    try:
+
+        async def scenario() -> tuple[object, float]:
+            loop = asyncio.get_running_loop()
+            sub = await _ready(router, "ps-silent")
+            loop.call_later(0.05, sub.wake)  # a wake whose frame someone else took
+            started = loop.time()
+            frame = await sub.get(0.4)
+            sub.close()
+            return frame, loop.time() - started
+
+        frame, waited = asyncio.run(scenario())
+        assert frame is None
+        assert waited >= 0.35
+    finally:
+        router.close()
+
+
+def test_a_second_follower_of_a_confirmed_channel_is_confirmed_at_once(live) -> None:
+    router = PubSubRouter(live.redis.url)
+    try:
+
+        async def scenario() -> tuple[bool, object]:
+            first = router.subscribe("ps-shared")
+            await asyncio.to_thread(_confirmed, first)
+            second = router.subscribe("ps-shared")
+            confirmed = second.confirmed
+            frame = await second.get(0.1)
+            first.close()
+            second.close()
+            return confirmed, frame
+
+        assert asyncio.run(scenario()) == (True, RESYNC)
+        wait_until(lambda: router.channels() == [], 5)
+    finally:
+        router.close()
+
+
+def test_a_follower_whose_loop_is_gone_is_released(live) -> None:
+    router = PubSubRouter(live.redis.url)
+    client = Redis.from_url(live.redis.url)
+    try:
+        loop = asyncio.new_event_loop()
+        sub = router.subscribe("ps-gone", loop)
+        _confirmed(sub)
+        loop.close()
+        client.publish("ps-gone", "into the void")
+        wait_until(lambda: router.channels() == [], 5)
+    finally:
+        router.close()
+        client.close()
