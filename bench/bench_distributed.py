@@ -1,13 +1,15 @@
 """Distributed execution against raw Celery on the same machine and the same Redis.
 
-    .venv/bin/python bench/bench_distributed.py [--calls 500] [--concurrent 1000] [--rounds 5]
+    .venv/bin/python bench/bench_distributed.py [--calls 500] [--block 100] [--concurrent 1000]
+        [--rounds 5]
 
 Starts a redis-server, two ``toolhub worker`` processes and two raw Celery workers per baseline
 (threads pool, concurrency 4 each, loopback), then measures, in ``--rounds`` interleaved rounds
 (toolhub, raw Celery, raw Celery + task events, again and again, so a noisy neighbour on the
 machine hits every side alike; the table shows the median of the rounds):
 
-* no-op round trip (sequential calls): ``session.call("noop")`` vs ``noop.delay().get()``;
+* no-op round trip (sequential calls): ``session.call("noop")`` vs ``noop.delay().get()``,
+  each round's calls taken in blocks of ``--block`` a side, in turn;
 * throughput of concurrent no-op calls (all in flight at once);
 * progress latency, worker emit → caller receipt, vs a raw Redis pub/sub round trip;
 * cancel latency, ``session.cancel`` → the call's child process is gone.
@@ -164,6 +166,37 @@ async def toolhub_round_trips(session: Session, n: int, tag: str = "rt") -> list
     return samples
 
 
+def interleaved_round_trips(
+    session: Session,
+    baselines: list[Baseline],
+    labels: dict[bool, str],
+    calls: int,
+    block: int,
+    tag: int,
+) -> dict[str, list[float]]:
+    """One round's sequential calls, ``calls`` a side, in blocks of ``block`` taken in turn
+    (toolhub, then each baseline, again and again).
+
+    The machine's slow phases last seconds. With 500 calls a side in one block each, a phase
+    could fall on one side only (one run of 2026-12-05: rounds at p50 0.82x, 0.89x and
+    1.58x). Blocks of 100 keep each side's workers busy (calls alternated one by one slowed
+    both sides by about 60%, round seven) while every side samples the same phases."""
+    samples: dict[str, list[float]] = {"toolhub": [], **{label: [] for label in labels.values()}}
+    loop = asyncio.new_event_loop()
+    try:
+        for start in range(0, calls, block):
+            n = min(block, calls - start)
+            samples["toolhub"] += loop.run_until_complete(
+                toolhub_round_trips(session, n, f"rt{tag}-{start}")
+            )
+            for baseline in baselines:
+                baseline.activate()
+                samples[labels[baseline.events]] += celery_round_trips(n, baseline.queue)
+    finally:
+        loop.close()
+    return samples
+
+
 async def toolhub_throughput(session: Session, n: int, tag: str = "tp") -> float:
     started = time.perf_counter()
     results = await asyncio.gather(
@@ -235,6 +268,7 @@ def main() -> int:
     parser.add_argument("--ticks", type=int, default=2000)
     parser.add_argument("--cancels", type=int, default=30)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--block", type=int, default=100)
     args = parser.parse_args()
 
     # The production lease, for the dispatcher here and (through ``env``: STACK_ENV's short
@@ -266,16 +300,17 @@ def main() -> int:
             baseline.activate()
             celery_round_trips(50, baseline.queue)
         for r in range(args.rounds):
+            trips = interleaved_round_trips(session, baselines, labels, args.calls, args.block, r)
             record(
                 "toolhub",
-                asyncio.run(toolhub_round_trips(session, args.calls, f"rt{r}")),
+                trips["toolhub"],
                 asyncio.run(toolhub_throughput(session, args.concurrent, f"tp{r}")),
             )
             for baseline in baselines:
                 baseline.activate()
                 record(
                     labels[baseline.events],
-                    celery_round_trips(args.calls, baseline.queue),
+                    trips[labels[baseline.events]],
                     celery_throughput(args.concurrent, baseline.queue),
                 )
         progress = asyncio.run(progress_latencies(session, args.ticks))
@@ -320,7 +355,8 @@ def main() -> int:
     print(
         f"\n{args.calls} sequential calls, {args.concurrent} concurrent, {args.ticks} progress "
         f"items, {args.cancels} cancels; 2 workers x 4 threads on each side, loopback Redis, "
-        f"{os.cpu_count()} CPUs; median of {args.rounds} interleaved rounds."
+        f"{os.cpu_count()} CPUs; median of {args.rounds} interleaved rounds, each round's "
+        f"sequential calls in blocks of {args.block} a side, in turn."
     )
     for side, (p50s, p99s, tps) in rounds.items():
         print(
