@@ -4,7 +4,9 @@ receives, and when its loop is woken.
 A frame that arrives while the follower is not waiting is kept, not lost, and costs its loop no
 wake-up; a frame that arrives while it waits ends the wait; a silent channel ends the wait after
 the timeout, and a wake with nothing queued (the batch's frame already taken) does not end it
-early. A subscription whose loop is gone is released.
+early. A subscription whose loop is gone is released. The reader thread unsubscribes the
+channels whose last follower left, many in one command, and a channel taken back before that
+stays subscribed.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from redis import Redis
 
 from tests.distributed.helpers import wait_until
 from toolhub.distributed.pubsub import RESYNC, PubSubRouter, Subscription
+from toolhub.stack import RedisServer
 
 
 def _confirmed(sub: Subscription) -> None:
@@ -125,6 +128,54 @@ def test_a_follower_whose_loop_is_gone_is_released(live) -> None:
         loop.close()
         client.publish("ps-gone", "into the void")
         wait_until(lambda: router.channels() == [], 5)
+    finally:
+        router.close()
+        client.close()
+
+
+def test_a_burst_of_finished_calls_leaves_in_one_unsubscribe(tmp_path) -> None:
+    server = RedisServer(data_dir=tmp_path / "redis")
+    server.start()
+    router = PubSubRouter(server.url)
+    client = Redis.from_url(server.url)
+    channels = [f"ps-burst-{i}" for i in range(50)]
+    try:
+
+        async def scenario() -> None:
+            subs = [router.subscribe(channel) for channel in channels]
+            await asyncio.to_thread(wait_until, lambda: all(s.confirmed for s in subs), 5)
+            client.config_resetstat()
+            for sub in subs:
+                sub.close()
+
+        asyncio.run(scenario())
+        wait_until(lambda: all(n == 0 for _, n in client.pubsub_numsub(*channels)), 5)
+        unsubscribes = client.info("commandstats")["cmdstat_unsubscribe"]["calls"]
+        assert unsubscribes <= 2  # one per reader wake-up, not one per channel
+    finally:
+        router.close()
+        client.close()
+        server.stop()
+
+
+def test_a_channel_taken_back_before_it_left_stays_subscribed(live) -> None:
+    router = PubSubRouter(live.redis.url)
+    client = Redis.from_url(live.redis.url)
+    try:
+
+        async def scenario() -> list[object]:
+            first = await _ready(router, "ps-back")
+            first.close()
+            again = router.subscribe("ps-back")  # before or after the reader unsubscribed it
+            await asyncio.to_thread(_confirmed, again)
+            await asyncio.sleep(1.5)  # past the reader's next wake-up, whatever it sent then
+            client.publish("ps-back", "still here")
+            frames = [await again.get(2.0), await again.get(2.0)]
+            again.close()
+            return frames
+
+        assert asyncio.run(scenario()) == [RESYNC, b"still here"]
+        wait_until(lambda: client.pubsub_numsub("ps-back")[0][1] == 0, 5)
     finally:
         router.close()
         client.close()

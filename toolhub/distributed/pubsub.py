@@ -3,7 +3,7 @@
 Why not a subscription per call (what Celery's Redis result backend does): each one costs a
 connection or leaks a channel when a consumer goes away (celery#3812, #5320). Here a single
 reader thread owns one connection; followers in any event loop register a channel, get frames
-delivered into their loop, and the channel is unsubscribed the moment the last follower leaves.
+delivered into their loop, and the reader unsubscribes a channel once its last follower left.
 
 Delivery is best effort by design: a follower catches up from the call's Redis stream whenever
 it is told to resync (subscription confirmed, connection re-established) or sees a gap, so a
@@ -107,6 +107,14 @@ def _expire(waiter: asyncio.Future[None]) -> None:
         waiter.set_result(None)
 
 
+def _take(members: set[bytes], channel: bytes) -> bool:
+    """Remove ``channel`` from ``members``; whether it was there."""
+    if channel in members:
+        members.discard(channel)
+        return True
+    return False
+
+
 def _wake_all(subs: list[Subscription]) -> None:
     for sub in subs:
         sub.wake()
@@ -119,6 +127,8 @@ class PubSubRouter:
         self._url = url
         self._subs: dict[bytes, set[Subscription]] = {}
         self._confirmed: set[bytes] = set()
+        #: Channels whose last follower left; unsubscribed by the reader thread (``_leave``).
+        self._leaving: set[bytes] = set()
         self._lock = threading.Lock()
         self._closed = False
         self._conn: PubSubConnection | None = None
@@ -135,7 +145,8 @@ class PubSubRouter:
         sub = Subscription(self, channel.encode(), loop or asyncio.get_running_loop())
         with self._lock:
             members = self._subs.setdefault(sub.channel, set())
-            first = not members
+            # A channel still leaving was never unsubscribed: it stays, as it was.
+            first = not members and not _take(self._leaving, sub.channel)
             members.add(sub)
             confirmed = sub.channel in self._confirmed
             conn = self._conn
@@ -148,6 +159,9 @@ class PubSubRouter:
         return sub
 
     def release(self, sub: Subscription) -> None:
+        """Drop a follower. The last one of a channel leaves it to the reader thread to
+        unsubscribe, in one ``UNSUBSCRIBE`` for every channel left since its last read: no
+        write on the follower's thread, and one command for a burst of finished calls."""
         with self._lock:
             members = self._subs.get(sub.channel)
             if members is None:
@@ -156,9 +170,7 @@ class PubSubRouter:
             if members:
                 return
             del self._subs[sub.channel]
-            self._confirmed.discard(sub.channel)
-            conn = self._conn
-        self._send(conn, b"UNSUBSCRIBE", sub.channel)
+            self._leaving.add(sub.channel)
 
     def channels(self) -> list[bytes]:
         """Channels currently subscribed for followers (tests check nothing leaks)."""
@@ -185,6 +197,7 @@ class PubSubRouter:
                     conn = self._reconnect()
                     backoff = 0.05
                 self._dispatch(conn.read(1.0))
+                self._leave(conn)
             except (OSError, ValueError) as exc:
                 if self._closed:
                     return
@@ -194,6 +207,7 @@ class PubSubRouter:
                 with self._lock:
                     self._conn = None
                     self._confirmed.clear()
+                    self._leaving.clear()  # a new connection subscribes to live channels only
                 time.sleep(backoff)
                 backoff = min(backoff * 2, 1.0)
 
@@ -205,6 +219,17 @@ class PubSubRouter:
         if channels:
             conn.send(b"SUBSCRIBE", *channels)
         return conn
+
+    def _leave(self, conn: PubSubConnection) -> None:
+        """Unsubscribe every channel left since the last call. Sent under the lock, so a
+        follower that subscribes to one of them again either took it back first (``subscribe``:
+        nothing to send) or sends its ``SUBSCRIBE`` after this ``UNSUBSCRIBE``."""
+        with self._lock:
+            if not self._leaving:
+                return
+            channels, self._leaving = self._leaving, set()
+            self._confirmed.difference_update(channels)
+            conn.send(b"UNSUBSCRIBE", *channels)
 
     def _dispatch(self, replies: list[Any]) -> None:
         """Queue each frame with its followers, then wake each waiting follower's loop once
