@@ -14,7 +14,9 @@ machine hits every side alike; the table shows the median of the rounds):
 * progress latency, worker emit → caller receipt, vs a raw Redis pub/sub round trip;
 * cancel latency, ``session.cancel`` → the call's child process is gone.
 
-Prints a markdown table (docs/distributed.md records the numbers), then each round's ratios,
+Prints a markdown table (docs/distributed.md records the numbers), then the CPU each side
+spends per call in its throughput bursts, by process (the caller, its workers, Redis: on two
+shared cores their sum bounds the throughput), then each round's ratios,
 their spread and a PASS/MISS per target of issue 18 (p50 <= 0.8x, p99 <= 0.9x, throughput
 >= 1.5x of raw Celery, in every round); toolhub's workers send task events (Flower), so the
 rounds against raw Celery with task events are printed too.
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import os
 import statistics
 import subprocess
@@ -31,6 +34,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import psutil
@@ -166,6 +170,30 @@ async def toolhub_round_trips(session: Session, n: int, tag: str = "rt") -> list
     return samples
 
 
+class CpuBudget:
+    """CPU seconds (user + system, psutil) each group of processes spends, read around a
+    burst: the caller (this process), one side's workers, and Redis. Throughput on two shared
+    cores is bounded by their sum per call, so this says where a side's calls go."""
+
+    def __init__(self, workers: list[int], redis: int) -> None:
+        self.groups = {
+            "caller": [psutil.Process()],
+            "workers": [psutil.Process(pid) for pid in workers],
+            "Redis": [psutil.Process(redis)],
+        }
+
+    def read(self) -> dict[str, float]:
+        return {
+            name: sum(sum(proc.cpu_times()[:2]) for proc in procs)
+            for name, procs in self.groups.items()
+        }
+
+    def per_call(self, before: dict[str, float], calls: int) -> dict[str, float]:
+        """Microseconds per call of each group since ``before``."""
+        after = self.read()
+        return {name: (after[name] - before[name]) / calls * 1e6 for name in after}
+
+
 def interleaved_round_trips(
     session: Session,
     baselines: list[Baseline],
@@ -286,15 +314,36 @@ def main() -> int:
         side: ([], [], []) for side in ["toolhub", *labels.values()]
     }
 
+    #: per side: the CPU per call of each process group, one entry per round
+    budgets: dict[str, list[dict[str, float]]] = {side: [] for side in rounds}
+
     def record(side: str, samples: list[float], throughput: float) -> None:
         p50s, p99s, tps = rounds[side]
         p50s.append(pct(samples, 0.5))
         p99s.append(pct(samples, 0.99))
         tps.append(throughput)
 
+    def run_toolhub_burst(tag: str) -> float:
+        return asyncio.run(toolhub_throughput(session, args.concurrent, tag))
+
+    def burst(side: str, budget: CpuBudget, run: Callable[[], float]) -> float:
+        before = budget.read()
+        throughput = run()
+        budgets[side].append(budget.per_call(before, args.concurrent))
+        return throughput
+
     try:
         for baseline in baselines:
             baseline.start()
+        assert stack.redis.proc is not None
+        redis_pid = stack.redis.proc.pid
+        cpu = {
+            "toolhub": CpuBudget([w.pid for w in stack.workers], redis_pid),
+            **{
+                labels[b.events]: CpuBudget([proc.pid for proc in b.procs], redis_pid)
+                for b in baselines
+            },
+        }
         asyncio.run(toolhub_round_trips(session, 50, "warm"))
         for baseline in baselines:
             baseline.activate()
@@ -304,14 +353,23 @@ def main() -> int:
             record(
                 "toolhub",
                 trips["toolhub"],
-                asyncio.run(toolhub_throughput(session, args.concurrent, f"tp{r}")),
+                burst(
+                    "toolhub",
+                    cpu["toolhub"],
+                    functools.partial(run_toolhub_burst, f"tp{r}"),
+                ),
             )
             for baseline in baselines:
                 baseline.activate()
+                side = labels[baseline.events]
                 record(
-                    labels[baseline.events],
-                    trips[labels[baseline.events]],
-                    celery_throughput(args.concurrent, baseline.queue),
+                    side,
+                    trips[side],
+                    burst(
+                        side,
+                        cpu[side],
+                        functools.partial(celery_throughput, args.concurrent, baseline.queue),
+                    ),
                 )
         progress = asyncio.run(progress_latencies(session, args.ticks))
         raw = pubsub_latencies(stack.url, args.ticks)
@@ -363,7 +421,20 @@ def main() -> int:
             f"  {side}: p50 {', '.join(ms(v) for v in p50s)}; p99 "
             f"{', '.join(ms(v) for v in p99s)}; throughput {', '.join(f'{v:.0f}/s' for v in tps)}"
         )
+    print_budgets(budgets)
     return 0 if verdicts(rounds, labels) else 1
+
+
+def print_budgets(budgets: dict[str, list[dict[str, float]]]) -> None:
+    """The throughput bursts' CPU per call, by process group (median of the rounds)."""
+    groups = ("caller", "workers", "Redis")
+    print("\nCPU per call in the throughput bursts, median of the rounds (psutil user + system):")
+    print("| side | " + " | ".join(groups) + " | total |")
+    print("|---" * (len(groups) + 2) + "|")
+    for side, rounds in budgets.items():
+        cells = [statistics.median(r[g] for r in rounds) for g in groups]
+        totals = statistics.median(sum(r[g] for g in groups) for r in rounds)
+        print(f"| {side} | " + " | ".join(f"{c:.0f} us" for c in cells) + f" | {totals:.0f} us |")
 
 
 #: Issue 18's bar, in every round: (index in a round's samples, target, lower is better).
