@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from typing import Any
 
 from redis import Redis
 
 from tests.distributed.helpers import wait_until
-from toolhub.distributed.pubsub import RESYNC, PubSubRouter, Subscription
+from toolhub.distributed.pubsub import RESYNC, PubSubRouter, Subscription, _wake_all
 from toolhub.stack import RedisServer
 
 
@@ -38,7 +39,16 @@ def test_frames_published_while_nobody_waits_are_kept_in_order(live) -> None:
     client = Redis.from_url(live.redis.url)
     try:
 
-        async def scenario() -> list[object]:
+        async def scenario() -> tuple[list[object], list[object]]:
+            loop = asyncio.get_running_loop()
+            scheduled: list[object] = []  # what other threads scheduled on this loop
+            schedule = loop.call_soon_threadsafe
+
+            def counted(callback: Any, *args: Any, **kwargs: Any) -> asyncio.Handle:
+                scheduled.append(callback)
+                return schedule(callback, *args, **kwargs)
+
+            loop.call_soon_threadsafe = counted  # type: ignore[method-assign]
             sub = router.subscribe("ps-kept")
             await asyncio.to_thread(_confirmed, sub)
             for i in range(3):
@@ -46,9 +56,11 @@ def test_frames_published_while_nobody_waits_are_kept_in_order(live) -> None:
             await asyncio.to_thread(wait_until, lambda: len(sub._frames) == 4, 5)
             frames = [await sub.get(1.0) for _ in range(4)]
             sub.close()
-            return frames
+            return frames, scheduled
 
-        assert asyncio.run(scenario()) == [RESYNC, b"f0", b"f1", b"f2"]
+        frames, scheduled = asyncio.run(scenario())
+        assert frames == [RESYNC, b"f0", b"f1", b"f2"]
+        assert _wake_all not in scheduled  # nobody waited: no wake-up was sent
         wait_until(lambda: router.channels() == [], 5)
     finally:
         router.close()
