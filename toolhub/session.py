@@ -35,6 +35,7 @@ from toolhub.toolset import (
     ConfigSource,
     ExternalHandler,
     ExternalSpec,
+    Prepared,
     ToolSet,
     ToolSetBuilder,
 )
@@ -172,7 +173,17 @@ class Session:
         """Run one call and return its result. ``timeout``: seconds to wait at most; then the
         call is cancelled and the result is a ``timeout`` error (distributed calls always have
         a deadline, derived from their limits when none is given)."""
-        return await drain(self.stream(name, arguments, call_id=call_id, timeout=timeout))
+        call_id = call_id or new_call_id()
+        try:
+            prepared = self.toolset.prepare(name, arguments, call_id)
+        except ToolError as err:
+            return CallResult.failure(name, err, call_id=call_id)
+        # The executor's stream drained here, not through ``stream``: one async generator
+        # fewer per call (its frame, its ``asend`` per item, the objects a call holds while
+        # in flight).
+        items = self._items(prepared, timeout)
+        async with closing(items):
+            return await drain(items)
 
     async def stream(
         self,
@@ -189,13 +200,20 @@ class Session:
         except ToolError as err:
             yield CallResult.failure(name, err, call_id=call_id)
             return
-        items = self.executor.stream(prepared)
-        seconds = self._deadline(timeout, prepared.entry.workload)
-        if seconds is not None:
-            items = self._bounded(items, prepared.name, call_id, seconds)
+        items = self._items(prepared, timeout)
         async with closing(items):
             async for item in items:
                 yield item
+
+    def _items(
+        self, prepared: Prepared, timeout: float | None
+    ) -> AsyncIterator[Progress | CallResult]:
+        """The executor's stream of a prepared call, under its deadline when it has one."""
+        items = self.executor.stream(prepared)
+        seconds = self._deadline(timeout, prepared.entry.workload)
+        if seconds is not None:
+            items = self._bounded(items, prepared.name, prepared.ctx.call_id, seconds)
+        return items
 
     async def record(self, call_id: str) -> dict[str, Any] | None:
         """The record of a call by its id (status, attempts, result), or None when unknown;
@@ -261,21 +279,17 @@ class Session:
             result = self.executor.call_sync(prepared)
             if result is not None:
                 return result
-            drained: CallResult = self._run(drain(self._stream_prepared(prepared)))
+            drained: CallResult = self._run(self._drain_prepared(prepared))
             return drained
         answered: CallResult = self._run(
             self.call(name, arguments, call_id=call_id, timeout=timeout)
         )
         return answered
 
-    async def _stream_prepared(self, prepared: Any) -> AsyncIterator[Progress | CallResult]:
-        items = self.executor.stream(prepared)
-        seconds = self.executor.deadline_seconds(prepared.entry.workload)
-        if seconds is not None:
-            items = self._bounded(items, prepared.name, prepared.ctx.call_id, seconds)
+    async def _drain_prepared(self, prepared: Prepared) -> CallResult:
+        items = self._items(prepared, None)
         async with closing(items):
-            async for item in items:
-                yield item
+            return await drain(items)
 
     def stream_sync(
         self,
