@@ -178,12 +178,7 @@ class Session:
             prepared = self.toolset.prepare(name, arguments, call_id)
         except ToolError as err:
             return CallResult.failure(name, err, call_id=call_id)
-        # The executor's stream drained here, not through ``stream``: one async generator
-        # fewer per call (its frame, its ``asend`` per item, the objects a call holds while
-        # in flight).
-        items = self._items(prepared, timeout)
-        async with closing(items):
-            return await drain(items)
+        return await self._drain_prepared(prepared, timeout)
 
     async def stream(
         self,
@@ -286,8 +281,11 @@ class Session:
         )
         return answered
 
-    async def _drain_prepared(self, prepared: Prepared) -> CallResult:
-        items = self._items(prepared, None)
+    async def _drain_prepared(self, prepared: Prepared, timeout: float | None = None) -> CallResult:
+        """The result of a prepared call. Drained here, not through ``stream``: one async
+        generator fewer per call (its frame, its ``asend`` per item, the objects a call holds
+        while in flight)."""
+        items = self._items(prepared, timeout)
         async with closing(items):
             return await drain(items)
 
