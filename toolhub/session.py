@@ -173,11 +173,9 @@ class Session:
         """Run one call and return its result. ``timeout``: seconds to wait at most; then the
         call is cancelled and the result is a ``timeout`` error (distributed calls always have
         a deadline, derived from their limits when none is given)."""
-        call_id = call_id or new_call_id()
-        try:
-            prepared = self.toolset.prepare(name, arguments, call_id)
-        except ToolError as err:
-            return CallResult.failure(name, err, call_id=call_id)
+        prepared = self._prepare(name, arguments, call_id)
+        if isinstance(prepared, CallResult):
+            return prepared
         return await self._drain_prepared(prepared, timeout)
 
     async def stream(
@@ -189,16 +187,22 @@ class Session:
         timeout: float | None = None,
     ) -> AsyncIterator[Progress | CallResult]:
         """Progress items as they happen, then exactly one ``CallResult``."""
-        call_id = call_id or new_call_id()
-        try:
-            prepared = self.toolset.prepare(name, arguments, call_id)
-        except ToolError as err:
-            yield CallResult.failure(name, err, call_id=call_id)
+        prepared = self._prepare(name, arguments, call_id)
+        if isinstance(prepared, CallResult):
+            yield prepared
             return
         items = self._items(prepared, timeout)
         async with closing(items):
             async for item in items:
                 yield item
+
+    def _prepare(self, name: str, arguments: Any, call_id: str | None) -> Prepared | CallResult:
+        """The prepared call, or the failed result of arguments or a tool name it refused."""
+        call_id = call_id or new_call_id()
+        try:
+            return self.toolset.prepare(name, arguments, call_id)
+        except ToolError as err:
+            return CallResult.failure(name, err, call_id=call_id)
 
     def _items(
         self, prepared: Prepared, timeout: float | None
@@ -266,11 +270,9 @@ class Session:
         timeout: float | None = None,
     ) -> CallResult:
         if timeout is None:
-            call_id = call_id or new_call_id()
-            try:
-                prepared = self.toolset.prepare(name, arguments, call_id)
-            except ToolError as err:
-                return CallResult.failure(name, err, call_id=call_id)
+            prepared = self._prepare(name, arguments, call_id)
+            if isinstance(prepared, CallResult):
+                return prepared
             result = self.executor.call_sync(prepared)
             if result is not None:
                 return result

@@ -13,13 +13,29 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Iterator
 from typing import Any
 
+import pytest
 from redis import Redis
 
 from tests.distributed.helpers import wait_until
 from toolhub.distributed.pubsub import RESYNC, PubSubRouter, Subscription, _wake_all
 from toolhub.stack import RedisServer
+
+
+@pytest.fixture
+def router(live) -> Iterator[PubSubRouter]:
+    started = PubSubRouter(live.redis.url)
+    yield started
+    started.close()
+
+
+@pytest.fixture
+def client(live) -> Iterator[Redis]:
+    connected = Redis.from_url(live.redis.url)
+    yield connected
+    connected.close()
 
 
 def _confirmed(sub: Subscription) -> None:
@@ -34,115 +50,91 @@ async def _ready(router: PubSubRouter, channel: str) -> Subscription:
     return sub
 
 
-def test_frames_published_while_nobody_waits_are_kept_in_order(live) -> None:
-    router = PubSubRouter(live.redis.url)
-    client = Redis.from_url(live.redis.url)
-    try:
+def test_frames_published_while_nobody_waits_are_kept_in_order(
+    router: PubSubRouter, client: Redis
+) -> None:
+    async def scenario() -> tuple[list[object], list[object]]:
+        loop = asyncio.get_running_loop()
+        scheduled: list[object] = []  # what other threads scheduled on this loop
+        schedule = loop.call_soon_threadsafe
 
-        async def scenario() -> tuple[list[object], list[object]]:
-            loop = asyncio.get_running_loop()
-            scheduled: list[object] = []  # what other threads scheduled on this loop
-            schedule = loop.call_soon_threadsafe
+        def counted(callback: Any, *args: Any, **kwargs: Any) -> asyncio.Handle:
+            scheduled.append(callback)
+            return schedule(callback, *args, **kwargs)
 
-            def counted(callback: Any, *args: Any, **kwargs: Any) -> asyncio.Handle:
-                scheduled.append(callback)
-                return schedule(callback, *args, **kwargs)
+        loop.call_soon_threadsafe = counted  # type: ignore[method-assign]
+        sub = router.subscribe("ps-kept")
+        await asyncio.to_thread(_confirmed, sub)
+        for i in range(3):
+            client.publish("ps-kept", f"f{i}")
+        await asyncio.to_thread(wait_until, lambda: len(sub._frames) == 4, 5)
+        frames = [await sub.get(1.0) for _ in range(4)]
+        sub.close()
+        return frames, scheduled
 
-            loop.call_soon_threadsafe = counted  # type: ignore[method-assign]
-            sub = router.subscribe("ps-kept")
-            await asyncio.to_thread(_confirmed, sub)
-            for i in range(3):
-                client.publish("ps-kept", f"f{i}")
-            await asyncio.to_thread(wait_until, lambda: len(sub._frames) == 4, 5)
-            frames = [await sub.get(1.0) for _ in range(4)]
-            sub.close()
-            return frames, scheduled
-
-        frames, scheduled = asyncio.run(scenario())
-        assert frames == [RESYNC, b"f0", b"f1", b"f2"]
-        assert _wake_all not in scheduled  # nobody waited: no wake-up was sent
-        wait_until(lambda: router.channels() == [], 5)
-    finally:
-        router.close()
-        client.close()
+    frames, scheduled = asyncio.run(scenario())
+    assert frames == [RESYNC, b"f0", b"f1", b"f2"]
+    assert _wake_all not in scheduled  # nobody waited: no wake-up was sent
+    wait_until(lambda: router.channels() == [], 5)
 
 
-def test_a_frame_published_during_the_wait_ends_it(live) -> None:
-    router = PubSubRouter(live.redis.url)
-    client = Redis.from_url(live.redis.url)
-    try:
+def test_a_frame_published_during_the_wait_ends_it(router: PubSubRouter, client: Redis) -> None:
+    async def scenario() -> tuple[object, float]:
+        loop = asyncio.get_running_loop()
+        sub = await _ready(router, "ps-wake")
+        timer = threading.Timer(0.2, client.publish, ("ps-wake", "late"))
+        timer.start()
+        started = loop.time()
+        frame = await sub.get(10.0)
+        sub.close()
+        return frame, loop.time() - started
 
-        async def scenario() -> tuple[object, float]:
-            loop = asyncio.get_running_loop()
-            sub = await _ready(router, "ps-wake")
-            timer = threading.Timer(0.2, client.publish, ("ps-wake", "late"))
-            timer.start()
-            started = loop.time()
-            frame = await sub.get(10.0)
-            sub.close()
-            return frame, loop.time() - started
-
-        frame, waited = asyncio.run(scenario())
-        assert frame == b"late"
-        assert 0.1 < waited < 5.0
-    finally:
-        router.close()
-        client.close()
+    frame, waited = asyncio.run(scenario())
+    assert frame == b"late"
+    assert 0.1 < waited < 5.0
 
 
-def test_silence_ends_the_wait_after_the_timeout_and_a_bare_wake_does_not(live) -> None:
-    router = PubSubRouter(live.redis.url)
-    try:
+def test_silence_ends_the_wait_after_the_timeout_and_a_bare_wake_does_not(
+    router: PubSubRouter,
+) -> None:
+    async def scenario() -> tuple[object, float]:
+        loop = asyncio.get_running_loop()
+        sub = await _ready(router, "ps-silent")
+        loop.call_later(0.05, sub.wake)  # a wake whose frame someone else took
+        started = loop.time()
+        frame = await sub.get(0.4)
+        sub.close()
+        return frame, loop.time() - started
 
-        async def scenario() -> tuple[object, float]:
-            loop = asyncio.get_running_loop()
-            sub = await _ready(router, "ps-silent")
-            loop.call_later(0.05, sub.wake)  # a wake whose frame someone else took
-            started = loop.time()
-            frame = await sub.get(0.4)
-            sub.close()
-            return frame, loop.time() - started
-
-        frame, waited = asyncio.run(scenario())
-        assert frame is None
-        assert waited >= 0.35
-    finally:
-        router.close()
+    frame, waited = asyncio.run(scenario())
+    assert frame is None
+    assert waited >= 0.35
 
 
-def test_a_second_follower_of_a_confirmed_channel_is_confirmed_at_once(live) -> None:
-    router = PubSubRouter(live.redis.url)
-    try:
+def test_a_second_follower_of_a_confirmed_channel_is_confirmed_at_once(
+    router: PubSubRouter,
+) -> None:
+    async def scenario() -> tuple[bool, object]:
+        first = router.subscribe("ps-shared")
+        await asyncio.to_thread(_confirmed, first)
+        second = router.subscribe("ps-shared")
+        confirmed = second.confirmed
+        frame = await second.get(0.1)
+        first.close()
+        second.close()
+        return confirmed, frame
 
-        async def scenario() -> tuple[bool, object]:
-            first = router.subscribe("ps-shared")
-            await asyncio.to_thread(_confirmed, first)
-            second = router.subscribe("ps-shared")
-            confirmed = second.confirmed
-            frame = await second.get(0.1)
-            first.close()
-            second.close()
-            return confirmed, frame
-
-        assert asyncio.run(scenario()) == (True, RESYNC)
-        wait_until(lambda: router.channels() == [], 5)
-    finally:
-        router.close()
+    assert asyncio.run(scenario()) == (True, RESYNC)
+    wait_until(lambda: router.channels() == [], 5)
 
 
-def test_a_follower_whose_loop_is_gone_is_released(live) -> None:
-    router = PubSubRouter(live.redis.url)
-    client = Redis.from_url(live.redis.url)
-    try:
-        loop = asyncio.new_event_loop()
-        sub = router.subscribe("ps-gone", loop)
-        _confirmed(sub)
-        loop.close()
-        client.publish("ps-gone", "into the void")
-        wait_until(lambda: router.channels() == [], 5)
-    finally:
-        router.close()
-        client.close()
+def test_a_follower_whose_loop_is_gone_is_released(router: PubSubRouter, client: Redis) -> None:
+    loop = asyncio.new_event_loop()
+    sub = router.subscribe("ps-gone", loop)
+    _confirmed(sub)
+    loop.close()
+    client.publish("ps-gone", "into the void")
+    wait_until(lambda: router.channels() == [], 5)
 
 
 def test_a_burst_of_finished_calls_leaves_in_one_unsubscribe(tmp_path) -> None:
@@ -170,24 +162,19 @@ def test_a_burst_of_finished_calls_leaves_in_one_unsubscribe(tmp_path) -> None:
         server.stop()
 
 
-def test_a_channel_taken_back_before_it_left_stays_subscribed(live) -> None:
-    router = PubSubRouter(live.redis.url)
-    client = Redis.from_url(live.redis.url)
-    try:
+def test_a_channel_taken_back_before_it_left_stays_subscribed(
+    router: PubSubRouter, client: Redis
+) -> None:
+    async def scenario() -> list[object]:
+        first = await _ready(router, "ps-back")
+        first.close()
+        again = router.subscribe("ps-back")  # before or after the reader unsubscribed it
+        await asyncio.to_thread(_confirmed, again)
+        await asyncio.sleep(1.5)  # past the reader's next wake-up, whatever it sent then
+        client.publish("ps-back", "still here")
+        frames = [await again.get(2.0), await again.get(2.0)]
+        again.close()
+        return frames
 
-        async def scenario() -> list[object]:
-            first = await _ready(router, "ps-back")
-            first.close()
-            again = router.subscribe("ps-back")  # before or after the reader unsubscribed it
-            await asyncio.to_thread(_confirmed, again)
-            await asyncio.sleep(1.5)  # past the reader's next wake-up, whatever it sent then
-            client.publish("ps-back", "still here")
-            frames = [await again.get(2.0), await again.get(2.0)]
-            again.close()
-            return frames
-
-        assert asyncio.run(scenario()) == [RESYNC, b"still here"]
-        wait_until(lambda: client.pubsub_numsub("ps-back")[0][1] == 0, 5)
-    finally:
-        router.close()
-        client.close()
+    assert asyncio.run(scenario()) == [RESYNC, b"still here"]
+    wait_until(lambda: client.pubsub_numsub("ps-back")[0][1] == 0, 5)

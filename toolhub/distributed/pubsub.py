@@ -69,9 +69,8 @@ class Subscription:
 
     def wake(self) -> None:
         """On the follower's loop: end the current wait, if any."""
-        waiter = self._waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
+        if self._waiter is not None:
+            _expire(self._waiter)
 
     async def get(self, timeout: float) -> Frame | None:
         """The next frame, or None after ``timeout`` seconds of silence."""
@@ -103,16 +102,9 @@ class Subscription:
 
 
 def _expire(waiter: asyncio.Future[None]) -> None:
+    """End a wait (its timer, or a wake-up), unless it ended already."""
     if not waiter.done():
         waiter.set_result(None)
-
-
-def _take(members: set[bytes], channel: bytes) -> bool:
-    """Remove ``channel`` from ``members``; whether it was there."""
-    if channel in members:
-        members.discard(channel)
-        return True
-    return False
 
 
 def _wake_all(subs: list[Subscription]) -> None:
@@ -146,7 +138,8 @@ class PubSubRouter:
         with self._lock:
             members = self._subs.setdefault(sub.channel, set())
             # A channel still leaving was never unsubscribed: it stays, as it was.
-            first = not members and not _take(self._leaving, sub.channel)
+            first = not members and sub.channel not in self._leaving
+            self._leaving.discard(sub.channel)
             members.add(sub)
             confirmed = sub.channel in self._confirmed
             conn = self._conn
