@@ -77,7 +77,7 @@ def test_the_access_log_masks_a_query_token(tmp_path: Path) -> None:
     env.update(TOOLHUB_HOME=str(tmp_path / "home"), TOOLHUB_API_TOKEN="right-token-5521")
     port = free_port()
     proc = subprocess.Popen(
-        [TOOLHUB, "serve", "--port", str(port), "--workspace", str(tmp_path)],
+        [TOOLHUB, "serve", "--port", str(port), "--workspace", str(tmp_path), "--access-log"],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

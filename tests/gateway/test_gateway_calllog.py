@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from toolhub.gateway.calllog import CallLogs
 
 
@@ -27,6 +29,34 @@ def test_follow_replays_then_waits_for_live_events() -> None:
         assert seen == [1, 2, 3]
         assert [e.seq async for e in log.follow(2)] == [3]
         assert [e.seq async for e in log.follow(3)] == []
+
+    asyncio.run(body())
+
+
+def test_result_waits_past_progress_and_stops_listening() -> None:
+    async def body() -> None:
+        log = CallLogs().open("c1", "s1")
+        waiting = asyncio.ensure_future(log.result())
+        await asyncio.sleep(0.01)
+        log.append("progress", {"n": 1})
+        await asyncio.sleep(0.01)
+        assert not waiting.done(), "progress is not the result"
+        log.append("result", {"done": True})
+        assert await asyncio.wait_for(waiting, 1) == {"done": True}
+        assert await log.result() == {"done": True}, "a finished log answers at once"
+        assert not log._listeners
+
+    asyncio.run(body())
+
+
+def test_result_of_a_cut_log_is_an_error_not_a_wait() -> None:
+    async def body() -> None:
+        log = CallLogs().open("c1", "s1")
+        waiting = asyncio.ensure_future(log.result())
+        await asyncio.sleep(0.01)
+        log.cut()
+        with pytest.raises(RuntimeError, match="without a result"):
+            await asyncio.wait_for(waiting, 1)
 
     asyncio.run(body())
 

@@ -1,6 +1,6 @@
 """Gateway logs: a call started through the gateway names itself on every line logged while it
 runs (even from the tool's own code), and ``toolhub serve`` in JSON mode writes JSON lines only,
-uvicorn's access log included."""
+uvicorn's access log included (which it writes only when asked)."""
 
 from __future__ import annotations
 
@@ -79,12 +79,13 @@ def test_gateway_calls_name_themselves_in_log_lines(tmp_path: Path):
     }
 
 
-def test_serve_in_json_mode_writes_json_lines(tmp_path: Path):
+def _serve_one_request(tmp_path: Path, *flags: str, **env_vars: str) -> str:
+    """Everything ``toolhub serve`` wrote while it created one session."""
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLHUB_")}
-    env.update(TOOLHUB_HOME=str(tmp_path / "home"), TOOLHUB_LOG_FORMAT="json")
+    env.update(TOOLHUB_HOME=str(tmp_path / "home"), **env_vars)
     proc = subprocess.Popen(
-        [TOOLHUB, "serve", "--port", str(port), "--workspace", str(tmp_path)],
+        [TOOLHUB, "serve", "--port", str(port), "--workspace", str(tmp_path), *flags],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -104,8 +105,21 @@ def test_serve_in_json_mode_writes_json_lines(tmp_path: Path):
     finally:
         proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=30)
+    return out + err
+
+
+def test_serve_logs_requests_only_when_asked(tmp_path: Path):
+    quiet = _serve_one_request(tmp_path)
+    assert "toolhub gateway on " in quiet
+    assert "POST /v1/sessions" not in quiet
+    by_env = _serve_one_request(tmp_path, TOOLHUB_ACCESS_LOG="1")
+    assert '"POST /v1/sessions HTTP/1.1" 201' in by_env, by_env
+
+
+def test_serve_in_json_mode_writes_json_lines(tmp_path: Path):
+    output = _serve_one_request(tmp_path, "--access-log", TOOLHUB_LOG_FORMAT="json")
     # The CLI's one-line banner (rich, before logging starts) aside, everything is JSON.
-    lines = [line for line in (out + err).splitlines() if line.strip()]
+    lines = [line for line in output.splitlines() if line.strip()]
     banner = [line for line in lines if line.startswith("toolhub gateway on ")]
     records = [json.loads(line) for line in lines if line not in banner]
     assert len(banner) == 1

@@ -54,6 +54,14 @@ def serve(
             "authenticates every request.",
         ),
     ] = False,
+    access_log: Annotated[
+        bool,
+        typer.Option(
+            "--access-log",
+            envvar="TOOLHUB_ACCESS_LOG",
+            help="Log one line per request (off by default; /metrics counts requests).",
+        ),
+    ] = False,
 ) -> None:
     """Serve tool definitions and calls over HTTP (JSON and SSE)."""
     from toolhub.gateway import GatewaySettings
@@ -75,6 +83,8 @@ def serve(
             settings = replace(settings, allowed_hosts=None if "*" in hosts else hosts)
         if behind_auth_proxy:
             settings = replace(settings, behind_auth_proxy=True)
+        if access_log:
+            settings = replace(settings, access_log=True)
         settings = settings.bound_to(host)
     except ValueError as err:
         fail(str(err))

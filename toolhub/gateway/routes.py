@@ -170,7 +170,7 @@ async def call_tool(
             keepalive_s=gw.settings.keepalive_s,
             on_abandon=cancel if cancel_on_disconnect else None,
         )
-    result = _result_of(log.follow(0))
+    result = log.result()
     if not cancel_on_disconnect:
         return JSONResponse(await result)
     waiter = asyncio.ensure_future(result)
@@ -182,13 +182,6 @@ async def call_tool(
     waiter.cancel()
     await cancel()
     return JSONResponse({"detail": "client disconnected; call cancelled"}, status_code=499)
-
-
-async def _result_of(events: Any) -> dict[str, Any]:
-    async for event in events:
-        if event.kind == "result":
-            return event.data  # type: ignore[no-any-return]
-    raise RuntimeError("call log ended without a result")
 
 
 async def _disconnected(request: Request) -> None:

@@ -51,6 +51,7 @@ def serve(settings: GatewaySettings, host: str = "127.0.0.1", port: int = 8000) 
         log_config=None if json_mode else uvicorn.config.LOGGING_CONFIG,
         timeout_graceful_shutdown=10,
         proxy_headers=False,
+        access_log=settings.access_log,
     )
 
 

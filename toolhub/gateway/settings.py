@@ -27,7 +27,9 @@ class GatewaySettings:
     from embedded to distributed. ``allowed_hosts`` are the ``Host`` names answered (``None``:
     any; ``bound_to`` fills in the loopback names for a loopback bind). ``behind_auth_proxy``
     lets a gateway listen beyond loopback without a token, because a proxy in front of it
-    authenticates every request."""
+    authenticates every request. ``access_log``: one line per request from uvicorn, off by
+    default (as gunicorn has it): it costs the gateway a formatted, flushed write per tool
+    call, and ``/metrics`` counts requests by route and status without it."""
 
     workspace: Path
     config: str | None = None
@@ -42,6 +44,7 @@ class GatewaySettings:
     #: metadata ones): ``bound_to`` allows it on a loopback bind, ``TOOLHUB_FORWARD_PRIVATE``
     #: anywhere.
     forward_private: bool = False
+    access_log: bool = False
 
     @classmethod
     def from_env(
@@ -62,6 +65,7 @@ class GatewaySettings:
             allowed_hosts=_hosts_env("TOOLHUB_ALLOWED_HOSTS"),
             behind_auth_proxy=flag_env("TOOLHUB_BEHIND_AUTH_PROXY"),
             forward_private=flag_env("TOOLHUB_FORWARD_PRIVATE"),
+            access_log=flag_env("TOOLHUB_ACCESS_LOG"),
         )
 
     def bound_to(self, host: str) -> GatewaySettings:
