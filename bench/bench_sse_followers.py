@@ -8,7 +8,11 @@ call that prints its clock every 100 ms; ``--followers`` clients follow the call
 clients' own parsing does not hold one core. Latency is the arrival time of a line at a
 follower minus the time the command printed it (same host clock). The baseline measured in the
 same run is a single follower: what one stream costs with no crowd. Targets: p99 <= 20 ms with
-all followers attached; the gateway's memory per open stream is reported.
+all followers attached; the gateway's memory per open stream is reported, and so are its full
+garbage collections once every follower is attached (``toolhub_gc_pause_seconds`` from its
+``/metrics``, read then and at the end, and no more often: a scrape's own allocations move when
+the next collection comes). With 1,000 streams open, one full collection stops the gateway for
+tens of milliseconds and delays every line then in flight.
 """
 
 from __future__ import annotations
@@ -24,12 +28,14 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import cast
 from urllib.parse import urlsplit
 
 import httpx
 import psutil
+from prometheus_client.parser import text_string_to_metric_families
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -132,7 +138,12 @@ def _start_call(client: httpx.Client, sid: str, seconds: int) -> tuple[str, thre
 
 
 def run_followers(
-    url: str, sid: str, cid: str, followers: int, procs: int
+    url: str,
+    sid: str,
+    cid: str,
+    followers: int,
+    procs: int,
+    on_attached: Callable[[], object] | None = None,
 ) -> tuple[list[tuple[float, float]], float]:
     path = f"/v1/sessions/{sid}/calls/{cid}/events"
     share = [followers // procs + (1 if i < followers % procs else 0) for i in range(procs)]
@@ -150,6 +161,8 @@ def run_followers(
         assert child.stdout is not None
         attached.append(json.loads(child.stdout.readline())["attached"])
     since = max(attached)
+    if on_attached is not None:
+        on_attached()
     lags: list[tuple[float, float]] = []
     for child in children:
         out, _ = child.communicate(timeout=600)
@@ -160,6 +173,20 @@ def run_followers(
             if stamp > since
         ]
     return lags, since
+
+
+def full_collections(client: httpx.Client) -> tuple[float, float]:
+    """(count, seconds) of the gateway's full garbage collections so far, from the
+    ``toolhub_gc_pause_seconds`` histogram of its ``/metrics``."""
+    text = client.get("/metrics").text
+    found = {
+        sample.name: sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name.startswith("toolhub_gc_pause_seconds")
+        and sample.labels == {"generation": "2"}
+    }
+    return found["toolhub_gc_pause_seconds_count"], found["toolhub_gc_pause_seconds_sum"]
 
 
 def pct(values: list[float], q: float) -> float:
@@ -204,9 +231,18 @@ def main() -> int:
 
                 watcher = threading.Thread(target=sample, daemon=True)
                 watcher.start()
-                lags, attached = run_followers(info.gateway_url, sid, cid, n, 2 if n > 1 else 1)
+                marks: list[tuple[float, float]] = []
+                lags, attached = run_followers(
+                    info.gateway_url,
+                    sid,
+                    cid,
+                    n,
+                    2 if n > 1 else 1,
+                    on_attached=lambda into=marks: into.append(full_collections(client)),
+                )
                 stop.set()
                 drainer.join(60)
+                marks.append(full_collections(client))
                 every = [lag for _, lag in lags]
                 settled = [lag for after, lag in lags if after >= STEADY_AFTER_S]
                 results[label] = {
@@ -218,6 +254,7 @@ def main() -> int:
                     "peak_rss": max(sampler, default=idle),
                     "idle_rss": idle,
                     "attached_after": attached,
+                    "full_gcs": (int(marks[1][0] - marks[0][0]), marks[1][1] - marks[0][1]),
                 }
     finally:
         stack.stop()
@@ -237,6 +274,15 @@ def main() -> int:
     per_stream = (crowd["peak_rss"] - crowd["idle_rss"]) / crowd["n"] / 1024
     verdict = "PASS" if crowd["p99"] <= TARGET_P99_MS else "MISS"
     print(f"\ngateway memory per open stream: {per_stream:.0f} KiB")
+    count, seconds = crowd["full_gcs"]
+    print(
+        f"the gateway's full garbage collections once every follower was attached: {count}"
+        + (
+            f", {seconds * 1000:.1f} ms in all (each delays every line then in flight)"
+            if count
+            else ""
+        )
+    )
     print(
         f"target p99 <= {TARGET_P99_MS:.0f} ms with {args.followers} followers on one gateway "
         f"process: {verdict} ({crowd['p99']:.1f} ms; one follower alone: "

@@ -34,6 +34,7 @@ from prometheus_client import (
 
 from toolhub.core import CallResult, ErrorKind
 from toolhub.core.tool import HANDOFF, LEASE_LOST, REDIS_LOST
+from toolhub.gc_pauses import GcPauseCollector
 
 from .running import Running
 
@@ -60,6 +61,7 @@ class WorkerMetrics:
         self.registry = CollectorRegistry()
         ProcessCollector(registry=self.registry)
         GCCollector(registry=self.registry)
+        self.registry.register(GcPauseCollector())
         self.heap_frozen = Gauge(
             "toolhub_worker_heap_frozen_objects",
             "Objects of the startup heap moved out of garbage collection once the worker was "

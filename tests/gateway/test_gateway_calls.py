@@ -227,6 +227,7 @@ def test_metrics_count_calls_by_tool_and_outcome(client: httpx.Client, sid: str)
     assert 'toolhub_call_duration_seconds_bucket{le="0.001",tool="echo"}' in text
     assert "toolhub_calls_in_flight 0.0" in text
     assert 'route="/v1/sessions/{session_id}/calls"' in text
+    assert 'toolhub_gc_pause_seconds_bucket{generation="2",le="+Inf"}' in text
 
 
 def _wait_status(client: httpx.Client, sid: str, call_id: str, timeout: float = 10) -> str:

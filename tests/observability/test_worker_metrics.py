@@ -130,7 +130,10 @@ def test_a_frozen_worker_loses_its_lease_and_another_recovers_the_call(live, con
 
 def test_each_ready_worker_has_frozen_its_startup_heap(live):
     """Full collections skip the worker's startup heap (toolhub/process_heap.py): a worker that
-    did not freeze it reports 0, and its full collections are counted apart."""
+    did not freeze it reports 0, and its full collections are counted apart, with their pauses."""
     for samples in scrape_all(live):
         assert value(samples, "toolhub_worker_heap_frozen_objects") > 10_000
         assert ("python_gc_collections_total", frozenset({("generation", "2")})) in samples
+        # The freeze's own full collection, at least, with how long it stopped the worker.
+        assert value(samples, "toolhub_gc_pause_seconds_count", generation="2") >= 1
+        assert value(samples, "toolhub_gc_pause_seconds_sum", generation="2") > 0

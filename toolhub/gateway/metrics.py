@@ -1,5 +1,5 @@
 """Prometheus metrics of one gateway: calls by tool and outcome, call latency, calls in flight,
-queue depth, and HTTP request latency by route.
+queue depth, HTTP request latency by route, and the process's garbage-collection pauses.
 
 Each app has its own registry (tests start several gateways in one process). Tool labels are
 the session's configured client names only, never what a client typed, so a client cannot
@@ -14,6 +14,8 @@ from collections.abc import Callable, Iterator
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
+
+from toolhub.gc_pauses import GcPauseCollector
 
 logger = logging.getLogger("toolhub.gateway.metrics")
 
@@ -69,6 +71,7 @@ class Metrics:
             ["method", "route", "status"],
             registry=self.registry,
         )
+        self.registry.register(GcPauseCollector())
         if queue_depths is not None:
             self.registry.register(_QueueCollector(queue_depths))
 
