@@ -13,7 +13,6 @@ import logging
 import os
 import threading
 from collections.abc import AsyncIterator, Iterator
-from concurrent.futures import Future
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -30,6 +29,7 @@ from toolhub.core import (
 from toolhub.core.container import Key
 from toolhub.executors import Executor
 from toolhub.executors.deadline import bounded
+from toolhub.loop_thread import LoopThread
 from toolhub.state import DebouncedWriter
 from toolhub.toolset import (
     ConfigSource,
@@ -100,7 +100,7 @@ class Session:
         self.resources = Resources(toolset.container)
         self.warnings = warnings or []
         self._writer = writer
-        self._loop: _LoopThread | None = None
+        self._loop: LoopThread | None = None
         self._closed = False
         self._sources = sources
 
@@ -326,9 +326,9 @@ class Session:
     def _run(self, coro: Any) -> Any:
         return self._loop_thread().run(coro)
 
-    def _loop_thread(self) -> _LoopThread:
+    def _loop_thread(self) -> LoopThread:
         if self._loop is None:
-            self._loop = _LoopThread()
+            self._loop = LoopThread()
         return self._loop
 
     # -- dynamic tools, prompts, lifecycle -------------------------------------------------------
@@ -388,21 +388,3 @@ class Session:
 
     async def __aexit__(self, *exc: object) -> None:
         self.close()
-
-
-class _LoopThread:
-    """A private event loop on a daemon thread, for the sync twins: works whether or not the
-    caller already runs a loop of its own."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self.thread.start()
-
-    def run(self, coro: Any) -> Any:
-        future: Future[Any] = asyncio.run_coroutine_threadsafe(coro, self.loop)
-        return future.result()
-
-    def stop(self) -> None:
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(timeout=5)
