@@ -4,7 +4,7 @@ A full (generation 2) collection stops every thread of the process while it walk
 tracked object, and every progress line and SSE frame waiting in that process waits as long.
 Freezing the startup heap (``process_heap.py``) took the largest ones away, but what a process
 makes while it serves is still walked: a gateway holding 1,000 open SSE streams (about 150
-tracked objects each, mostly the ASGI stack's suspended coroutines) paused 77-90 ms per full
+tracked objects each, mostly the ASGI stack's suspended coroutines) paused 73-90 ms per full
 collection on the project's machine (docs/benchmarks.md, round nine). Prometheus's stock
 ``GCCollector`` counts collections but not how long they stop the process; this does.
 
@@ -92,8 +92,7 @@ class GcPauseCollector(Collector):
         family = HistogramMetricFamily(
             "toolhub_gc_pause_seconds",
             "How long each garbage collection stopped this process, by generation "
-            "(2: full collections, which walk every tracked object made since the startup "
-            "heap was frozen).",
+            "(2: full collections, which walk every tracked object not frozen).",
             labels=["generation"],
         )
         bounds = [*(str(b) for b in PAUSE_BUCKETS), "+Inf"]
