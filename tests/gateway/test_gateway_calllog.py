@@ -9,28 +9,23 @@ import pytest
 from toolhub.gateway.calllog import CallLogs
 
 
-def test_follow_replays_then_waits_for_live_events() -> None:
-    async def body() -> None:
-        logs = CallLogs()
-        log = logs.open("c1", "s1")
-        log.append("progress", {"n": 1})
-        seen: list[int] = []
+def test_a_listener_hears_the_replay_then_live_events() -> None:
+    log = CallLogs().open("c1", "s1")
+    log.append("progress", {"n": 1})
+    seen: list[int] = []
+    log.listen(lambda event: seen.append(event.seq) if event else None, 0)
+    assert seen == [1]
+    log.append("progress", {"n": 2})
+    log.append("result", {"done": True})
+    assert seen == [1, 2, 3]
 
-        async def follow() -> None:
-            async for event in log.follow(0):
-                seen.append(event.seq)
+    def replay(after: int) -> list[int]:
+        heard: list[int] = []
+        log.listen(lambda event: heard.append(event.seq) if event else None, after)
+        return heard
 
-        task = asyncio.ensure_future(follow())
-        await asyncio.sleep(0.01)
-        assert seen == [1]
-        log.append("progress", {"n": 2})
-        log.append("result", {"done": True})
-        await asyncio.wait_for(task, 1)
-        assert seen == [1, 2, 3]
-        assert [e.seq async for e in log.follow(2)] == [3]
-        assert [e.seq async for e in log.follow(3)] == []
-
-    asyncio.run(body())
+    assert replay(2) == [3]
+    assert replay(3) == []
 
 
 def test_result_waits_past_progress_and_stops_listening() -> None:

@@ -64,8 +64,7 @@ def test_gateway_calls_name_themselves_in_log_lines(tmp_path: Path):
         calls = Calls(Metrics())
         logs = [calls.start(session, "chatty", {}, call_id=f"gw-{i}") for i in range(3)]
         for log in logs:
-            async for _ in log.follow(0):
-                pass
+            await log.result()
 
     try:
         asyncio.run(asyncio.wait_for(go(), 10))

@@ -2,9 +2,10 @@
 call ends so a client can replay it and resume with ``Last-Event-ID``.
 
 This is what the Redis stream ``call:{cid}:events`` is for a distributed call; an embedded
-gateway keeps the same shape in memory so resumption works without Redis too. Readers either
-iterate (``follow``) or register a listener that ``append`` calls in place (``listen``: the SSE
-streams, so one appended event reaches every stream without waking a task per stream).
+gateway keeps the same shape in memory so resumption works without Redis too. Readers register a
+listener that ``append`` calls in place (``listen``: the SSE streams, so one appended event
+reaches every stream without waking a task per stream), or await the result (``result``: a
+JSON call).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -36,7 +37,6 @@ class CallLog:
     session_id: str
     events: list[LoggedEvent] = field(default_factory=list)
     finished_at: float | None = None
-    _changed: asyncio.Event = field(default_factory=asyncio.Event)
     _listeners: dict[int, Listener] = field(default_factory=dict)
 
     @property
@@ -50,8 +50,6 @@ class CallLog:
         self.events.append(event)
         if kind == "result":
             self.finished_at = time.monotonic()
-        self._changed.set()
-        self._changed = asyncio.Event()
         for listener in tuple(self._listeners.values()):
             listener(event)
         if kind == "result":
@@ -85,8 +83,8 @@ class CallLog:
 
     async def result(self) -> dict[str, Any]:
         """The data of the call's result event, once it is logged: one future the log's
-        ``append`` resolves in place, instead of a ``follow`` woken by every event. Raises
-        ``RuntimeError`` when the log is cut without one."""
+        ``append`` resolves in place. Raises ``RuntimeError`` when the log is cut without
+        one."""
         if self.done:
             return self.events[-1].data
         answer: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
@@ -104,20 +102,6 @@ class CallLog:
             return await answer
         finally:
             stop()
-
-    async def follow(self, after: int = 0) -> AsyncIterator[LoggedEvent]:
-        """Every event with ``seq > after``, waiting for new ones until the result."""
-        while True:
-            waiter = self._changed
-            while after < len(self.events):
-                event = self.events[after]
-                after = event.seq
-                yield event
-                if event.kind == "result":
-                    return
-            if self.done:
-                return
-            await waiter.wait()
 
 
 def _nothing() -> None:
