@@ -6,12 +6,13 @@
 why. One ``toolhub worker`` and one raw Celery worker (threads pool, concurrency 4, the same
 Redis) run with ``bench/critical_path`` on their ``PYTHONPATH``: its ``sitecustomize`` records
 when a message enters each stage of the worker (the BRPOP reply read, the hand-off to the pool,
-a pool thread taking it, the task function, and toolhub's claim and finish or Celery's result
-store). The caller records when it starts a call and when it has the result, and reads Redis's
-``INFO commandstats`` around each side's block of calls: what Redis ran per call, and for how
-long (background work of each side, such as lease renewals, included). Calls are made
-one at a time, toolhub and raw Celery in interleaved rounds, so each mark between a call's
-start and end belongs to that call. Prints the median of every phase on both sides.
+a pool thread taking it, the task function, and toolhub's finish (for the no-op, a read-only
+tool, the claim and finish in one step: ``workers/optimistic.py``) or Celery's result store).
+The caller records when it starts a call and when it has the result, and reads Redis's ``INFO
+commandstats`` around each side's block of calls: what Redis ran per call, and for how long
+(background work of each side, such as lease renewals, included). Calls are made one at a time,
+toolhub and raw Celery in interleaved rounds, so each mark between a call's start and end
+belongs to that call. Prints the median of every phase on both sides.
 
 No target: this is the instrument behind the raw-Celery verdicts of ``bench_distributed.py``
 (docs/benchmarks.md, round seven). A mark costs its worker a clock read and a list append.
@@ -51,14 +52,17 @@ PHASES = (
     ("Celery: read the message, strategy, task-received", ("read", "pool"), ("read", "pool")),
     ("Celery: hand-off to a pool thread", ("pool", "thread"), ("pool", "thread")),
     ("Celery: accept, tracer, up to the task function", ("thread", "body"), ("thread", "body")),
-    ("toolhub: fleet signature check, up to the claim", ("body", "claim"), None),
-    ("toolhub: the claim round trip", ("claim", "claimed"), None),
     (
-        "the task: session, validation, the tool, its result",
-        ("claimed", "finish"),
+        "the task: toolhub's signature check, session, validation, the tool (an optimistic run:"
+        " no claim before it), its result",
+        ("body", "finish"),
         ("body", "store"),
     ),
-    ("the result: written, published, received by the caller", ("finish", "end"), ("store", "end")),
+    (
+        "the result: written (toolhub: claimed and finished in one step), published, received",
+        ("finish", "end"),
+        ("store", "end"),
+    ),
     ("whole call", ("start", "end"), ("start", "end")),
 )
 

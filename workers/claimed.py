@@ -56,33 +56,49 @@ def run_claimed(
     running = runtime.register(message["call_id"])
     try:
         claim = runtime.records.claim(message, runtime.name)
-        if claim.action == "lost_fail":
-            runtime.recovery.fail_lost(running.call_id, message)
-            logger.warning("call %s: its worker was lost; failed (policy: fail)", running.call_id)
-            return Ended.custom(claim.action, ErrorCode.WORKER_LOST)
-        if claim.action != "run":
-            metrics.dropped.labels(claim.action).inc()
-            logger.info(
-                "call %s: %s (attempt %d); message dropped",
-                running.call_id,
-                claim.action,
-                claim.attempt,
-            )
-            return dropped(runtime, running.call_id, claim)
-        running.attempt = claim.attempt
-        with metrics.attempt(tool_label(message), claim.attempt) as metric:
-            emitter = Emitter(runtime, running, message["session_id"])
-            if claim.attempt > 1:
-                emitter.progress(retry_marker(claim.attempt))
-            attempt = Claimed(runtime, message, running, claim, emitter, metric)
-            try:
-                return work(attempt)
-            except Exception as exc:
-                # Not a lost worker: retrying would fail the same way, attempt after attempt.
-                logger.exception("call %s: the worker failed handling it", running.call_id)
-                return attempt.settle(worker_failed(message, exc))
+        return run_attempt(runtime, message, running, claim, work)
     finally:
         runtime.unregister(running)
+
+
+def run_attempt(
+    runtime: WorkerRuntime,
+    message: dict[str, Any],
+    running: Running,
+    claim: Claim,
+    work: Callable[[Claimed], Ended],
+    *,
+    emitter: Emitter | None = None,
+    started: float | None = None,
+) -> Ended:
+    """Act on ``claim``, made for ``running``: drop the message, fail the call, or run
+    ``work`` as the claimed attempt. ``emitter`` and ``started``: an optimistic run's
+    (``optimistic.py``), whose attempt began before its claim."""
+    if claim.action == "lost_fail":
+        runtime.recovery.fail_lost(running.call_id, message)
+        logger.warning("call %s: its worker was lost; failed (policy: fail)", running.call_id)
+        return Ended.custom(claim.action, ErrorCode.WORKER_LOST)
+    if claim.action != "run":
+        metrics.dropped.labels(claim.action).inc()
+        logger.info(
+            "call %s: %s (attempt %d); message dropped",
+            running.call_id,
+            claim.action,
+            claim.attempt,
+        )
+        return dropped(runtime, running.call_id, claim)
+    running.attempt = claim.attempt
+    with metrics.attempt(tool_label(message), claim.attempt, started) as metric:
+        emitter = emitter or Emitter(runtime, running, message["session_id"])
+        if claim.attempt > 1:
+            emitter.progress(retry_marker(claim.attempt))
+        attempt = Claimed(runtime, message, running, claim, emitter, metric)
+        try:
+            return work(attempt)
+        except Exception as exc:
+            # Not a lost worker: retrying would fail the same way, attempt after attempt.
+            logger.exception("call %s: the worker failed handling it", running.call_id)
+            return attempt.settle(worker_failed(message, exc))
 
 
 def dropped(runtime: WorkerRuntime, call_id: str, claim: Claim) -> Ended:

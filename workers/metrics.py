@@ -109,6 +109,16 @@ class WorkerMetrics:
             ["tool"],
             registry=self.registry,
         )
+        self.optimistic = Counter(
+            "toolhub_worker_optimistic_runs",
+            "Fresh calls of read-only, synchronous tools run before their claim "
+            "(workers/optimistic.py), by how they ended: finished (claimed and finished in one "
+            "step), refused (the call or the session state changed meanwhile: claimed as usual "
+            "and run again), late_claimed (claimed while it ran, past TOOLHUB_OPTIMISTIC_SECONDS), "
+            "wrote_state (a reminder wrote session state: claimed after the run, result kept).",
+            ["outcome"],
+            registry=self.registry,
+        )
         self.dropped = Counter(
             "toolhub_worker_messages_dropped",
             "Delivered messages not run, by the claim's answer: duplicate (another attempt "
@@ -126,12 +136,13 @@ class WorkerMetrics:
         )
 
     @contextmanager
-    def attempt(self, tool: str, number: int) -> Iterator[Attempt]:
-        """Count one claimed attempt: in flight while inside, then its outcome and run time."""
+    def attempt(self, tool: str, number: int, started: float | None = None) -> Iterator[Attempt]:
+        """Count one claimed attempt: in flight while inside, then its outcome and run time
+        (from ``started``, a ``perf_counter`` reading, when it began before its claim)."""
         if number > 1:
             self.retries.labels(tool).inc()
         self.in_flight.inc()
-        started = time.perf_counter()
+        started = time.perf_counter() if started is None else started
         run = Attempt(tool)
         try:
             yield run

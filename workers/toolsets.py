@@ -98,9 +98,8 @@ class ToolSets:
         ``in_use`` instead."""
         key = (session_id, config_hash)
         with self._lock:
-            cached = self._cache.get(key)
+            cached = self._touch(key)
             if cached is not None:
-                self._cache.move_to_end(key)
                 return cached
             built = self._retired.pop(key, None) or self._build(session_id, config_hash)
             self._cache[key] = built
@@ -108,6 +107,19 @@ class ToolSets:
         for runtime in evicted:
             runtime.close()
         return built
+
+    def cached(self, session_id: str, config_hash: str) -> SessionRuntime | None:
+        """The tool set when it is built already, else None (nothing read, nothing built):
+        an optimistic run needs one that has loaded the session's state before."""
+        with self._lock:
+            return self._touch((session_id, config_hash))
+
+    def _touch(self, key: tuple[str, str]) -> SessionRuntime | None:
+        """Under the lock: the cached tool set of ``key``, now the most recently used."""
+        cached = self._cache.get(key)
+        if cached is not None:
+            self._cache.move_to_end(key)
+        return cached
 
     @contextmanager
     def in_use(self, session_id: str, config_hash: str) -> Iterator[None]:

@@ -4,9 +4,9 @@ Python imports this module at start-up when its folder is on ``PYTHONPATH``; it 
 unless ``BENCH_PHASES`` names a folder and the process is a Celery or toolhub worker. It then
 wraps, at ``worker_init`` (before the consumer connects and builds its tracers), the functions
 a message passes through, and records the wall-clock time each one is entered. Both kinds of
-worker get the same Celery and kombu marks; toolhub's also get its claim and finish, the raw
-Celery baseline its result store. Marks are kept in memory and written out by a thread every
-0.1 s, so recording one costs no system call on the measured path.
+worker get the same Celery and kombu marks; toolhub's also get its finish (or one-step claim
+and finish), the raw Celery baseline its result store. Marks are kept in memory and written out
+by a thread every 0.1 s, so recording one costs no system call on the measured path.
 """
 
 from __future__ import annotations
@@ -63,8 +63,8 @@ def _on_init(sender: Any = None, **_: Any) -> None:
     if "toolhub.execute" in app.tasks:
         from toolhub.distributed.records import CallRecords
 
-        _wrap(CallRecords, "claim", "claim", "claimed")
         _wrap(CallRecords, "finish", "finish")
+        _wrap(CallRecords, "claim_and_finish", "finish")
     else:
         from celery.backends.redis import RedisBackend
 

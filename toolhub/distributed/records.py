@@ -256,6 +256,33 @@ class CallRecords:
         ]
         return int(run_script(self.client, self.scripts.finish, self.call_keys(cid, sid), args))
 
+    def claim_and_finish(
+        self,
+        message: dict[str, Any],
+        worker: str,
+        state_version: int,
+        ran_seconds: float,
+        result: CallResult,
+    ) -> int:
+        """An optimistic run's claim and finish in one step (``workers/optimistic.py``): the
+        terminal's seq, or -1 (the call is no longer untouched) or -2 (the session state moved
+        since the tool read it), which change nothing."""
+        cid = message["call_id"]
+        status = status_of(result)
+        args = [
+            cid,
+            message["run_id"],
+            worker,
+            state_version,
+            f"{ran_seconds:.6f}",
+            status,
+            encode_item(result, 1),
+            pack(result.to_dict()),
+            self.settings.record_ttl_seconds,
+        ]
+        keys = self.call_keys(cid, message["session_id"])
+        return int(run_script(self.client, self.scripts.claim_and_finish, keys, args))
+
     def renew(self, leases: list[tuple[str, int]]) -> list[int]:
         """Renew several leases, one script call per ``RENEW_BATCH``: per call 0 (this attempt
         lost the call), 1 (renewed) or 2 (renewed, but a cancel was requested). One command

@@ -92,6 +92,10 @@ class Settings:
     #: How many (session, config) tool sets a worker keeps built, least recently used first
     #: out; one still running a call is closed only when its last call ends.
     cached_sessions: int = 256
+    #: How long a fresh call of a read-only, synchronous tool may run before its claim
+    #: (``workers/optimistic.py``): it is claimed and finished in one step when it ends sooner,
+    #: and claimed while it runs when it does not. 0: every call is claimed before it runs.
+    optimistic_seconds: float = 0.2
 
     @classmethod
     def from_env(cls, redis_url: str | None = None) -> Settings:
@@ -118,6 +122,7 @@ class Settings:
             sandbox_mechanism=(os.environ.get("TOOLHUB_SANDBOX_MECHANISM") or "auto").lower(),
             workspace_root=os.environ.get("TOOLHUB_WORKSPACE_ROOT") or None,
             cached_sessions=max(1, _int("TOOLHUB_WORKER_SESSIONS", 256)),
+            optimistic_seconds=max(0.0, _float("TOOLHUB_OPTIMISTIC_SECONDS", 0.2)),
         )
 
     @property
