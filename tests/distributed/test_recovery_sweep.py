@@ -59,7 +59,8 @@ def test_a_taken_message_is_re_enqueued_once_per_deadline_then_fails(live, store
     assert record["status"] == "failed"
     error = record["result"]["error"]
     assert error["details"]["code"] == "worker_lost" and error["details"]["may_have_run"] is False
-    assert "never ran" in error["detail"]
+    assert "never ran as an attempt" in error["detail"]
+    assert "only a read-only tool starts before its claim" in error["detail"]
     assert store.client.zscore(store.keys.pending, "taken") is None
     # What only a live call needs is dropped with the terminal (retention).
     raw = store.client.hgetall(store.keys.call("taken"))

@@ -163,8 +163,9 @@ def never_claimed_result(name: str, cid: str, tool: str | None, times: int) -> C
         ToolError.custom(
             ErrorCode.WORKER_LOST,
             f"The call was taken off its queue {times} time(s) by workers that were lost before "
-            "they started it; it never ran. It may be crashing its workers: check it before "
-            "calling again.",
+            "they claimed it, so it never ran as an attempt (only a read-only tool starts "
+            "before its claim, and nothing it does needs undoing). It may be crashing its "
+            "workers: check it before calling again.",
             may_have_run=False,
             requeued=times,
         ),
