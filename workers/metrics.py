@@ -58,6 +58,8 @@ class Attempt:
 
 class WorkerMetrics:
     def __init__(self) -> None:
+        #: (tool, outcome) -> its ``calls`` and ``run_time`` children, for ``count_run``.
+        self._children: dict[tuple[str, str], tuple[Counter, Histogram]] = {}
         self.registry = CollectorRegistry()
         ProcessCollector(registry=self.registry)
         GCCollector(registry=self.registry)
@@ -152,6 +154,17 @@ class WorkerMetrics:
             self.run_time.labels(tool).observe(time.perf_counter() - started)
             if run.outcome == LEASE_LOST:
                 self.leases_lost.inc()
+
+    def count_run(self, tool: str, outcome: str, seconds: float) -> None:
+        """Count an attempt that began and ended in one step (an optimistic run): what
+        ``attempt`` counts when it leaves, without its in-flight mark or its context manager
+        (5 us a call, against about 1 us here, on the worker's hottest path)."""
+        children = self._children.get((tool, outcome))
+        if children is None:
+            children = (self.calls.labels(tool, outcome), self.run_time.labels(tool))
+            self._children[(tool, outcome)] = children
+        children[0].inc()
+        children[1].observe(seconds)
 
 
 def tool_label(message: dict[str, Any]) -> str:

@@ -168,8 +168,8 @@ def _conclude(
             seq = -1  # written or not: the claim below tells
         if seq > 0:
             metrics.optimistic.labels("finished").inc()
-            with metrics.attempt(tool_label(message), 1, started) as metric:
-                metric.outcome = outcome(running, "finished", result)
+            ran = time.perf_counter() - started
+            metrics.count_run(tool_label(message), outcome(running, "finished", result), ran)
             return Ended.settled("finished", result)
         metrics.optimistic.labels("refused").inc()
     return runtime.records.claim(message, runtime.name), None

@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import json
 from typing import Any
+from uuid import UUID
 
 import msgpack
 import pytest
@@ -22,9 +23,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kombu import Connection
 from kombu.utils.json import dumps as kombu_dumps
+from kombu.utils.json import loads as kombu_loads
 
 from tests.distributed.helpers import CALL_MESSAGE, NO_WORKFLOW, queue_item
-from toolhub.distributed.messages import PoisonMessage, read_queue_item
+from toolhub.distributed.messages import PoisonMessage, _envelope, read_queue_item
 from toolhub.distributed.signing import FleetKey, FleetKeys, SignatureRefused
 
 #: Bounded: the whole module runs in a few seconds.
@@ -248,3 +250,35 @@ def test_a_signed_message_verifies_and_any_change_is_refused(name: str, value: A
             KEYS.verify_message(EXECUTE, refused)
     with pytest.raises(SignatureRefused):
         KEYS.verify_message("toolhub.background", signed)
+
+
+def _decoded_by_kombu(raw: bytes) -> Any:
+    return kombu_loads(raw.decode("utf-8"))
+
+
+def test_the_screen_decodes_typed_values_and_escaped_names_as_kombu_does():
+    """The screen skips kombu's per-object hook when nothing in the item could need it: a
+    typed value (an object of ``__type__`` and ``__value__``), or any escape (which could
+    spell that name). Either one goes through kombu's own decoder."""
+    envelope = json.loads(queue_item())
+    envelope["headers"]["stamps"] = {"s": UUID(int=7)}
+    typed = kombu_dumps(envelope)  # the UUID as kombu's typed value
+    assert '"__type__"' in typed
+    for text in (typed, typed.replace('"__type__"', '"\\u005f_type__"')):
+        raw = text.encode()
+        assert read_queue_item(raw) == _decoded_by_kombu(raw)
+        assert read_queue_item(raw)["headers"]["stamps"] == {"s": UUID(int=7)}
+    raw = queue_item()
+    assert b"\\" not in raw and b"__type__" not in raw
+    assert read_queue_item(raw) == _decoded_by_kombu(raw)
+
+
+@FUZZ
+@given(json_values)
+def test_any_json_decodes_as_kombu_decodes_it(value: Any):
+    raw = json.dumps({"value": value}).encode()
+    try:
+        screened = _envelope(raw)
+    except PoisonMessage:
+        return
+    assert screened == _decoded_by_kombu(raw)

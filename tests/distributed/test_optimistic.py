@@ -56,6 +56,9 @@ def test_a_read_only_call_is_claimed_and_finished_in_one_step(live, connect, sto
     assert [r.error for r in results] == [None] * 8
     assert moved(before, after, RUNS, outcome="finished") == 8
     assert moved(before, after, RUNS, outcome="refused") == 0
+    # Counted as attempts, with their outcome and run time, like every other call.
+    assert moved(before, after, "toolhub_worker_calls_total", tool="Test:peek", outcome="ok") == 8
+    assert moved(before, after, "toolhub_worker_run_seconds_count", tool="Test:peek") == 8
     for i in range(8):
         record = store.get_record(f"one-step-{i}")
         assert record["status"] == "succeeded" and record["attempt"] == 1
