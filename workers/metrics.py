@@ -86,7 +86,8 @@ class WorkerMetrics:
         )
         self.in_flight = Gauge(
             "toolhub_worker_calls_in_flight",
-            "Calls this worker has claimed and not settled.",
+            "Calls this worker runs now: claimed and not settled, or running before their "
+            "claim (an optimistic run).",
             registry=self.registry,
         )
         self.leases_lost = Counter(

@@ -132,11 +132,13 @@ def _run(
     ready.ctx.cancel = token
     remove = token.on_cancel(speculation.answer_cancel)
     runtime.speculations.add(speculation)
+    metrics.in_flight.inc()  # the attempt's own count starts only once it is claimed
     try:
         return session.toolset.execute_sync(ready)
     except Exception:
         return None
     finally:
+        metrics.in_flight.dec()
         runtime.speculations.discard(speculation)
         remove()
 

@@ -14,7 +14,7 @@ from pydantic import TypeAdapter
 
 from tests.distributed.helpers import async_wait_until
 from tests.distributed.plugin_tools import Items
-from tests.observability.metrics_scrape import moved, scrape_all
+from tests.observability.metrics_scrape import moved, scrape_all, total
 from toolhub import CallResult, Session
 from toolhub.state.redis import RedisStateSync
 
@@ -98,6 +98,8 @@ def test_a_run_past_its_window_is_claimed_while_it_runs(live, connect, store, tm
             lambda: (r := store.get_record("late-read")) and r["status"] == "running" and r, 5
         )
         assert not call.done(), "it showed running only once it had ended"
+        in_flight = total(scrape_all(live), "toolhub_worker_calls_in_flight")
+        assert in_flight == 1, "the run counts as in flight before it settles"
         return await call, running
 
     result, running = asyncio.run(go())
