@@ -48,6 +48,10 @@ def celery_config(settings: Settings) -> dict[str, Any]:
             "visibility_timeout": settings.visibility_timeout,
             "socket_connect_timeout": 5,
             "ack_emulation": False,
+            # toolhub sends no priorities: one list per queue. kombu's default of four steps
+            # made every worker's BRPOP name four lists per queue it serves (12 keys for the
+            # three queues), each message paying for the longer command in kombu and Redis.
+            "priority_steps": [0],
         },
         "broker_connection_retry_on_startup": True,
         "broker_connection_timeout": 5,
