@@ -74,14 +74,17 @@ def run_optimistic(
         session = runtime.toolsets.cached(sid, config_hash)
         if session is None or session.state.version < 0:
             return None
+        # Looked up before anything is validated: a call that does not qualify is prepared
+        # once, by the ordinary path.
+        entry = session.toolset.entries.get(message["name"])
+        if entry is None or not rerunnable(entry):
+            return None
         try:
             ready = session.toolset.prepare_canonical(
                 message["name"], message["arguments"], message["call_id"]
             )
         except ToolError:
             return None  # the ordinary path answers it, with the claim it needs for that
-        if not rerunnable(ready.entry):
-            return None
         return _speculate(runtime, message, session, ready, rerun)
 
 

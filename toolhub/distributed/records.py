@@ -244,16 +244,8 @@ class CallRecords:
         return int(run_script(self.client, self.scripts.emit, keys, [attempt, *payloads]))
 
     def finish(self, cid: str, sid: str, attempt: int, result: CallResult) -> int:
-        status = status_of(result)
-        args = [
-            cid,
-            attempt,
-            status,
-            encode_item(result, attempt),
-            pack(result.to_dict()),
-            self.settings.record_ttl_seconds,
-            status,
-        ]
+        status, payload, packed, ttl = self._terminal(result, attempt)
+        args = [cid, attempt, status, payload, packed, ttl, status]
         return int(run_script(self.client, self.scripts.finish, self.call_keys(cid, sid), args))
 
     def claim_and_finish(
@@ -268,20 +260,16 @@ class CallRecords:
         terminal's seq, or -1 (the call is no longer untouched) or -2 (the session state moved
         since the tool read it), which change nothing."""
         cid = message["call_id"]
-        status = status_of(result)
-        args = [
-            cid,
-            message["run_id"],
-            worker,
-            state_version,
-            f"{ran_seconds:.6f}",
-            status,
-            encode_item(result, 1),
-            pack(result.to_dict()),
-            self.settings.record_ttl_seconds,
-        ]
+        head = [cid, message["run_id"], worker, state_version, f"{ran_seconds:.6f}"]
         keys = self.call_keys(cid, message["session_id"])
+        args = [*head, *self._terminal(result, 1)]
         return int(run_script(self.client, self.scripts.claim_and_finish, keys, args))
+
+    def _terminal(self, result: CallResult, attempt: int) -> tuple[str, bytes, bytes, int]:
+        """What a finishing script writes: the status, the terminal event's payload, the
+        record's result and the TTL of what stays."""
+        ttl = self.settings.record_ttl_seconds
+        return status_of(result), encode_item(result, attempt), pack(result.to_dict()), ttl
 
     def renew(self, leases: list[tuple[str, int]]) -> list[int]:
         """Renew several leases, one script call per ``RENEW_BATCH``: per call 0 (this attempt
