@@ -46,8 +46,8 @@ logger = logging.getLogger("toolhub.worker")
 
 install_kombu_guard()  # survive a Redis restart (workers/kombu_redis.py)
 settings = Settings.from_env()
-app = make_celery(settings, main="workers")
 #: Task events are published in batches (workers/consumer.py).
+app = make_celery(settings, main="workers", events="workers.consumer:WorkerEvents")
 app.conf.worker_consumer = "workers.consumer:Consumer"
 
 HEARTBEAT_SECONDS = 10.0
