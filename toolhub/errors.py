@@ -100,7 +100,8 @@ class ErrorCode(StrEnum):
     REDIS_SERVER_NOT_FOUND = "redis_server_not_found"
     #: Redis has no record of the call followed (``toolhub.distributed.store.CallNotFound``).
     CALL_NOT_FOUND = "call_not_found"
-    #: Redis stayed away longer than a follow rides out (``toolhub.distributed.store.FollowLost``).
+    #: Redis stayed away longer than a follow rides out
+    #: (``toolhub.distributed.following.FollowLost``).
     FOLLOW_LOST = "follow_lost"
 
 

@@ -23,12 +23,11 @@ from toolhub.core import (
     Progress,
     ToolError,
     closing,
-    drain,
     new_call_id,
 )
 from toolhub.core.container import Key
 from toolhub.executors import Executor
-from toolhub.executors.deadline import bounded
+from toolhub.executors.deadline import bounded, bounded_result
 from toolhub.loop_thread import LoopThread
 from toolhub.state import DebouncedWriter
 from toolhub.toolset import (
@@ -176,7 +175,7 @@ class Session:
         prepared = self._prepare(name, arguments, call_id)
         if isinstance(prepared, CallResult):
             return prepared
-        return await self._drain_prepared(prepared, timeout)
+        return await self._result_of(prepared, timeout)
 
     async def stream(
         self,
@@ -276,20 +275,30 @@ class Session:
             result = self.executor.call_sync(prepared)
             if result is not None:
                 return result
-            drained: CallResult = self._run(self._drain_prepared(prepared))
+            drained: CallResult = self._run(self._result_of(prepared))
             return drained
         answered: CallResult = self._run(
             self.call(name, arguments, call_id=call_id, timeout=timeout)
         )
         return answered
 
-    async def _drain_prepared(self, prepared: Prepared, timeout: float | None = None) -> CallResult:
-        """The result of a prepared call. Drained here, not through ``stream``: one async
-        generator fewer per call (its frame, its ``asend`` per item, the objects a call holds
-        while in flight)."""
-        items = self._items(prepared, timeout)
-        async with closing(items):
-            return await drain(items)
+    async def _result_of(self, prepared: Prepared, timeout: float | None = None) -> CallResult:
+        """The result of a prepared call, from ``Executor.result``, not drained from
+        ``stream``: no async generator between the caller and the call (their frames, an
+        ``asend`` per item, the objects each call in flight holds and a busy dispatcher's full
+        garbage collections walk)."""
+        waiting = self.executor.result(prepared)
+        seconds = self._deadline(timeout, prepared.entry.workload)
+        if seconds is None:
+            return await waiting
+        return await bounded_result(
+            waiting,
+            name=prepared.name,
+            call_id=prepared.ctx.call_id,
+            seconds=seconds,
+            cancel=self.executor.cancel,
+            record=self.executor.record,
+        )
 
     def stream_sync(
         self,

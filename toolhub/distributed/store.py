@@ -17,47 +17,26 @@ from typing import Any
 
 from redis import Redis
 from redis.backoff import ExponentialBackoff
-from redis.exceptions import RedisError
 from redis.retry import Retry
 
 from toolhub.core import CallResult, Progress
 from toolhub.distributed import replies
-from toolhub.distributed.codec import StreamEvent, decode_item, parse_frame, unpack
+from toolhub.distributed.codec import StreamEvent, decode_item, unpack
 from toolhub.distributed.dispatch_batch import DispatchBatches
+from toolhub.distributed.following import EventCursor
 from toolhub.distributed.keys import Keys
-from toolhub.distributed.pubsub import RESYNC, PubSubRouter, Subscription
+from toolhub.distributed.pubsub import PubSubRouter, Subscription
 from toolhub.distributed.records import TERMINAL_STATUSES, CallRecords, decode_record
 from toolhub.distributed.settings import Settings
 from toolhub.distributed.signing import sign_session
 from toolhub.errors import ErrorCode, ToolhubError
 from toolhub.toolset import ToolSetConfig
 
-#: A follower that hears nothing re-reads the call's stream after this long (a safety net: a
-#: lost frame is normally announced by a resync or a gap), doubling up to ``MAX_POLL_SECONDS``
-#: while such reads find nothing the channel had not delivered.
-POLL_SECONDS = 1.0
-MAX_POLL_SECONDS = 8.0
-OUTAGE_POLL_SECONDS = 0.25
-
 
 class CallNotFound(ToolhubError, LookupError):
     """``follow`` was asked for a call that Redis has no record of (never made, or expired)."""
 
     code = ErrorCode.CALL_NOT_FOUND
-
-
-class FollowLost(ToolhubError, ConnectionError):
-    """Redis stayed unreachable longer than the follow bound; the call may still finish."""
-
-    code = ErrorCode.FOLLOW_LOST
-
-    def __init__(self, call_id: str, last_seq: int, seconds: float) -> None:
-        super().__init__(
-            f"lost contact with Redis for {seconds:.0f}s while following call {call_id} "
-            f"(after event {last_seq}); the call may still finish: follow it again by its id"
-        )
-        self.call_id = call_id
-        self.last_seq = last_seq
 
 
 def connect(url: str) -> Redis:
@@ -206,53 +185,37 @@ class RedisStore:
         ):
             raise CallNotFound(call_id)
         sub = subscription or self.subscribe(call_id)
-        last = after_seq
-        outage_since: float | None = None
-        resync = not fresh
-        skip_confirmation = fresh
-        silence = POLL_SECONDS
+        cursor = self._cursor(call_id, sub, after_seq, fresh)
         try:
             while True:
-                if resync:
-                    try:
-                        # Off the event loop: one follower's read must not stall the others
-                        # (a gateway or a dispatcher follows hundreds of calls in one loop).
-                        batch = await asyncio.to_thread(self.read_events, call_id, last)
-                        outage_since = None
-                        resync = False
-                        silence = POLL_SECONDS if batch else min(silence * 2, MAX_POLL_SECONDS)
-                    except RedisError:
-                        batch = []
-                        outage_since = outage_since or time.monotonic()
-                        lost_for = time.monotonic() - outage_since
-                        if lost_for > self.settings.follow_outage_seconds:
-                            raise FollowLost(call_id, last, lost_for) from None
-                    for event in batch:
-                        last = event.seq
-                        yield event
-                        if event.terminal:
-                            return
-                frame = await sub.get(OUTAGE_POLL_SECONDS if outage_since else silence)
-                if frame is RESYNC and skip_confirmation:
-                    skip_confirmation = False
-                    continue
-                if frame is None or frame is RESYNC or not isinstance(frame, bytes):
-                    resync = True
-                    continue
-                seq, version, payload = parse_frame(frame)
-                if seq <= last:
-                    continue
-                if seq > last + 1:
-                    resync = True
-                    continue
-                last = seq
-                event = StreamEvent(seq, decode_item(payload), version)
+                event = await cursor.next()
                 yield event
                 if event.terminal:
                     return
         finally:
             if subscription is None:
                 sub.close()
+
+    async def terminal(
+        self, call_id: str, subscription: Subscription, *, fresh: bool = False
+    ) -> StreamEvent:
+        """The call's terminal event, read past its progress: ``follow`` for a caller that
+        only wants the result, without an async generator held while it waits."""
+        cursor = self._cursor(call_id, subscription, 0, fresh)
+        while True:
+            event = await cursor.next()
+            if event.terminal:
+                return event
+
+    def _cursor(self, call_id: str, sub: Subscription, after_seq: int, fresh: bool) -> EventCursor:
+        return EventCursor(
+            call_id,
+            sub,
+            self.read_events,
+            after_seq=after_seq,
+            fresh=fresh,
+            outage_seconds=self.settings.follow_outage_seconds,
+        )
 
     def close(self) -> None:
         with self._pubsub_lock:

@@ -15,6 +15,11 @@ class Executor(Protocol):
         """Progress items, then exactly one ``CallResult``."""
         ...
 
+    async def result(self, prepared: Prepared) -> CallResult:
+        """The ``CallResult`` that ``stream`` would end with, its progress passed over: what
+        ``Session.call`` waits for."""
+        ...
+
     def call_sync(self, prepared: Prepared) -> CallResult | None:
         """The result without an event loop when this executor can do that, else None."""
         ...

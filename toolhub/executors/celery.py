@@ -25,12 +25,13 @@ from redis.exceptions import RedisError
 from toolhub.core import CallResult, Progress, ToolError, closing
 from toolhub.distributed.celery_app import EXECUTE_TASK
 from toolhub.distributed.codec import pack
+from toolhub.distributed.following import FollowLost
 from toolhub.distributed.pubsub import Subscription
 from toolhub.distributed.records import new_run_id
 from toolhub.distributed.settings import Settings, queue_for
 from toolhub.distributed.shared import enqueuer_for
 from toolhub.distributed.signing import sign_message
-from toolhub.distributed.store import CallNotFound, FollowLost, RedisStore
+from toolhub.distributed.store import CallNotFound, RedisStore
 from toolhub.errors import ErrorCode, RedisUnavailable
 from toolhub.state.redis import RedisStateSync
 from toolhub.toolset import Entry, ExternalTool, Prepared, ToolSet
@@ -82,6 +83,28 @@ class CeleryExecutor:
         server = handle.spec.source.get("mcp") if isinstance(handle, ExternalTool) else None
         config = self.toolset.config.mcp_servers.get(server) if isinstance(server, str) else None
         return config is None or not config.tasks
+
+    async def result(self, prepared: Prepared) -> CallResult:
+        """``stream``'s end without its generators: while in flight, the call holds this
+        coroutine, its subscription and a cursor (``RedisStore.terminal``)."""
+        if self._runs_here(prepared.entry):
+            return await self._local.result(prepared)
+        subscription = self.store.subscribe(prepared.ctx.call_id)
+        try:
+            dispatched = await self._dispatch(prepared, subscription)
+            if isinstance(dispatched, CallResult):
+                return dispatched
+            try:
+                event = await self.store.terminal(
+                    prepared.ctx.call_id, subscription, fresh=dispatched
+                )
+            except FollowLost as lost:
+                return _failure(prepared, ErrorCode.REDIS_UNAVAILABLE, str(lost))
+            self._refresh_state(event.state_version)
+            assert isinstance(event.item, CallResult)
+            return event.item
+        finally:
+            subscription.close()
 
     async def stream(self, prepared: Prepared) -> AsyncIterator[Progress | CallResult]:
         if self._runs_here(prepared.entry):

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from typing import Any
 
 from toolhub.core import CallResult, ErrorKind, Progress, ToolError
@@ -28,6 +28,67 @@ Canceller = Callable[[str], Coroutine[Any, Any, bool]]
 RecordReader = Callable[[str], "dict[str, Any] | None"]
 
 
+class _Deadline:
+    """The deadline of one wait. At ``seconds`` it notes what the call's record shows (what
+    the caller is told) and cancels the call; the wait itself ends ``CANCEL_GRACE_SECONDS``
+    later at most, through the ``asyncio.Timeout`` it is given as ``scope`` (created without
+    a time, so a wait that ends in time never schedules a second timer)."""
+
+    __slots__ = (
+        "_cancel",
+        "_record",
+        "at",
+        "at_deadline",
+        "call_id",
+        "fired",
+        "name",
+        "scope",
+        "seconds",
+        "tasks",
+    )
+
+    def __init__(
+        self, name: str, call_id: str, seconds: float, cancel: Canceller, record: RecordReader
+    ) -> None:
+        self.name = name
+        self.call_id = call_id
+        self.seconds = seconds
+        self._cancel = cancel
+        self._record = record
+        self.at = asyncio.get_running_loop().time() + seconds
+        self.fired = False
+        self.at_deadline: dict[str, Any] | None = None
+        self.tasks: list[asyncio.Task[bool]] = []
+        self.scope: asyncio.Timeout | None = None
+
+    def start(self) -> asyncio.TimerHandle:
+        return asyncio.get_running_loop().call_at(self.at, self._fire)
+
+    def _fire(self) -> None:
+        # What the record shows now, before the cancel changes it, is what the caller is told.
+        self.fired = True
+        self.at_deadline = _safe(self._record, self.call_id)
+        self.tasks.append(asyncio.get_running_loop().create_task(self._cancel(self.call_id)))
+        if self.scope is not None:
+            self.scope.reschedule(self.grace_end)
+
+    @property
+    def grace_end(self) -> float:
+        return self.at + CANCEL_GRACE_SECONDS
+
+    def wait_scope(self) -> asyncio.Timeout:
+        """The timeout one wait runs under: none yet, or the grace's end once fired."""
+        self.scope = asyncio.timeout_at(self.grace_end if self.fired else None)
+        return self.scope
+
+    def settle(self, result: CallResult) -> CallResult:
+        """The call's own result, or ``timeout`` when the deadline's cancel is what ended it."""
+        return self.timeout() if self.fired and result.is_error else result
+
+    def timeout(self) -> CallResult:
+        return timeout_result(self.name, self.call_id, self.seconds, self.at_deadline)
+
+
 async def bounded(
     items: AsyncIterator[Progress | CallResult],
     *,
@@ -38,34 +99,22 @@ async def bounded(
     record: RecordReader,
 ) -> AsyncIterator[Progress | CallResult]:
     """``items`` until their terminal, or a ``timeout`` result ``seconds`` from now."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + seconds
-    fired = False
-    at_deadline: dict[str, Any] | None = None
-    tasks: list[asyncio.Task[bool]] = []
-
-    def fire() -> None:
-        # What the record shows now, before the cancel changes it, is what the caller is told.
-        nonlocal fired, at_deadline
-        fired = True
-        at_deadline = _safe(record, call_id)
-        tasks.append(loop.create_task(cancel(call_id)))
-
-    timer = loop.call_at(deadline, fire)
+    deadline = _Deadline(name, call_id, seconds, cancel, record)
+    timer = deadline.start()
     try:
         while True:
             try:
-                async with asyncio.timeout_at(deadline + CANCEL_GRACE_SECONDS):
+                async with deadline.wait_scope():
                     item = await anext(items)
             except StopAsyncIteration:
                 return
             except TimeoutError:
-                yield timeout_result(name, call_id, seconds, at_deadline)
+                yield deadline.timeout()
                 return
+            finally:
+                deadline.scope = None
             if isinstance(item, CallResult):
-                if fired and item.is_error:
-                    item = timeout_result(name, call_id, seconds, at_deadline)
-                yield item
+                yield deadline.settle(item)
                 return
             yield item
     finally:
@@ -74,6 +123,29 @@ async def bounded(
         if aclose is not None:
             with contextlib.suppress(RuntimeError, asyncio.CancelledError, StopAsyncIteration):
                 await aclose()
+
+
+async def bounded_result(
+    waiting: Awaitable[CallResult],
+    *,
+    name: str,
+    call_id: str,
+    seconds: float,
+    cancel: Canceller,
+    record: RecordReader,
+) -> CallResult:
+    """``bounded`` for a wait on the result alone (``Executor.result``): one coroutine
+    awaited, no generator between the caller and the call."""
+    deadline = _Deadline(name, call_id, seconds, cancel, record)
+    timer = deadline.start()
+    try:
+        async with deadline.wait_scope():
+            result = await waiting
+    except TimeoutError:
+        return deadline.timeout()
+    finally:
+        timer.cancel()
+    return deadline.settle(result)
 
 
 def timeout_result(

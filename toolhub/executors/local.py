@@ -15,7 +15,15 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator
 from typing import Any
 
-from toolhub.core import CallResult, CancelToken, ErrorKind, Progress, ToolError, closing
+from toolhub.core import (
+    CallResult,
+    CancelToken,
+    ErrorKind,
+    Progress,
+    ToolError,
+    closing,
+    drain,
+)
 from toolhub.errors import ErrorCode
 from toolhub.toolset import Prepared, ToolSet
 
@@ -36,6 +44,10 @@ class LocalExecutor:
         result = self.toolset.execute_sync(prepared)
         self._record(prepared, result, started)
         return result
+
+    async def result(self, prepared: Prepared) -> CallResult:
+        async with closing(self.stream(prepared)) as items:
+            return await drain(items)
 
     async def stream(self, prepared: Prepared) -> AsyncIterator[Progress | CallResult]:
         call_id = prepared.ctx.call_id
