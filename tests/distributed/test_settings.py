@@ -1,0 +1,26 @@
+"""The distributed settings read the environment once (``Settings.from_env``): what a dispatch
+asks for on every call comes from the settings object, never from ``os.environ`` again."""
+
+from __future__ import annotations
+
+import pytest
+
+from toolhub.distributed.settings import Settings
+
+
+def test_the_visibility_timeout_is_above_the_longest_run_unless_set(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("TOOLHUB_VISIBILITY_TIMEOUT", raising=False)
+    settings = Settings.from_env("redis://localhost:1/0")
+    longest = max(settings.max_foreground_seconds, settings.max_background_seconds)
+    assert settings.visibility_timeout == int(longest + 300)
+    assert settings.active_ttl_seconds == settings.visibility_timeout + settings.record_ttl_seconds
+
+
+def test_the_override_is_read_when_the_settings_are_made(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TOOLHUB_VISIBILITY_TIMEOUT", "777")
+    settings = Settings.from_env("redis://localhost:1/0")
+    monkeypatch.setenv("TOOLHUB_VISIBILITY_TIMEOUT", "1")
+    assert settings.visibility_timeout == 777
+    assert Settings.from_env("redis://localhost:1/0").visibility_timeout == 1
