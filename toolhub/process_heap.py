@@ -12,6 +12,17 @@ and are triggered by that growth alone. The price is bounded: an object alive at
 that later becomes part of an unreachable cycle is never freed (startup objects rarely do);
 everything made after the freeze is collected as before.
 
+Freezing shrinks each full collection; ``space_full_collections`` makes them rare. CPython
+starts a full collection once ten generation-1 collections have passed and the objects that
+reached the old generation since the last one are a quarter of those that were there: in a
+gateway holding 1,000 open streams (150 objects each), that came every few seconds, and each
+stopped every stream for 60-95 ms. The long-running processes allow 1,000 generation-1
+collections between two full ones (about seven million net allocations); young collections
+still free everything short-lived, cycles included. What waits longer is a cycle that lived
+long enough to reach the old generation before it died (a closed stream's objects, say): it
+is freed by the next full collection instead of the one after a few seconds, so memory, not
+latency, carries the difference (docs/benchmarks.md, round eleven).
+
 This is for processes toolhub owns. A library must not freeze its host's heap, so
 ``Session`` never calls this; docs/operations.md says when a caller may want to.
 """
@@ -20,6 +31,9 @@ from __future__ import annotations
 
 import gc
 
+#: Generation-1 collections at least between two full ones (CPython's default is 10).
+FULL_COLLECTION_SPACING = 1000
+
 
 def freeze_startup_heap() -> int:
     """Collect once (so that garbage from startup is not frozen with the rest), then freeze
@@ -27,3 +41,10 @@ def freeze_startup_heap() -> int:
     gc.collect()
     gc.freeze()
     return gc.get_freeze_count()
+
+
+def space_full_collections() -> None:
+    """Let ``FULL_COLLECTION_SPACING`` generation-1 collections pass between two full ones;
+    the young generations keep their thresholds."""
+    young, middle, _ = gc.get_threshold()
+    gc.set_threshold(young, middle, FULL_COLLECTION_SPACING)

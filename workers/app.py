@@ -7,9 +7,9 @@ init the command sandbox (``sandboxing.py``: the worker refuses to start if it c
 it), the fleet key (``refusals.py``: refuses to start when signatures are required without
 one), heartbeat ``starting`` and the warmer of the host's background holder
 (``holder_warmer.py``), the lease keeper and control listener once the broker connection is up
-(heartbeat ``ready``; the startup heap is then frozen out of garbage collection,
-``toolhub/process_heap.py``), and on warm shutdown a timer that hands calls still running after
-``TOOLHUB_SOFT_SHUTDOWN_SECONDS`` back to the queue.
+(heartbeat ``ready``; the startup heap is then frozen out of garbage collection and full
+collections are spaced, ``toolhub/process_heap.py``), and on warm shutdown a timer that hands
+calls still running after ``TOOLHUB_SOFT_SHUTDOWN_SECONDS`` back to the queue.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from celery.signals import worker_init, worker_ready, worker_shutdown, worker_sh
 from toolhub.distributed.celery_app import make_celery
 from toolhub.distributed.messages import PoisonMessage
 from toolhub.distributed.settings import QUEUES, Settings
-from toolhub.process_heap import freeze_startup_heap
+from toolhub.process_heap import freeze_startup_heap, space_full_collections
 from workers.heartbeat import beat
 
 from .celery_tasks import register_tasks
@@ -136,6 +136,7 @@ def _on_ready(**_: Any) -> None:
     for thread in threads:
         thread.start()
     metrics.heap_frozen.set(freeze_startup_heap())
+    space_full_collections()
     process.state = "ready"
     beat(state="ready")
 

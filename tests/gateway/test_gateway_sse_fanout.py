@@ -211,3 +211,46 @@ def test_listen_replays_then_hears_live_events_and_the_result_ends_it() -> None:
         assert log.listen(heard.append, after=3)() is None and heard == [1, 2, 3]
 
     asyncio.run(body())
+
+
+def _follow_to_the_end(gateway_url: str, sid: str, call_id: str) -> bytes:
+    """The raw response body (after the headers) of a follower of a fresh 30-event call."""
+    caller = threading.Thread(target=_start_count, args=(gateway_url, sid, call_id, 30, 0.005))
+    caller.start()
+    with httpx.Client(base_url=gateway_url, timeout=30) as c:
+        while c.get(f"/v1/sessions/{sid}/calls/{call_id}").status_code != 200:
+            time.sleep(0.005)
+    raw = _read_all(_raw_follower(gateway_url, f"/v1/sessions/{sid}/calls/{call_id}/events"))
+    caller.join(30)
+    return raw.split(b"\r\n\r\n", 1)[1]
+
+
+def test_frames_written_to_the_transport_are_what_uvicorns_send_writes(
+    gateway_url: str, sid: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under uvicorn's httptools protocol a stream writes its frames to the connection itself
+    (``_DirectWrites``); the bytes on the wire are those of the ASGI ``send`` path, chunk for
+    chunk, and the response still ends properly."""
+    written: list[bytes] = []
+    original = sse._DirectWrites.write
+
+    def counting(self: sse._DirectWrites, frame: bytes) -> bool:
+        written.append(frame)
+        return original(self, frame)
+
+    monkeypatch.setattr(sse._DirectWrites, "write", counting)
+    direct = _follow_to_the_end(gateway_url, sid, "direct")
+    assert len(written) >= 31, "every frame went to the transport"
+    monkeypatch.setattr(sse, "_HTTPTOOLS_CYCLE", None)
+    written.clear()
+    through_send = _follow_to_the_end(gateway_url, sid, "asgi-s")  # an id as long
+    assert written == []
+    assert direct.endswith(b"0\r\n\r\n") and through_send.endswith(b"0\r\n\r\n")
+    assert [int(i) for i in IDS.findall(direct)] == list(range(1, 32))
+
+    def comparable(body: bytes, call_id: str) -> bytes:
+        return re.sub(rb'"(started_at|finished_at|duration_ms)":[^,}]*', b"", body).replace(
+            call_id.encode(), b"<id>"
+        )
+
+    assert comparable(direct, "direct") == comparable(through_send, "asgi-s")

@@ -13,7 +13,7 @@ from fastapi import FastAPI
 
 from toolhub.logs import configure_json, json_logs
 from toolhub.ports import free_port
-from toolhub.process_heap import freeze_startup_heap
+from toolhub.process_heap import freeze_startup_heap, space_full_collections
 from toolhub.redaction import redact_access_log
 
 from .app import create_app
@@ -43,6 +43,7 @@ def serve(settings: GatewaySettings, host: str = "127.0.0.1", port: int = 8000) 
     app = build_app(settings)
     redact_access_log()
     freeze_startup_heap()
+    space_full_collections()
     uvicorn.run(
         app,
         host=host,

@@ -32,7 +32,7 @@ from mcp_types import (
 from pydantic import ValidationError
 
 from toolhub.http_guard import DEFAULT_MAX_BODY, Guard
-from toolhub.process_heap import freeze_startup_heap
+from toolhub.process_heap import freeze_startup_heap, space_full_collections
 from toolhub.redaction import redact_access_log
 
 from .server import ToolhubMcpServer
@@ -167,6 +167,7 @@ def run_http(session: Session, *, host: str, port: int, token: str | None = None
     redact_access_log()
     app = http_app(session, host=host, token=token)
     freeze_startup_heap()
+    space_full_collections()
     uvicorn.run(
         app,
         host=host,
