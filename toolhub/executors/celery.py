@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, cast
 
 from celery import Celery
 from kombu.exceptions import KombuError, OperationalError
@@ -101,8 +101,7 @@ class CeleryExecutor:
             except FollowLost as lost:
                 return _failure(prepared, ErrorCode.REDIS_UNAVAILABLE, str(lost))
             self._refresh_state(event.state_version)
-            assert isinstance(event.item, CallResult)
-            return event.item
+            return cast(CallResult, event.item)  # ``terminal`` returns the CallResult's event
         finally:
             subscription.close()
 
