@@ -123,7 +123,8 @@ class CeleryExecutor:
             )
             try:
                 # Closed here, not by the garbage collector: a caller that stops reading at the
-                # result (``Session.call``) would leave it to a loop that may no longer run.
+                # result (the gateway, a framework adapter) would leave it to a loop that may
+                # no longer run.
                 async with closing(events):
                     async for event in events:
                         if isinstance(event.item, CallResult):
