@@ -18,6 +18,7 @@ from tests.gateway.support import sse_events
 from toolhub import Session
 from toolhub.gateway import GatewaySettings, ThreadedServer, create_app
 from toolhub.gateway.distributed import distributed_parts
+from toolhub.gateway.sessions import RECHECK_S
 from toolhub.toolset import ConfigSource
 
 pytestmark = pytest.mark.timeout(120)
@@ -129,3 +130,17 @@ def test_a_deleted_session_is_gone_for_every_replica(replicas: tuple[str, str]) 
             call = client.post(f"/v1/sessions/{sid}/calls", json={"name": "noop"})
             assert call.status_code == 404
         assert b.delete(f"/v1/sessions/{sid}").status_code == 404
+
+
+def test_a_call_checks_a_session_ended_elsewhere(replicas: tuple[str, str]) -> None:
+    """The replica holding a session answers its next call only after asking the store again
+    once ``RECHECK_S`` has passed: a session another replica ended takes no more calls, even
+    on the gateway's shortcut for plain JSON calls (``Sessions.held``)."""
+    first, second = replicas
+    with httpx.Client(base_url=first, timeout=30) as a, httpx.Client(base_url=second) as b:
+        sid = a.post("/v1/sessions", json={"config": CONFIG}).json()["session_id"]
+        assert a.post(f"/v1/sessions/{sid}/calls", json={"name": "noop"}).status_code == 200
+        assert b.delete(f"/v1/sessions/{sid}").status_code == 204
+        time.sleep(RECHECK_S + 0.1)
+        call = a.post(f"/v1/sessions/{sid}/calls", json={"name": "noop"})
+        assert call.status_code == 404, call.text

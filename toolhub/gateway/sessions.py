@@ -97,6 +97,16 @@ class Sessions:
     def get(self, session_id: str) -> Session | None:
         return self._sessions.get(session_id)
 
+    def held(self, session_id: str) -> Session | None:
+        """The session when this gateway holds it and may use it without asking the shared
+        store (held, and a distributed one checked within ``RECHECK_S``); otherwise None, and
+        ``lookup`` says."""
+        session = self._sessions.get(session_id)
+        if session is None or self._recover is None:
+            return session
+        fresh = time.monotonic() - self._checked.get(session_id, 0.0) < RECHECK_S
+        return session if fresh else None
+
     async def lookup(self, session_id: str) -> Session | None:
         """The session, rebuilt from the shared store when another replica created it."""
         session = self._sessions.get(session_id)
