@@ -10,7 +10,9 @@ machine hits every side alike; the table shows the median of the rounds):
 
 * no-op round trip (sequential calls): ``session.call("noop")`` vs ``noop.delay().get()``,
   each round's calls taken in blocks of ``--block`` a side, in turn;
-* throughput of concurrent no-op calls (all in flight at once);
+* throughput of concurrent no-op calls (all in flight at once), two bursts a side per round:
+  toolhub, the baselines, then the same in reverse, each side's throughput its calls over
+  its bursts' time;
 * progress latency, worker emit → caller receipt, vs a raw Redis pub/sub round trip;
 * cancel latency, ``session.cancel`` → the call's child process is gone.
 
@@ -148,6 +150,11 @@ def celery_round_trips(n: int, queue: str) -> list[float]:
         noop.apply_async(queue=queue).get(timeout=10)
         samples.append(time.perf_counter() - started)
     return samples
+
+
+def _activated_burst(baseline: Baseline, n: int) -> float:
+    baseline.activate()
+    return celery_throughput(n, baseline.queue)
 
 
 def celery_throughput(n: int, queue: str) -> float:
@@ -326,11 +333,31 @@ def main() -> int:
     def run_toolhub_burst(tag: str) -> float:
         return asyncio.run(toolhub_throughput(session, args.concurrent, tag))
 
-    def burst(side: str, budget: CpuBudget, run: Callable[[], float]) -> float:
-        before = budget.read()
+    def burst(side: str, run: Callable[[], float]) -> float:
+        """One burst's seconds; its CPU per call joins the side's budgets."""
+        before = cpu[side].read()
         throughput = run()
-        budgets[side].append(budget.per_call(before, args.concurrent))
-        return throughput
+        budgets[side].append(cpu[side].per_call(before, args.concurrent))
+        return args.concurrent / throughput
+
+    def bursts(r: int) -> dict[str, float]:
+        """Each side's throughput in round ``r``: two bursts a side, in the order toolhub,
+        baselines, then the reverse, so that a machine getting slower or faster during the
+        round weighs on every side alike (one burst a side, in a fixed order, let a phase
+        change between two bursts decide a round's ratio)."""
+        tags = iter((f"tp{r}a", f"tp{r}b"))
+        runs: dict[str, Callable[[], float]] = {
+            "toolhub": lambda: run_toolhub_burst(next(tags)),
+        }
+        for baseline in baselines:
+            runs[labels[baseline.events]] = functools.partial(
+                _activated_burst, baseline, args.concurrent
+            )
+        seconds = dict.fromkeys(runs, 0.0)
+        order = list(runs)
+        for side in [*order, *reversed(order)]:
+            seconds[side] += burst(side, runs[side])
+        return {side: 2 * args.concurrent / spent for side, spent in seconds.items()}
 
     try:
         for baseline in baselines:
@@ -350,27 +377,9 @@ def main() -> int:
             celery_round_trips(50, baseline.queue)
         for r in range(args.rounds):
             trips = interleaved_round_trips(session, baselines, labels, args.calls, args.block, r)
-            record(
-                "toolhub",
-                trips["toolhub"],
-                burst(
-                    "toolhub",
-                    cpu["toolhub"],
-                    functools.partial(run_toolhub_burst, f"tp{r}"),
-                ),
-            )
-            for baseline in baselines:
-                baseline.activate()
-                side = labels[baseline.events]
-                record(
-                    side,
-                    trips[side],
-                    burst(
-                        side,
-                        cpu[side],
-                        functools.partial(celery_throughput, args.concurrent, baseline.queue),
-                    ),
-                )
+            throughputs = bursts(r)
+            for side, samples in trips.items():
+                record(side, samples, throughputs[side])
         progress = asyncio.run(progress_latencies(session, args.ticks))
         raw = pubsub_latencies(stack.url, args.ticks)
         cancels = asyncio.run(cancel_latencies(session, args.cancels))
@@ -414,7 +423,8 @@ def main() -> int:
         f"\n{args.calls} sequential calls, {args.concurrent} concurrent, {args.ticks} progress "
         f"items, {args.cancels} cancels; 2 workers x 4 threads on each side, loopback Redis, "
         f"{os.cpu_count()} CPUs; median of {args.rounds} interleaved rounds, each round's "
-        f"sequential calls in blocks of {args.block} a side, in turn."
+        f"sequential calls in blocks of {args.block} a side, in turn, and two bursts of "
+        f"{args.concurrent} a side (toolhub, baselines, then reversed)."
     )
     for side, (p50s, p99s, tps) in rounds.items():
         print(
@@ -426,9 +436,9 @@ def main() -> int:
 
 
 def print_budgets(budgets: dict[str, list[dict[str, float]]]) -> None:
-    """The throughput bursts' CPU per call, by process group (median of the rounds)."""
+    """The throughput bursts' CPU per call, by process group (median of the bursts)."""
     groups = ("caller", "workers", "Redis")
-    print("\nCPU per call in the throughput bursts, median of the rounds (psutil user + system):")
+    print("\nCPU per call in the throughput bursts, median of the bursts (psutil user + system):")
     print("| side | " + " | ".join(groups) + " | total |")
     print("|---" * (len(groups) + 2) + "|")
     for side, rounds in budgets.items():
