@@ -15,9 +15,10 @@ task of its own once the connection drains, so it never holds up the others; pas
 Under ``toolhub serve`` (uvicorn's httptools protocol) a frame goes to the connection's transport
 as the chunk uvicorn's ``send`` would have written (``_DirectWrites``), without the ASGI
 message, the coroutine and the checks around it, as long as the connection takes bytes; when
-it pushes back, or under any other server, frames go through ``send`` as above. With 1,000
-followers a pass is 1,000 socket writes, and each follower's share of Python was about a
-third of its write (docs/benchmarks.md, round eleven).
+it pushes back, or under any other server, frames go through ``send`` as above. The direct
+writes of one turn of the loop leave together at its end, shared between the loop's thread and
+helper threads when there are many (``fanout_writes.py``): with 1,000 followers a pass is
+1,000 socket writes, and the kernel's side of them, not Python, was most of its time.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from .calllog import CallLog, LoggedEvent
+from .fanout_writes import FanoutWrites
 
 _HTTPTOOLS_CYCLE: type[Any] | None
 try:
@@ -60,6 +62,8 @@ CONNECTED = b": connected\n\n"
 KEEPALIVE = b": keepalive\n\n"
 #: What a slow follower may have waiting before it is dropped (it resumes by Last-Event-ID).
 MAX_BACKLOG_BYTES = 4 << 20
+#: The direct writes of a loop's turn, flushed together (on more than one core when many).
+WRITES = FanoutWrites()
 
 
 def encode(event: LoggedEvent) -> bytes:
@@ -124,6 +128,7 @@ class Follower:
             if self._ending:
                 self._end()
             return
+        self.settle()
         sending = _coroutine(
             self._send({"type": "http.response.body", "body": frame, "more_body": True})
         )
@@ -138,6 +143,12 @@ class Follower:
             return
         self._backlog = []
         self._resumer = asyncio.ensure_future(self._resume(sending, waiting))
+
+    def settle(self) -> None:
+        """Write now the direct frames still queued for the end of this turn: before anything
+        reaches the connection through ``send``."""
+        if self._direct is not None:
+            self._direct.settle()
 
     async def _resume(self, sending: Coroutine[Any, Any, Any], waiting: Any) -> None:
         """Finish the send that waited, then write what queued meanwhile, one chunk per
@@ -190,6 +201,9 @@ class _DirectWrites:
             return None
         return cls(cycle)
 
+    def settle(self) -> None:
+        WRITES.settle(self._cycle.transport)
+
     def write(self, frame: bytes) -> bool:
         """Whether the frame is written (or dropped, as ``send`` drops it once the client is
         gone); False when the connection pushes back, for ``send`` to wait it out."""
@@ -198,7 +212,7 @@ class _DirectWrites:
             return True
         if cycle.flow.write_paused or cycle.response_complete:
             return False
-        cycle.transport.write(b"%x\r\n%b\r\n" % (len(frame), frame))
+        WRITES.write(cycle.transport, b"%x\r\n%b\r\n" % (len(frame), frame))
         return True
 
 
@@ -276,6 +290,7 @@ class EventStream(Response):
             left.cancel()
             if not follower.ended.done():
                 follower.drop("the stream ended")
+        follower.settle()
         if follower.ended.result():
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         elif self.on_abandon is not None and not self.log.done:
