@@ -31,16 +31,22 @@ class Noop(Tool[NoopArgs, NoopOutput]):
         return NoopOutput(text=args.text)
 
 
-def p50_us(fn: Callable[[], object], *, rounds: int = 30, inner: int = 2000) -> float:
-    for _ in range(inner):
-        fn()
-    samples = []
-    for _ in range(rounds):
-        start = time.perf_counter()
+def p50s_us(fns: dict[str, tuple[Callable[[], object], int]], rounds: int = 30) -> dict[str, float]:
+    """Each function's median time per call, in microseconds, over ``rounds`` blocks of its
+    ``inner`` calls; the blocks of all functions taken in turn, so that a slow phase of the
+    machine (they last about a second) weighs on every side alike instead of on the one being
+    timed then."""
+    for fn, inner in fns.values():
         for _ in range(inner):
             fn()
-        samples.append((time.perf_counter() - start) / inner * 1e6)
-    return statistics.median(samples)
+    samples: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, (fn, inner) in fns.items():
+            start = time.perf_counter()
+            for _ in range(inner):
+                fn()
+            samples[name].append((time.perf_counter() - start) / inner * 1e6)
+    return {name: statistics.median(values) for name, values in samples.items()}
 
 
 def main() -> None:
@@ -51,12 +57,9 @@ def main() -> None:
         )
         args = {"text": "hi"}
         assert session.call_sync("noop", args).prompt_text == "hi"
-        toolhub_us = p50_us(lambda: session.call_sync("noop", args))
 
         def direct() -> object:
             return NoopOutput(text=NoopArgs.model_validate(args).text).model_dump(mode="json")
-
-        direct_us = p50_us(direct)
 
         from langchain_core.tools import StructuredTool
 
@@ -66,7 +69,14 @@ def main() -> None:
             description="Do nothing.",
             args_schema=NoopArgs,
         )
-        lc_us = p50_us(lambda: lc.invoke(args), inner=500)
+        p50 = p50s_us(
+            {
+                "toolhub": (lambda: session.call_sync("noop", args), 2000),
+                "direct": (direct, 2000),
+                "langchain": (lambda: lc.invoke(args), 500),
+            }
+        )
+        toolhub_us, direct_us, lc_us = p50["toolhub"], p50["direct"], p50["langchain"]
         session.close()
 
     print("| measurement | p50 per call | ratio |")

@@ -33,9 +33,11 @@ def main() -> int:
         print(f"- {stem}: {line}")
     passed = sum("PASS" in line and "MISS" not in line for _, line in verdicts)
     print(f"\n{passed} of {len(verdicts)} targets met")
-    if failed:
-        print(f"\nnot every target met, or a bench failed: {', '.join(failed)}", file=sys.stderr)
-    return 1 if failed else 0
+    missed = sorted({stem for stem, line in verdicts if "MISS" in line})
+    if failed or missed:
+        names = ", ".join(sorted({*failed, *(f"{stem}.py" for stem in missed)}))
+        print(f"\nnot every target met, or a bench failed: {names}", file=sys.stderr)
+    return 1 if failed or missed else 0
 
 
 if __name__ == "__main__":
