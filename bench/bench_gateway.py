@@ -13,8 +13,8 @@ The target (issue 18), the gateway's own cost, is judged with a minimal HTTP/1.1
 kept-alive socket. The same calls made with httpx are printed beside it, not judged, with what
 httpx itself costs, measured in the same run against an HTTP server with no work that answers
 the same bytes (``empty_http.py``, uvicorn as under ``toolhub serve``): httpx's own work per
-request (building the request, encoding the JSON, parsing the response) takes most or all of
-the 0.3x a direct call that the target allows, and the direct ``Session.call`` it is compared
+request (building the request, encoding the JSON, parsing the response) takes half to nearly
+all of the 0.3x a direct call that the target allows, and the direct ``Session.call`` it is compared
 with pays no HTTP client at all.
 """
 
