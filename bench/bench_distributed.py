@@ -12,7 +12,7 @@ machine hits every side alike; the table shows the median of the rounds):
   each round's calls taken in blocks of ``--block`` a side, in turn; 1,000 a side, so that a
   round's p99 is its tenth slowest call, not its fifth (with 500, a hiccup of the machine
   over ten calls of one side's block decided the round: ratios of 1.18x and 1.05x beside a
-  median of 0.66x, round twelve);
+  median of 0.64x, round twelve);
 * throughput of concurrent no-op calls (all in flight at once), two bursts a side per round:
   toolhub, the baselines, then the same in reverse, each side's throughput its calls over
   its bursts' time;
