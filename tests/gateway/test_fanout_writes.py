@@ -72,6 +72,12 @@ async def received(sinks: list[Sink], sizes: list[int]) -> None:
     raise AssertionError([len(s.data) for s in sinks])
 
 
+def close(ends: list[tuple[asyncio.WriteTransport, Source]], server: asyncio.Server) -> None:
+    for transport, _ in ends:
+        transport.close()
+    server.close()
+
+
 def run(make_loop: Callable[[], asyncio.AbstractEventLoop], test: Awaitable[Any]) -> None:
     loop = make_loop()
     try:
@@ -101,9 +107,7 @@ def test_every_byte_arrives_in_order(make_loop: Any, helpers: int) -> None:
             await asyncio.sleep(0)  # the turn ends: its batch is flushed
         await received(sinks, [len(e) for e in expected])
         assert [bytes(s.data) for s in sinks] == [bytes(e) for e in expected]
-        for transport, _ in ends:
-            transport.close()
-        server.close()
+        close(ends, server)
 
     run(make_loop, test())
 
@@ -128,9 +132,7 @@ def test_what_a_full_socket_leaves_goes_through_the_transport(make_loop: Any) ->
             writes.write(transport, b"after")  # buffered: straight to the transport, behind it
         await received(sinks, [len(big) + 5] * 2)
         assert all(bytes(s.data) == big + b"after" for s in sinks)
-        for transport, _ in ends:
-            transport.close()
-        server.close()
+        close(ends, server)
 
     run(make_loop, test())
 

@@ -55,18 +55,15 @@ class FanoutWrites:
     def write(self, transport: asyncio.WriteTransport, data: bytes) -> None:
         loop = asyncio.get_running_loop()
         batch = self._pending.get(loop)
-        if batch is None:
-            if transport.is_closing() or transport.get_write_buffer_size():
-                transport.write(data)
-                return
-            batch = self._pending[loop] = {}
-            loop.call_soon(self._flush, loop)
-        queued = batch.get(transport)
+        queued = None if batch is None else batch.get(transport)
         if queued is not None:
             queued += data
         elif transport.is_closing() or transport.get_write_buffer_size():
             transport.write(data)
         else:
+            if batch is None:
+                batch = self._pending[loop] = {}
+                loop.call_soon(self._flush, loop)
             batch[transport] = bytearray(data)
 
     def settle(self, transport: asyncio.WriteTransport) -> None:

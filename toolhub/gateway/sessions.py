@@ -104,8 +104,10 @@ class Sessions:
         session = self._sessions.get(session_id)
         if session is None or self._recover is None:
             return session
-        fresh = time.monotonic() - self._checked.get(session_id, 0.0) < RECHECK_S
-        return session if fresh else None
+        return session if self._checked_lately(session_id) else None
+
+    def _checked_lately(self, session_id: str) -> bool:
+        return time.monotonic() - self._checked.get(session_id, 0.0) < RECHECK_S
 
     async def lookup(self, session_id: str) -> Session | None:
         """The session, rebuilt from the shared store when another replica created it."""
@@ -128,10 +130,10 @@ class Sessions:
     async def _still_stored(self, session_id: str) -> bool:
         """Whether a held distributed session is still stored, asked at most every
         ``RECHECK_S``; one that is not (ended by another replica) is closed here."""
-        now = time.monotonic()
-        if now - self._checked.get(session_id, 0.0) < RECHECK_S:
+        if self._checked_lately(session_id):
             return True
         assert self._recover is not None
+        now = time.monotonic()
         if await asyncio.to_thread(self._recover.exists, session_id):
             self._checked[session_id] = now
             return True
