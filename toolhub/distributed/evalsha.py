@@ -24,6 +24,7 @@ from typing import Any
 import hiredis
 from redis import Redis
 from redis.commands.core import Script
+from redis.connection import Connection
 from redis.exceptions import ConnectionError, NoScriptError, ResponseError, TimeoutError
 
 from .replies import untyped
@@ -48,22 +49,38 @@ def run_scripts(client: Redis, script: Script, calls: Sequence[Call]) -> list[An
     pool = client.connection_pool
     conn = pool.get_connection()
     try:
-        packed = b"".join(
-            hiredis.pack_command(("EVALSHA", script.sha, len(keys), *keys, *args))
-            for keys, args in calls
-        )
-        untyped(conn.send_packed_command)([packed], check_health=False)
-        replies: list[Any] = []
-        for _ in calls:
-            try:
-                replies.append(conn.read_response())
-            except ResponseError as exc:
-                replies.append(exc)
-        return replies
+        send_scripts(conn, script, calls)
+        return read_replies(conn, len(calls))
     except (ConnectionError, TimeoutError):
         pass  # redis-py disconnected the broken connection; the stock path takes it from here
     finally:
         pool.release(conn)
+    return run_pipeline(client, script, calls)
+
+
+def send_scripts(conn: Connection, script: Script, calls: Sequence[Call]) -> None:
+    """Write each call's ``EVALSHA`` on ``conn``, packed by hiredis, without reading."""
+    packed = b"".join(
+        hiredis.pack_command(("EVALSHA", script.sha, len(keys), *keys, *args))
+        for keys, args in calls
+    )
+    untyped(conn.send_packed_command)([packed], check_health=False)
+
+
+def read_replies(conn: Connection, count: int) -> list[Any]:
+    """The next ``count`` replies on ``conn``, an error reply as its exception."""
+    replies: list[Any] = []
+    for _ in range(count):
+        try:
+            replies.append(conn.read_response())
+        except ResponseError as exc:
+            replies.append(exc)
+    return replies
+
+
+def run_pipeline(client: Redis, script: Script, calls: Sequence[Call]) -> list[Any]:
+    """The stock path for what the packed one could not finish: a redis-py pipeline, with
+    the client's retries on a fresh connection."""
     pipe = client.pipeline(transaction=False)
     for keys, args in calls:
         pipe.evalsha(script.sha, len(keys), *keys, *args)

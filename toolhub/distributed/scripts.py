@@ -112,7 +112,10 @@ return 1
 # ARGV: run_id, active_ttl, message, claim_seconds, cid, session_ttl, field, value, ...
 # CREATE, then LPUSH the Celery message kombu built (``enqueue.py``) onto its queue: one round
 # trip, and the message is queued if and only if the record was created. Idempotent for a
-# retried dispatch (same run_id): the first run already queued the message. The pushed bytes
+# retried dispatch (same run_id): the first run already queued the message, and a worker may
+# have claimed or even finished it since (a turn's first writes run while the dispatcher is
+# still preparing the rest, ``dispatch_batch.py``), so a record with this run id, in any
+# status, answers 1. The pushed bytes
 # are kept beside the record (``call:{cid}:payload``, and ``qkey`` on it) until the claim, so
 # the sweep can tell a call still waiting in its queue (LPOS) from one a dead worker took. A
 # key of their own: in the record, a value that large would move the whole hash to Redis's
@@ -125,7 +128,7 @@ return 1
 CREATE_AND_ENQUEUE = r"""
 local st, run, owner = unpack(redis.call('HMGET', KEYS[1], 'status', 'run_id', 'session_id'))
 if owner and owner ~= field_of(7, 'session_id') then return 3 end
-if st == 'queued' and run == ARGV[1] then return 1 end
+if st and run == ARGV[1] then return 1 end
 if st == 'queued' or st == 'running' then return 0 end
 if redis.call('EXPIRE', KEYS[6], ARGV[6]) == 0 then return 2 end
 redis.call('EXPIRE', KEYS[5], ARGV[6])
