@@ -1,6 +1,6 @@
 """Distributed execution against raw Celery on the same machine and the same Redis.
 
-    .venv/bin/python bench/bench_distributed.py [--calls 1000] [--block 100] [--concurrent 1000]
+    .venv/bin/python bench/bench_distributed.py [--calls 2000] [--block 100] [--concurrent 1000]
         [--rounds 5]
 
 Starts a redis-server, two ``toolhub worker`` processes and two raw Celery workers per baseline
@@ -9,10 +9,12 @@ Starts a redis-server, two ``toolhub worker`` processes and two raw Celery worke
 machine hits every side alike; the table shows the median of the rounds):
 
 * no-op round trip (sequential calls): ``session.call("noop")`` vs ``noop.delay().get()``,
-  each round's calls taken in blocks of ``--block`` a side, in turn; 1,000 a side, so that a
-  round's p99 is its tenth slowest call, not its fifth (with 500, a hiccup of the machine
-  over ten calls of one side's block decided the round: ratios of 1.18x and 1.05x beside a
-  median of 0.64x, round twelve);
+  each round's calls taken in blocks of ``--block`` a side, in turn; 2,000 a side, so that a
+  round's p99 is its twentieth slowest call: a slow phase of the machine of some tens of
+  milliseconds slows every call of one side's block made meanwhile, and with 500 a side (the
+  fifth slowest) one such cluster decided a round (1.18x and 1.05x beside a median of 0.64x,
+  round twelve); with 1,000 still 2 rounds of 50 (1.03x and 0.92x, beside a median of
+  0.70x, round thirteen);
 * throughput of concurrent no-op calls (all in flight at once), two bursts a side per round:
   toolhub, the baselines, then the same in reverse, each side's throughput its calls over
   its bursts' time;
@@ -301,7 +303,7 @@ async def cancel_latencies(session: Session, n: int) -> list[float]:
 
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--calls", type=int, default=1000)
+    parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--concurrent", type=int, default=1000)
     parser.add_argument("--ticks", type=int, default=2000)
     parser.add_argument("--cancels", type=int, default=30)
