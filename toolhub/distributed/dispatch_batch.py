@@ -37,6 +37,7 @@ from redis.exceptions import ConnectionError, NoScriptError, RedisError, Timeout
 
 from .evalsha import read_replies, run_pipeline, send_scripts
 from .records import CallRecords
+from .replies import untyped
 
 #: A turn's dispatches are written as soon as this many wait, not all at its end: a ``gather``
 #: of 1,000 calls otherwise kept Redis and the workers idle while this loop prepared every
@@ -54,12 +55,14 @@ class _Pending:
 @dataclass(slots=True)
 class _Turn:
     """One loop turn's dispatches: those before ``sent`` are written on ``conn``, their
-    replies unread; ``broken`` when a write failed and the flush must send them all again."""
+    replies unread until ``drained``; ``broken`` when a write failed and the flush must send
+    them all again."""
 
     calls: list[_Pending] = field(default_factory=list)
     sent: int = 0
     conn: Connection | None = None
     broken: bool = False
+    drained: bool = False
 
 
 class DispatchBatches:
@@ -97,8 +100,8 @@ class DispatchBatches:
             if turn.conn is None:
                 turn.conn = self.records.client.connection_pool.get_connection()
             send_scripts(turn.conn, script, [(p.keys, p.args) for p in unsent])
-        except (ConnectionError, TimeoutError):
-            turn.broken = True  # redis-py disconnected it; the flush takes the stock path
+        except (RedisError, TypeError):
+            turn.broken = True  # the flush takes the stock path, which says what failed
 
     def _flush(self, loop: asyncio.AbstractEventLoop) -> None:
         turn = self._turns.pop(loop)
@@ -109,6 +112,10 @@ class DispatchBatches:
             replies = [exc] * len(turn.calls)
         finally:
             if turn.conn is not None:
+                if not turn.drained:
+                    # Replies still on their way must not reach its next user (the pool checks
+                    # only for those already arrived).
+                    untyped(turn.conn.disconnect)()
                 self.records.client.connection_pool.release(turn.conn)
         script = self.records.scripts.create_and_enqueue
         for p, reply in zip(turn.calls, replies, strict=True):
@@ -130,7 +137,9 @@ class DispatchBatches:
             return []
         if not turn.broken and turn.conn is not None:
             try:
-                return read_replies(turn.conn, len(turn.calls))
+                replies = read_replies(turn.conn, len(turn.calls))
+                turn.drained = True
+                return replies
             except (ConnectionError, TimeoutError):
                 pass
         script = self.records.scripts.create_and_enqueue
