@@ -7,17 +7,15 @@ open local gateway, with ``Host: rebind.attacker.example``."""
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
 from tests.cli.test_cli_servers import wait_http
+from tests.gateway.conftest import TOOLHUB
 from toolhub.gateway import GatewaySettings
 from toolhub.gateway.settings import UnsafeBind
 from toolhub.http_guard import host_name, is_loopback
@@ -25,36 +23,7 @@ from toolhub.ports import free_port
 
 pytestmark = pytest.mark.timeout(90)
 
-TOOLHUB = str(Path(sys.executable).with_name("toolhub"))
 ATTACKER = "rebind.attacker.example"
-
-
-@pytest.fixture
-def env(tmp_path: Path) -> dict[str, str]:
-    environ = {k: v for k, v in os.environ.items() if not k.startswith("TOOLHUB_")}
-    return {**environ, "TOOLHUB_HOME": str(tmp_path / "home")}
-
-
-@pytest.fixture
-def open_gateway(env: dict[str, str], tmp_path: Path) -> Iterator[tuple[str, Path]]:
-    """``toolhub serve`` as a user starts it: loopback, no token."""
-    workspace = tmp_path / "ws"
-    workspace.mkdir()
-    port = free_port()
-    proc = subprocess.Popen(
-        [TOOLHUB, "serve", "--port", str(port), "--workspace", str(workspace)],
-        env=env,
-        cwd=workspace,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_http(f"{url}/healthz", proc)
-        yield url, workspace
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=30)
 
 
 def test_a_rebound_host_is_refused_and_nothing_runs(open_gateway: tuple[str, Path]) -> None:

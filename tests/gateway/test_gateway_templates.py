@@ -6,12 +6,12 @@ from __future__ import annotations
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.gateway.conftest import MakeGateway
 from toolhub.toolset.render_process import RENDER_BUDGET_S
 
 pytestmark = pytest.mark.timeout(60)
@@ -27,15 +27,15 @@ REFUSED_AT_ONCE = [
 ]
 
 
-def _config(description: str) -> dict[str, Any]:
-    return {"config": {"tools": [{"id": "Main:echo", "description": description}]}}
+def _config(description: str, tool: str = "Main:echo") -> dict[str, Any]:
+    return {"config": {"tools": [{"id": tool, "description": description}]}}
 
 
 def _violation(response: httpx.Response) -> dict[str, Any]:
     assert response.status_code == 422, response.text
     (violation,) = response.json()["detail"]
     assert violation["category"] == "template_render"
-    assert violation["tool"] == "Main:echo" and violation["field_path"] == "description"
+    assert violation["tool"].startswith("Main:") and violation["field_path"] == "description"
     assert violation["message"].startswith("template could not be rendered: ")
     return violation  # type: ignore[no-any-return]
 
@@ -50,9 +50,11 @@ def test_hostile_overrides_answer_422_at_once(gateway_url: str) -> None:
 
 
 def test_slow_overrides_answer_422_while_healthz_keeps_answering(
-    make_gateway: MakeGateway,
+    open_gateway: tuple[str, Path],
 ) -> None:
-    url = make_gateway()
+    """In a gateway process of its own (``toolhub serve``): in the test process, a pause of
+    pytest's own heap or threads would be counted against the gateway's event loop."""
+    url, _ = open_gateway
     slowest_health = 0.0
     stop = threading.Event()
 
@@ -71,7 +73,8 @@ def test_slow_overrides_answer_422_while_healthz_keeps_answering(
     def create(description: str) -> tuple[httpx.Response, float]:
         with httpx.Client(base_url=url, timeout=20) as client:
             start = time.monotonic()
-            return client.post("/v1/sessions", json=_config(description)), time.monotonic() - start
+            body = _config(description, tool="Main:read_file")
+            return client.post("/v1/sessions", json=body), time.monotonic() - start
 
     with ThreadPoolExecutor(4) as pool:
         health = pool.submit(poll_health)
@@ -85,9 +88,10 @@ def test_slow_overrides_answer_422_while_healthz_keeps_answering(
     assert answered >= 10 and slowest_health < 0.5
 
     with httpx.Client(base_url=url, timeout=10) as client:  # and the gateway still works
-        body = _config("Beside ${% for k, v in tools.by_kind|dictsort %}${{ v }} ${% endfor %}")
-        body["config"]["tools"].append({"id": "Main:nap"})
+        listing = "Beside ${% for k, v in tools.by_kind|dictsort %}${{ v }} ${% endfor %}"
+        body = _config(listing, tool="Main:read_file")
+        body["config"]["tools"].append({"id": "Main:web_fetch"})
         ok = client.post("/v1/sessions", json=body)
         assert ok.status_code == 201, ok.text
         tools = client.get(f"/v1/sessions/{ok.json()['session_id']}/tools").json()
-        assert tools[0]["function"]["description"] == "Beside nap echo "
+        assert tools[0]["function"]["description"] == "Beside read_file web_fetch "
