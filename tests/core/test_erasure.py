@@ -1,5 +1,6 @@
 import asyncio
 import json
+import math
 
 import pytest
 
@@ -13,7 +14,7 @@ from toolhub.core import (
     ToolContext,
     ToolError,
 )
-from toolhub.core.erasure import parse_arguments
+from toolhub.core.erasure import parse_arguments, refuse_nan
 
 
 def ctx() -> ToolContext:
@@ -166,3 +167,22 @@ def test_unimplemented_tool_returns_not_implemented():
     erased = ErasedTool(Lazy())
     outcome = erased.run_sync(ctx(), erased.parse_args({}, client_name="lazy"))
     assert outcome.error.kind == "not_implemented"
+
+
+@pytest.mark.parametrize(
+    "value",
+    [{"a": [1, {"b": math.nan}]}, [-math.inf], {"x": math.inf, "s": "fine"}],
+    ids=["nested-nan", "minus-infinity", "infinity-beside-text"],
+)
+def test_refuse_nan_refuses_what_json_cannot_say(value):
+    with pytest.raises(ValueError, match="not JSON compliant"):
+        refuse_nan(value)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [{"text": "NaN and -Infinity are words here"}, {"n": 10**30, "f": 1.5e308}, [], "NaN"],
+    ids=["the-words", "large-numbers", "empty", "a-lone-string"],
+)
+def test_refuse_nan_lets_every_json_value_through(value):
+    refuse_nan(value)
