@@ -17,9 +17,11 @@ from tests.processes import seconds_until, tagged_sleeps
 from toolhub.backends.limits import PidsCgroups
 
 HOST = r"""
-import os, sys, time
+import os, signal, sys, time
 from pathlib import Path
 from toolhub.backends.process import ProcessRunner
+if os.environ.get("HOST_IGNORES_HUP"):  # as under nohup: the ignore passes on through exec
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
 if len(sys.argv) > 3:  # run inside a cgroup of its own, out of other sweeps' sight
     (Path(sys.argv[3]) / "cgroup.procs").write_text(str(os.getpid()))
 root = Path(sys.argv[1])
@@ -30,18 +32,29 @@ time.sleep(120)
 """
 
 
-def _host(tmp_path: Path, command: str) -> subprocess.Popen[str]:
+def _host(tmp_path: Path, command: str, *, ignoring_hup: bool = False) -> subprocess.Popen[str]:
+    env = {**os.environ, "HOST_IGNORES_HUP": "1" if ignoring_hup else ""}
     proc = subprocess.Popen(
-        [sys.executable, "-c", HOST, str(tmp_path), command], stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", HOST, str(tmp_path), command],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
     )
     assert proc.stdout is not None and proc.stdout.readline().strip() == "started"
     return proc
 
 
 @pytest.mark.skipif(not Path("/usr/bin/setpriv").exists(), reason="needs util-linux setpriv")
-def test_command_and_its_children_die_with_the_host_process(tmp_path: Path) -> None:
-    tag = f"31{os.getpid() % 1000:03d}"
-    proc = _host(tmp_path, f"sleep {tag}1 & sleep {tag}2 & echo up; wait")
+@pytest.mark.parametrize("ignoring_hup", [False, True], ids=["plain", "host-under-nohup"])
+def test_command_and_its_children_die_with_the_host_process(
+    tmp_path: Path, ignoring_hup: bool
+) -> None:
+    """Also when the host ignores SIGHUP (started by ``nohup``): its commands' shells would
+    inherit the ignore, and a shell cannot trap a signal ignored when it started."""
+    tag = f"3{2 if ignoring_hup else 1}{os.getpid() % 1000:03d}"
+    proc = _host(
+        tmp_path, f"sleep {tag}1 & sleep {tag}2 & echo up; wait", ignoring_hup=ignoring_hup
+    )
     seconds_until(lambda: len(tagged_sleeps(tag)) == 2, 5)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
@@ -52,7 +65,7 @@ def test_command_and_its_children_die_with_the_host_process(tmp_path: Path) -> N
 @pytest.mark.skipif(not PidsCgroups.detect().available, reason="needs a writable pids cgroup")
 @pytest.mark.skipif(not Path("/usr/bin/setpriv").exists(), reason="needs util-linux setpriv")
 def test_a_process_that_left_the_group_dies_too(tmp_path: Path) -> None:
-    tag = f"32{os.getpid() % 1000:03d}"
+    tag = f"33{os.getpid() % 1000:03d}"
     proc = _host(tmp_path, f"setsid sleep {tag}1 & sleep {tag}2")
     seconds_until(lambda: len(tagged_sleeps(tag)) == 2, 5)
     proc.send_signal(signal.SIGKILL)

@@ -31,6 +31,7 @@ import logging
 import os
 import shlex
 import shutil
+import signal
 import stat
 import subprocess
 import time
@@ -311,9 +312,22 @@ def _parent_death_guard() -> list[str]:
     """``setpriv --pdeathsig HUP`` (util-linux): the kernel sends the command's shell SIGHUP
     the moment the process that started it dies (a SIGKILLed worker included), and the shell's
     trap kills the whole command. Set by exec, not by a ``preexec_fn`` (which can deadlock in
-    a threaded worker). Without setpriv the sweep's cgroup reaping is the only backstop."""
+    a threaded worker). Without setpriv the sweep's cgroup reaping is the only backstop.
+
+    A process started under ``nohup`` (or by anything else that ignores SIGHUP) passes the
+    ignore on through every exec, and a shell cannot trap a signal ignored when it started: the
+    trap would be silently dropped and the command would outlive its worker. Then
+    ``env --default-signal=HUP`` gives the shell SIGHUP back at its default, for the trap to
+    take it (the worker itself still ignores it)."""
     setpriv = shutil.which("setpriv")
-    return [setpriv, "--pdeathsig", PARENT_DEATH_SIGNAL] if setpriv else []
+    if not setpriv:
+        return []
+    restore = _signal_reset(PARENT_DEATH_SIGNAL) if _ignored(signal.SIGHUP) else ()
+    return [setpriv, "--pdeathsig", PARENT_DEATH_SIGNAL, *restore]
+
+
+def _ignored(signum: signal.Signals) -> bool:
+    return signal.getsignal(signum) is signal.SIG_IGN
 
 
 @functools.cache
@@ -346,12 +360,12 @@ def _death_trap(cgroup: Path | None) -> str:
 
 
 @functools.cache
-def _signal_reset() -> tuple[str, ...]:
-    """``env --default-signal=TERM`` where coreutils' env has it (9.x), else nothing."""
+def _signal_reset(name: str = "TERM") -> tuple[str, ...]:
+    """``env --default-signal=<name>`` where coreutils' env has it (9.x), else nothing."""
     env = shutil.which("env")
     if env is None:
         return ()
-    argv = (env, "--default-signal=TERM")
+    argv = (env, f"--default-signal={name}")
     try:
         ok = subprocess.run([*argv, "true"], capture_output=True, timeout=10).returncode == 0
     except (OSError, subprocess.SubprocessError):
