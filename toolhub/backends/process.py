@@ -322,12 +322,9 @@ def _parent_death_guard() -> list[str]:
     setpriv = shutil.which("setpriv")
     if not setpriv:
         return []
-    restore = _signal_reset(PARENT_DEATH_SIGNAL) if _ignored(signal.SIGHUP) else ()
+    ignored = signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+    restore = _signal_reset(PARENT_DEATH_SIGNAL) if ignored else ()
     return [setpriv, "--pdeathsig", PARENT_DEATH_SIGNAL, *restore]
-
-
-def _ignored(signum: signal.Signals) -> bool:
-    return signal.getsignal(signum) is signal.SIG_IGN
 
 
 @functools.cache
