@@ -239,16 +239,19 @@ class ProcessRunner:
         *,
         readable: Sequence[Path] = (),
         writable: Sequence[Path] = (),
+        env: Mapping[str, str] | None = None,
     ) -> tuple[list[str], dict[str, str]]:
         """``argv`` as this runner would start it, and its environment: under the session's
         sandbox (with ``readable`` paths added, e.g. a language server's installation, and
-        ``writable`` directories, e.g. where git makes a worktree) and scrubbed environment.
-        For helpers that are not shell commands but run what a project supplies (language
-        servers; git, which runs hooks and filters) and must be no less confined than one."""
+        ``writable`` directories, e.g. where git makes a worktree) and scrubbed environment,
+        with ``env`` set on top. For helpers that are not shell commands but run what a
+        project or config supplies (language servers; git, which runs hooks and filters; stdio
+        MCP servers) and must be no less confined than one."""
         policy = self.sandbox
         if policy is None or not policy.confined:
-            return list(argv), self._unconfined_env()
-        return self._confined(policy.with_readable(readable).with_writable(writable), argv, cwd)
+            return list(argv), {**self._unconfined_env(), **(env or {})}
+        policy = policy.with_readable(readable).with_writable(writable)
+        return self._confined(policy, argv, cwd, env)
 
     def _unconfined_env(self) -> dict[str, str]:
         return unconfined_env(
@@ -256,12 +259,17 @@ class ProcessRunner:
         )
 
     def _confined(
-        self, policy: SandboxPolicy, argv: Sequence[str], cwd: Path
+        self,
+        policy: SandboxPolicy,
+        argv: Sequence[str],
+        cwd: Path,
+        env: Mapping[str, str] | None = None,
     ) -> tuple[list[str], dict[str, str]]:
         if self._bwrap is None and policy.mechanism is not Mechanism.LANDLOCK:
             self._bwrap = find_bwrap()
+        overrides = {**self._overrides, **env} if env else self._overrides
         return confined_command(
-            policy, argv, cwd, root=self.root, overrides=self._overrides, bwrap=self._bwrap
+            policy, argv, cwd, root=self.root, overrides=overrides, bwrap=self._bwrap
         )
 
     def run(

@@ -1,9 +1,10 @@
 """A session config's ``mcp_servers`` as external tools (``server__tool``).
 
-Each server gets a link on a private event loop (see ``loop.py``) that connects (stdio command
-or streamable-HTTP URL), lists the tools, registers them through the merge pipeline of
-``ExternalSources`` (``source={"mcp": server}``), refreshes them on
-``notifications/tools/list_changed`` and reconnects with backoff when the server goes away.
+Each server gets a link on a private event loop (see ``loop.py``) that connects (a stdio
+command, started inside the session's sandbox by ``stdio_launch.py``, or a streamable-HTTP
+URL), lists the tools, registers them through the merge pipeline of ``ExternalSources``
+(``source={"mcp": server}``), refreshes them on ``notifications/tools/list_changed`` and
+reconnects with backoff when the server goes away.
 While a server is down its tools stay listed and a call fails with a clear error, so the
 definitions a model sees do not flicker.
 
@@ -19,6 +20,7 @@ import logging
 import sys
 from collections.abc import Mapping
 from contextlib import AsyncExitStack
+from pathlib import Path
 from typing import Any
 
 import mcp_types as types
@@ -30,6 +32,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from toolhub.backends.process import ProcessRunner
 from toolhub.core import ToolError
 from toolhub.hub.env import expand_all, expand_env
 from toolhub.hub.sources import ExternalSources, SourceTool
@@ -48,6 +51,7 @@ from .remote_tasks import (
     task_claims,
 )
 from .remote_tasks import resume as resume_task
+from .stdio_launch import StdioRefused, stdio_launch
 
 logger = logging.getLogger("toolhub.mcp.client")
 
@@ -85,6 +89,10 @@ class ServerLink:
                     backoff = 0.5
                     self.first_attempt.set()
                     await self._serve()
+            except StdioRefused as refused:
+                self.error = str(refused)
+                logger.warning("%s", refused)
+                return
             except Exception as exc:
                 self.error = redact(f"{type(exc).__name__}: {exc}")
                 logger.warning("MCP server %r: %s", self.name, self.error)
@@ -103,8 +111,12 @@ class ServerLink:
             command, *args = (expand_env(part) for part in cfg.command)
             if command in PYTHON_ALIASES:
                 command = sys.executable
+            owner = self.owner
+            argv, env = stdio_launch(
+                self.name, [command, *args], expand_all(cfg.env), owner.cwd, owner.runner
+            )
             params = StdioServerParameters(
-                command=command, args=args, env=expand_all(cfg.env) or None, cwd=self.owner.cwd
+                command=argv[0], args=argv[1:], env=env, cwd=str(owner.cwd)
             )
             read, write = await stack.enter_async_context(stdio_client(params))
         else:
@@ -262,7 +274,10 @@ class McpConnections:
     ) -> None:
         self.toolset = toolset
         self.sources = ExternalSources.of(toolset)
-        self.cwd = cwd
+        #: The session's process runner: stdio servers start under its sandbox, in ``cwd``.
+        self.runner = toolset.container.get(ProcessRunner)
+        fallback = self.runner.root if self.runner is not None else Path.cwd()
+        self.cwd = Path(cwd) if cwd is not None else fallback
         self.warnings: list[str] = []
         self.loop = BackgroundLoop()
         self.links: dict[str, ServerLink] = {}
@@ -364,7 +379,8 @@ async def attach_mcp_servers(
 ) -> McpConnections:
     """Connect the servers and register their tools; returns once each server has connected
     or failed its first attempt (failed ones keep retrying in the background). Stdio servers
-    run in ``cwd`` (the session's workspace, as the assembler passes it)."""
+    run in ``cwd`` (the session's workspace, as the assembler passes it), confined as the
+    session's commands are (``stdio_launch.py``)."""
     connections = McpConnections(toolset, _servers(servers), cwd)
     future = connections.start()
     try:
