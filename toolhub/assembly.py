@@ -12,6 +12,7 @@ file, the dispatcher's stored session and executor, the worker's cache.
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,9 +29,10 @@ from toolhub.backends import (
 )
 from toolhub.backends.tool_index import EnabledToolNames, InMemoryToolIndex, ToolEntry, ToolIndex
 from toolhub.backends.worktrees import GitWorktrees
-from toolhub.core import Container, Params
+from toolhub.core import ConfigError, ConfigViolation, Container, Params
 from toolhub.sandbox import SandboxPolicy, default_settings, enforce
 from toolhub.tasks import BackgroundTasks, LocalBackgroundTasks
+from toolhub.tenancy import tenant_of_session
 from toolhub.tools.shell import BashParams
 from toolhub.toolset import ConfigSource, ExternalSpec, ToolSet, ToolSetBuilder, ToolSetConfig
 
@@ -43,6 +45,9 @@ if TYPE_CHECKING:
     from toolhub.hub.attach import AttachedSources
     from toolhub.state import DebouncedWriter
     from toolhub.state.redis import RedisStateSync
+
+
+logger = logging.getLogger("toolhub.assembly")
 
 
 def toolhub_home() -> Path:
@@ -277,7 +282,8 @@ def connected_parts(
 ) -> SessionParts:
     """The ``Session`` of ``Session.connect``: the assembled tool set on the fleet behind
     ``redis_url``, its state read from Redis, the session stored for the workers (config by
-    hash), and the Celery executor. ``RedisUnavailable`` when Redis cannot be reached."""
+    hash), and the Celery executor. ``RedisUnavailable`` when Redis cannot be reached;
+    ``ConfigError`` for a config naming a stdio MCP server (``refuse_stdio_on_fleet``)."""
     from redis.exceptions import RedisError
 
     from toolhub.distributed.settings import Settings
@@ -290,6 +296,7 @@ def connected_parts(
     store, app = shared_backend(settings)
     cfg = ToolSetConfig.load(config)
     sid = session_id or workspace_session_id(root)
+    refuse_stdio_on_fleet(cfg, sid)
     parts = assemble(
         cfg,
         workspace=root,
@@ -317,3 +324,33 @@ def connected_parts(
         state_version=version,
     )
     return SessionParts(parts.toolset, executor, sid, root, parts.warnings, parts.sources)
+
+
+def refuse_stdio_on_fleet(config: ToolSetConfig, session_id: str) -> None:
+    """A fleet's dispatcher (``Session.connect``, so a gateway on Redis) starts no stdio MCP
+    server: it would run on the dispatcher's host, beside the gateway's secrets, outside every
+    worker's sandbox, for as long as the session lives. Until workers start them and publish
+    their tools, such a config is refused (``ConfigError``, one violation per server), before
+    anything is started or stored. Streamable-HTTP servers (``url``) are unaffected."""
+    stdio = sorted(name for name, server in config.mcp_servers.items() if server.command)
+    if not stdio:
+        return
+    logger.warning(
+        "session %s (tenant %s): refused stdio MCP server(s) %s: not supported on a fleet",
+        session_id,
+        tenant_of_session(session_id),
+        ", ".join(stdio),
+    )
+    raise ConfigError(
+        [
+            ConfigViolation(
+                "(config)",
+                f"stdio MCP server {name!r} refused: stdio MCP servers are not yet supported "
+                "on a fleet (the dispatcher would start it on its own host); use a "
+                "streamable-HTTP `url`",
+                category="mcp_stdio_on_fleet",
+                field_path=f"mcp_servers.{name}.command",
+            )
+            for name in stdio
+        ]
+    )
