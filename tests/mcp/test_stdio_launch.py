@@ -18,8 +18,10 @@ from typing import Any
 import pytest
 
 from toolhub import Session
-from toolhub.sandbox import SandboxUnavailable, probe
+from toolhub.distributed.settings import Settings
+from toolhub.sandbox import SandboxUnavailable, probe, use_by_default
 from toolhub.sandbox.landlock_syscalls import abi_version
+from workers.sandboxing import worker_sandbox
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -113,6 +115,24 @@ def test_a_stdio_server_serves_its_tools_from_inside_the_sandbox(box: Box, mecha
         for name in SECRETS:
             assert "<unset>" in text(session, "env", name=name), name
         assert "error" in text(session, "connect", port=port)
+
+
+@pytest.mark.skipif(not probe().available, reason="bwrap cannot sandbox here")
+def test_a_worker_confines_a_server_whose_config_names_no_sandbox(
+    box: Box, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker's tool set is assembled as an embedded one is, under the worker's default
+    sandbox (``workers/sandboxing.py``), which hides the workspace root holding every session."""
+    monkeypatch.setenv("TOOLHUB_WORKSPACE_ROOT", str(box.base))
+    try:
+        use_by_default(worker_sandbox(Settings.from_env("redis://127.0.0.1:1/0")), require=True)
+        with box.session(box.config(None)) as session:
+            assert "inside-notes" in text(session, "read", path=str(box.ws / "notes.txt"))
+            outside = text(session, "read", path=str(box.secret))
+            assert "error" in outside and "outside-secret" not in outside
+            assert "<unset>" in text(session, "env", name="TOOLHUB_FLEET_KEY")
+    finally:
+        use_by_default(None)
 
 
 def test_unconfined_a_server_still_gets_the_allowlisted_environment_only(box: Box) -> None:
