@@ -211,7 +211,7 @@ def test_the_stored_message_keeps_the_dispatchers_signature(signed, tmp_path, mo
 
         message, result = asyncio.run(asyncio.wait_for(go(), 20))
     assert not result.is_error, result.prompt_text
-    FleetKeys(FleetKey(FLEET_KEY)).verify_message("toolhub.execute", message)
+    FleetKeys(FleetKey(FLEET_KEY)).verify_message("toolhub.execute", message, 600)
 
 
 def test_a_call_signed_with_another_key_is_refused(signed, tmp_path, monkeypatch):

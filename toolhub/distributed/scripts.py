@@ -15,6 +15,15 @@ sweep alike.
 Fencing: every write by a worker names the attempt it runs; a write from an attempt that is no
 longer current (its lease expired and another worker took over) is refused, so a zombie worker
 can never publish into a call it lost.
+
+Finished runs stay finished: every terminal (``finalize``) also writes ``<call>:done:<run_id>``
+(the terminal status, kept as long as the record), and a claim of a run that has one answers
+``replayed`` however the record reads. Threat: a writer of Redis with no fleet key resets a
+finished call's record to ``queued`` (or ``running`` with a lapsed lease) and pushes its
+signed message again; the message verifies, so only the claim can tell. Redeliveries of an
+unfinished run (kombu's, a sweep's re-enqueue, a hand-back) find no marker and are handled
+as before. The marker is per run, not per call id: a call id reused by a new dispatch (a new
+run id) neither sees nor replaces it.
 """
 
 from __future__ import annotations
@@ -77,6 +86,8 @@ local function finalize(call, events, channel, leases, state, cid, status, paylo
   end
   redis.call('HSET', call, 'status', status, 'finished_at', fmt(t), 'result', result,
              'state_v', version)
+  local run = redis.call('HGET', call, 'run_id')
+  if run then redis.call('SET', call .. ':done:' .. run, status, 'EX', ttl) end
   redis.call('HDEL', call, 'message', 'qkey', 'claim_by', 'lease_until', 'handoff')
   redis.call('DEL', call .. ':payload')
   redis.call('ZREM', leases, cid)
@@ -155,6 +166,7 @@ return 1
 # cancel requested) then returns {'terminal', attempt} before changing anything, and the worker
 # claims again with them. Almost no claim needs one, and building and sending them cost every
 # claim (``CallRecords.claim``).
+# 'replayed': the run finished already and its record was reset since (the module docstring).
 # Returns {action, attempt} and, for 'run', the session state (saves the worker a round trip),
 # how many attempts were lost before this one, and 1 when this attempt takes up the remote
 # task an earlier one recorded (``remote_tasks.py``; counted in ``resumed``). A call whose
@@ -171,6 +183,7 @@ if r[2] ~= ARGV[2] then return {'stale', 0} end
 local status = r[1]
 local attempt = tonumber(r[3]) or 0
 if status ~= 'queued' and status ~= 'running' then return {'finished', attempt} end
+if redis.call('EXISTS', call .. ':done:' .. ARGV[2]) == 1 then return {'replayed', attempt} end
 local t = now()
 if status == 'running' and tonumber(r[4]) > t then return {'duplicate', attempt} end
 local resumed = 0
@@ -248,6 +261,7 @@ return finalize(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], ARGV[1], ARGV[3], A
 CLAIM_AND_FINISH = r"""
 local r = redis.call('HMGET', KEYS[1], 'status', 'run_id', 'attempt', 'cancel_requested')
 if r[1] ~= 'queued' or r[2] ~= ARGV[2] or r[3] ~= '0' or r[4] == '1' then return -1 end
+if redis.call('EXISTS', KEYS[1] .. ':done:' .. ARGV[2]) == 1 then return -1 end
 if (redis.call('HGET', KEYS[5], '__v') or '0') ~= ARGV[4] then return -2 end
 local t = now()
 local started = fmt(t - tonumber(ARGV[5]))
@@ -313,16 +327,27 @@ return finalize(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], ARGV[1], 'failed', 
                 ARGV[3], ARGV[4], now())
 """
 
-# KEYS: call, events, channel, leases, state   ARGV: cid, payload, result, ttl, run_id
+# KEYS: call, events, channel, leases, state   ARGV: cid, payload, result, ttl, run_id, lapsed
 # A queued call whose message a worker refused to run (malformed, or not signed with the fleet
 # key): failed, so its caller does not wait for a run that will never come. Only while the
 # record is still queued under that message's run id: a stray or forged copy never fails a
-# call it does not belong to, nor one already running.
+# call it does not belong to, nor one already running. Two refusals also answer a running
+# record of that run: a replay (the run's done marker exists: the record was reset after it
+# finished) and, with ``lapsed`` '1', a genuine message too old to run (``expired``) of a call
+# whose lease lapsed (no copy of its message can ever run again; a live lease is left alone).
 REFUSED = r"""
-local r = redis.call('HMGET', KEYS[1], 'status', 'run_id')
-if r[1] ~= 'queued' or r[2] ~= ARGV[5] then return 0 end
+local r = redis.call('HMGET', KEYS[1], 'status', 'run_id', 'lease_until')
+if r[2] ~= ARGV[5] then return 0 end
+local t = now()
+if r[1] == 'running' then
+  local done = redis.call('EXISTS', KEYS[1] .. ':done:' .. ARGV[5]) == 1
+  if not done and not (ARGV[6] == '1' and (tonumber(r[3]) or 0) <= t) then return 0 end
+  close_attempt(KEYS[1], 'refused', t)
+elseif r[1] ~= 'queued' then
+  return 0
+end
 return finalize(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], ARGV[1], 'failed', ARGV[2],
-                ARGV[3], ARGV[4], now())
+                ARGV[3], ARGV[4], t)
 """
 
 # KEYS: call, leases   ARGV: cid, attempt
