@@ -238,9 +238,7 @@ def test_the_signature_gate_raises_only_its_refusal(message: dict[str, Any], bac
 @given(st.sampled_from(FIELD_NAMES), msgpack_values)
 def test_a_signed_message_verifies_and_any_change_is_refused(name: str, value: Any):
     try:
-        signed = KEYS.sign_message(
-            dict(CALL_MESSAGE, arguments={"v": value}, iat=int(time.time()))
-        )
+        signed = KEYS.sign_message(dict(CALL_MESSAGE, arguments={"v": value}, iat=int(time.time())))
     except (TypeError, ValueError, OverflowError):
         return  # not encodable: no dispatcher could have sent it
     KEYS.verify_message(EXECUTE, signed, AGE)

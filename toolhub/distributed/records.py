@@ -62,7 +62,7 @@ class CallRecords:
         self.client = client
         self.settings = settings
         self.keys = Keys(settings.prefix)
-        self.scripts = Scripts(client)
+        self.scripts = Scripts(client, settings)
 
     def call_keys(self, cid: str, sid: str = "") -> list[str]:
         k = self.keys

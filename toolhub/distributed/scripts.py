@@ -17,8 +17,10 @@ longer current (its lease expired and another worker took over) is refused, so a
 can never publish into a call it lost.
 
 Finished runs stay finished: every terminal (``finalize``) also writes ``<call>:done:<run_id>``
-(the terminal status, kept as long as the record), and a claim of a run that has one answers
-``replayed`` however the record reads. Threat: a writer of Redis with no fleet key resets a
+(the terminal status), and a claim of a run that has one answers ``replayed`` however the
+record reads. It is kept as long as a message of its kind may run
+(``Settings.replay_marker_seconds``: after that a worker refuses the message as expired),
+usually far shorter than the record. Threat: a writer of Redis with no fleet key resets a
 finished call's record to ``queued`` (or ``running`` with a lapsed lease) and pushes its
 signed message again; the message verifies, so only the claim can tell. Redeliveries of an
 unfinished run (kombu's, a sweep's re-enqueue, a hand-back) find no marker and are handled
@@ -38,8 +40,9 @@ from .recovery_scripts import (
     SWEEP_UNCLAIMED,
     TOUCH_RESERVED,
 )
+from .settings import QUEUES, Settings
 
-_PRELUDE = r"""
+_LUA_PRELUDE = r"""
 local function now()
   local t = redis.call('TIME')
   return tonumber(t[1]) + tonumber(t[2]) / 1000000
@@ -86,8 +89,11 @@ local function finalize(call, events, channel, leases, state, cid, status, paylo
   end
   redis.call('HSET', call, 'status', status, 'finished_at', fmt(t), 'result', result,
              'state_v', version)
-  local run = redis.call('HGET', call, 'run_id')
-  if run then redis.call('SET', call .. ':done:' .. run, status, 'EX', ttl) end
+  local run, queue = unpack(redis.call('HMGET', call, 'run_id', 'queue'))
+  if run then
+    local keep = queue == BACKGROUND_QUEUE and DONE_TTL_BACKGROUND or DONE_TTL
+    redis.call('SET', call .. ':done:' .. run, status, 'EX', keep)
+  end
   redis.call('HDEL', call, 'message', 'qkey', 'claim_by', 'lease_until', 'handoff')
   redis.call('DEL', call .. ':payload')
   redis.call('ZREM', leases, cid)
@@ -363,20 +369,26 @@ return r[3]
 class Scripts:
     """The scripts, registered once per client (EVALSHA after the first call)."""
 
-    def __init__(self, client: Redis) -> None:
-        self.create: Script = client.register_script(_PRELUDE + CREATE)
-        self.create_and_enqueue: Script = client.register_script(_PRELUDE + CREATE_AND_ENQUEUE)
-        self.claim: Script = client.register_script(_PRELUDE + CLAIM)
-        self.emit: Script = client.register_script(_PRELUDE + EMIT)
-        self.finish: Script = client.register_script(_PRELUDE + FINISH)
-        self.claim_and_finish: Script = client.register_script(_PRELUDE + CLAIM_AND_FINISH)
-        self.renew_many: Script = client.register_script(_PRELUDE + RENEW_MANY)
-        self.cancel: Script = client.register_script(_PRELUDE + CANCEL)
-        self.handoff: Script = client.register_script(_PRELUDE + HANDOFF)
-        self.fail_queued: Script = client.register_script(_PRELUDE + FAIL_QUEUED)
-        self.refused: Script = client.register_script(_PRELUDE + REFUSED)
-        self.requeue: Script = client.register_script(_PRELUDE + REQUEUE)
-        self.fail_lost: Script = client.register_script(_PRELUDE + FAIL_LOST)
-        self.sweep_unclaimed: Script = client.register_script(_PRELUDE + SWEEP_UNCLAIMED)
-        self.reenqueue: Script = client.register_script(_PRELUDE + REENQUEUE)
-        self.touch_reserved: Script = client.register_script(_PRELUDE + TOUCH_RESERVED)
+    def __init__(self, client: Redis, settings: Settings) -> None:
+        # How long a finished run's marker is kept, per kind of call (``finalize``).
+        prelude = (
+            f"local DONE_TTL = {settings.replay_marker_seconds('command')}\n"
+            f"local DONE_TTL_BACKGROUND = {settings.replay_marker_seconds('background')}\n"
+            f"local BACKGROUND_QUEUE = '{QUEUES['background']}'\n"
+        ) + _LUA_PRELUDE
+        self.create: Script = client.register_script(prelude + CREATE)
+        self.create_and_enqueue: Script = client.register_script(prelude + CREATE_AND_ENQUEUE)
+        self.claim: Script = client.register_script(prelude + CLAIM)
+        self.emit: Script = client.register_script(prelude + EMIT)
+        self.finish: Script = client.register_script(prelude + FINISH)
+        self.claim_and_finish: Script = client.register_script(prelude + CLAIM_AND_FINISH)
+        self.renew_many: Script = client.register_script(prelude + RENEW_MANY)
+        self.cancel: Script = client.register_script(prelude + CANCEL)
+        self.handoff: Script = client.register_script(prelude + HANDOFF)
+        self.fail_queued: Script = client.register_script(prelude + FAIL_QUEUED)
+        self.refused: Script = client.register_script(prelude + REFUSED)
+        self.requeue: Script = client.register_script(prelude + REQUEUE)
+        self.fail_lost: Script = client.register_script(prelude + FAIL_LOST)
+        self.sweep_unclaimed: Script = client.register_script(prelude + SWEEP_UNCLAIMED)
+        self.reenqueue: Script = client.register_script(prelude + REENQUEUE)
+        self.touch_reserved: Script = client.register_script(prelude + TOUCH_RESERVED)

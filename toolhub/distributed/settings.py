@@ -22,6 +22,10 @@ QUEUES = {
 ALL_QUEUES = tuple(QUEUES.values())
 
 
+#: How far apart dispatcher, worker and Redis clocks may be without reopening a replay window.
+CLOCK_MARGIN_SECONDS = 300
+
+
 def queue_for(workload: str) -> str:
     """The queue for a tool's workload; unknown workloads go to the fast queue."""
     return QUEUES.get(workload, QUEUES["fast"])
@@ -164,10 +168,13 @@ class Settings:
         """How far from a worker's clock a signed message's issue time may be for the worker
         to run it (``signing.py``): by default the longest a call of ``workload`` can
         legitimately live (``call_deadline_seconds``: its queue wait and every attempt, so a
-        re-enqueue after a lost worker is never refused), never above ``record_ttl_seconds``,
-        how long the marker that refuses a finished run's replay is kept (``scripts.py``)."""
-        age = self.message_age_override or self.call_deadline_seconds(workload)
-        return min(age, float(self.record_ttl_seconds))
+        re-enqueue after a lost worker is never refused)."""
+        return self.message_age_override or self.call_deadline_seconds(workload)
+
+    def replay_marker_seconds(self, workload: str) -> int:
+        """How long a finished run's marker is kept (``scripts.py``): while a message of it
+        may still run, plus ``CLOCK_MARGIN_SECONDS`` for clocks a little apart."""
+        return int(self.message_max_age_seconds(workload)) + CLOCK_MARGIN_SECONDS
 
     @property
     def active_ttl_seconds(self) -> int:
