@@ -17,9 +17,9 @@ longer current (its lease expired and another worker took over) is refused, so a
 can never publish into a call it lost.
 
 Finished runs stay finished: every terminal (``finalize``) also writes ``<call>:done:<run_id>``
-(the terminal status), and a claim of a run that has one answers ``replayed`` however the
-record reads. It is kept as long as a message of its kind may run
-(``Settings.replay_marker_seconds``: after that a worker refuses the message as expired),
+(``1``: a shared integer, the smallest value Redis keeps), and a claim of a run that has one
+answers ``replayed`` however the record reads. It is kept as long as a message of its kind may
+run (``Settings.replay_marker_seconds``: after that a worker refuses the message as expired),
 usually far shorter than the record. Threat: a writer of Redis with no fleet key resets a
 finished call's record to ``queued`` (or ``running`` with a lapsed lease) and pushes its
 signed message again; the message verifies, so only the claim can tell. Redeliveries of an
@@ -92,7 +92,7 @@ local function finalize(call, events, channel, leases, state, cid, status, paylo
   local run, queue = unpack(redis.call('HMGET', call, 'run_id', 'queue'))
   if run then
     local keep = queue == BACKGROUND_QUEUE and DONE_TTL_BACKGROUND or DONE_TTL
-    redis.call('SET', call .. ':done:' .. run, status, 'EX', keep)
+    redis.call('SET', call .. ':done:' .. run, '1', 'EX', keep)
   end
   redis.call('HDEL', call, 'message', 'qkey', 'claim_by', 'lease_until', 'handoff')
   redis.call('DEL', call .. ':payload')
