@@ -1,5 +1,6 @@
-"""The Celery tasks. Both check the message's fleet signature (``refusals.py``), then hand it to
-the worker runtime; neither returns anything through Celery (``ignore_result``): results travel
+"""The Celery tasks. Both check the message's fleet signature and age (``refusals.py``), then
+hand it to the worker runtime, and refuse it after all when its claim finds its run finished
+(``replayed``); neither returns anything through Celery (``ignore_result``): results travel
 on toolhub's own channel. What Celery (and so Flower) is told of the call comes last, once its
 record is written (``outcomes.py``): SUCCESS, FAILURE with the error kind, or REVOKED."""
 
@@ -18,7 +19,7 @@ from .background import run_background
 from .calls import run_call
 from .metrics import tool_label
 from .outcomes import Ended, report
-from .refusals import REFUSED, Refusals
+from .refusals import REFUSED, REPLAYED, Refusals
 from .runtime import WorkerRuntime
 
 TASK_OPTIONS: dict[str, Any] = {
@@ -39,8 +40,12 @@ def register_tasks(
 
     def run(name: str, body: Body, message: dict[str, Any]) -> str:
         with call_context(message["call_id"], message.get("session_id"), tool_label(message)):
-            if refusals().admit(name, message, _queue(tasks[name])):
+            gate, queue = refusals(), _queue(tasks[name])
+            if gate.admit(name, message, queue):
                 ended = body(runtime(), message)
+                if ended.said == REPLAYED:  # the claim found the run finished: a replay
+                    gate.replay(message, queue)
+                    ended = Ended.custom(REFUSED, ErrorCode.MESSAGE_REFUSED)
             else:
                 ended = Ended.custom(REFUSED, ErrorCode.MESSAGE_REFUSED)
         return report(tasks[name], ended)  # raises Ignore for a failed or cancelled call

@@ -2,10 +2,11 @@
 
 ``toolhub.execute`` and ``toolhub.background`` differ only in the work itself. Both register the
 call before claiming it (so a cancel that lands right after the claim finds its token), drop a
-message the claim says not to run (a duplicate, a finished or stale call), fail one whose policy
-on worker loss says so, count the attempt in the metrics, and put a ``retry`` marker in the
-stream when an earlier attempt was lost. ``settle`` publishes what the work returned. What
-the message came to is an ``Ended`` (``outcomes.py``): what Flower is told about it.
+message the claim says not to run (a duplicate, a finished or stale call; a ``replayed`` one
+goes back to the task, which refuses it as ``refusals.py`` refuses a bad signature), fail one
+whose policy on worker loss says so, count the attempt in the metrics, and put a ``retry``
+marker in the stream when an earlier attempt was lost. ``settle`` publishes what the work
+returned. What the message came to is an ``Ended`` (``outcomes.py``): what Flower is told about it.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from toolhub.errors import ErrorCode
 from .emitter import Emitter
 from .metrics import Attempt, metrics, outcome, tool_label
 from .outcomes import CANCELLED, Ended
+from .refusals import REPLAYED
 from .running import Running
 from .runtime import WorkerRuntime
 
@@ -78,6 +80,8 @@ def run_attempt(
         runtime.recovery.fail_lost(running.call_id, message)
         logger.warning("call %s: its worker was lost; failed (policy: fail)", running.call_id)
         return Ended.custom(claim.action, ErrorCode.WORKER_LOST)
+    if claim.action == REPLAYED:
+        return Ended(REPLAYED)  # refused by the task (``celery_tasks.py``, ``refusals.py``)
     if claim.action != "run":
         metrics.dropped.labels(claim.action).inc()
         logger.info(

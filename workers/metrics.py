@@ -133,7 +133,8 @@ class WorkerMetrics:
         self.deadlettered = Counter(
             "toolhub_worker_messages_deadlettered",
             "Queue items this worker refused to run and moved to the dead-letter list, by "
-            "reason: undecodable, malformed, unsigned, bad_signature.",
+            "reason: undecodable, malformed, unsigned, bad_signature, expired (issued longer ago "
+            "than the fleet's message age), replayed (its run had finished).",
             ["reason"],
             registry=self.registry,
         )

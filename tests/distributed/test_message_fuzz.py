@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import json
+import time
 from typing import Any
 from uuid import UUID
 
@@ -217,6 +218,8 @@ def test_a_valid_item_with_a_byte_changed(where: int, byte: int):
 
 KEYS = FleetKeys(FleetKey("k" * 40))
 OTHER = FleetKeys(FleetKey("o" * 40))
+#: The message age the gate is given (any: these messages are dated now).
+AGE = 600.0
 
 
 @FUZZ
@@ -224,32 +227,32 @@ OTHER = FleetKeys(FleetKey("o" * 40))
 def test_the_signature_gate_raises_only_its_refusal(message: dict[str, Any], background: bool):
     task = "toolhub.background" if background else EXECUTE
     with pytest.raises(SignatureRefused) as refused:
-        KEYS.verify_message(task, message)
+        KEYS.verify_message(task, message, AGE)
     assert refused.value.reason in {"unsigned", "bad_signature"}
     message["sig"] = "v1:" + KEYS.current.kid + ":" + "0" * 64
     with pytest.raises(SignatureRefused):
-        KEYS.verify_message(task, message)
+        KEYS.verify_message(task, message, AGE)
 
 
 @FUZZ
 @given(st.sampled_from(FIELD_NAMES), msgpack_values)
 def test_a_signed_message_verifies_and_any_change_is_refused(name: str, value: Any):
     try:
-        signed = KEYS.sign_message(dict(CALL_MESSAGE, arguments={"v": value}))
+        signed = KEYS.sign_message(dict(CALL_MESSAGE, arguments={"v": value}, iat=int(time.time())))
     except (TypeError, ValueError, OverflowError):
         return  # not encodable: no dispatcher could have sent it
-    KEYS.verify_message(EXECUTE, signed)
+    KEYS.verify_message(EXECUTE, signed, AGE)
     decoded = msgpack.unpackb(msgpack.packb(signed), raw=False, strict_map_key=False)
-    KEYS.verify_message(EXECUTE, decoded)  # what a worker receives
+    KEYS.verify_message(EXECUTE, decoded, AGE)  # what a worker receives
     for refused in (
         OTHER.sign_message(dict(signed)),
         {**signed, name: [value, "changed"]},
         {k: v for k, v in signed.items() if k != "sig"},
     ):
         with pytest.raises(SignatureRefused):
-            KEYS.verify_message(EXECUTE, refused)
+            KEYS.verify_message(EXECUTE, refused, AGE)
     with pytest.raises(SignatureRefused):
-        KEYS.verify_message("toolhub.background", signed)
+        KEYS.verify_message("toolhub.background", signed, AGE)
 
 
 def _decoded_by_kombu(raw: bytes) -> Any:

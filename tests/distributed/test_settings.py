@@ -24,3 +24,17 @@ def test_the_override_is_read_when_the_settings_are_made(monkeypatch: pytest.Mon
     monkeypatch.setenv("TOOLHUB_VISIBILITY_TIMEOUT", "1")
     assert settings.visibility_timeout == 777
     assert Settings.from_env("redis://localhost:1/0").visibility_timeout == 1
+
+
+def test_a_message_may_run_as_long_as_its_call_may_live_unless_set(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("TOOLHUB_MESSAGE_MAX_AGE_SECONDS", raising=False)
+    settings = Settings.from_env("redis://localhost:1/0")
+    for workload in ("command", "background"):
+        age = settings.message_max_age_seconds(workload)
+        assert age == settings.call_deadline_seconds(workload)
+        assert settings.replay_marker_seconds(workload) == int(age) + 300
+    assert Settings().message_max_age_seconds("command") == 2520.0  # 42 min by default
+    monkeypatch.setenv("TOOLHUB_MESSAGE_MAX_AGE_SECONDS", "90")
+    assert Settings.from_env("redis://localhost:1/0").message_max_age_seconds("background") == 90

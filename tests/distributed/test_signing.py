@@ -6,13 +6,19 @@ choosing) and a forged ``bash`` message written straight to Redis. Without a key
 trust boundary is then Redis itself); on a fleet with a key it is refused, answered, dead-
 lettered and counted, and the marker file the command would create never appears. Real
 redis-server, real ``toolhub worker`` processes (the shared unsigned stack, and a signed fleet
-of its own), real ``bash``."""
+of its own), real ``bash``.
+
+Replay (issue 36): a signed message carries its issue time, and one older than the fleet's
+message age is refused (``expired``); a finished call whose record a Redis writer resets, with
+its signed message pushed again, does not run again (``replayed``); a call whose worker dies
+still runs to its end on another worker, from the same signed message."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import shutil
+import signal
 import tempfile
 import time
 from collections.abc import Iterator
@@ -22,10 +28,10 @@ from typing import Any
 
 import pytest
 
-from tests.distributed.helpers import TASK_TOOLS, follow_all, wait_until
+from tests.distributed.helpers import TASK_TOOLS, follow_all, wait_until, worker_pid
 from tests.fixtures_stack import WorkerProcess
 from tests.observability.metrics_scrape import scrape, value
-from toolhub import CallResult, Session
+from toolhub import CallResult, Progress, Session
 from toolhub.distributed.celery_app import make_celery
 from toolhub.distributed.codec import pack, unpack
 from toolhub.distributed.enqueue import capture_send_task
@@ -40,6 +46,8 @@ pytestmark = pytest.mark.timeout(90)
 FLEET_KEY = "fleet-key-3b9f0c5e8a7d4f21b6c0e9d8a7f6e5d4"
 OTHER_KEY = "another-fleet-key-7c1d2e3f4a5b6c7d8e9f0a1b2c3d"
 DEADLETTERED = "toolhub_worker_messages_deadlettered_total"
+#: The signed fleet's message age (``TOOLHUB_MESSAGE_MAX_AGE_SECONDS``).
+MAX_AGE = 300
 
 
 @dataclass
@@ -55,7 +63,11 @@ def signed() -> Iterator[Fleet]:
     """Redis and one worker that requires signatures (``TOOLHUB_REQUIRE_SIGNED=1``)."""
     home = Path(tempfile.mkdtemp(prefix="toolhub-signed-"))
     redis = RedisServer().start()
-    env = {"TOOLHUB_FLEET_KEY": FLEET_KEY, "TOOLHUB_REQUIRE_SIGNED": "1"}
+    env = {
+        "TOOLHUB_FLEET_KEY": FLEET_KEY,
+        "TOOLHUB_REQUIRE_SIGNED": "1",
+        "TOOLHUB_MESSAGE_MAX_AGE_SECONDS": str(MAX_AGE),
+    }
     worker = WorkerProcess("signed", redis.url, home, env=env, loglevel="INFO")
     store = RedisStore.from_settings(Settings.from_env(redis.url))
     try:
@@ -211,7 +223,7 @@ def test_the_stored_message_keeps_the_dispatchers_signature(signed, tmp_path, mo
 
         message, result = asyncio.run(asyncio.wait_for(go(), 20))
     assert not result.is_error, result.prompt_text
-    FleetKeys(FleetKey(FLEET_KEY)).verify_message("toolhub.execute", message)
+    FleetKeys(FleetKey(FLEET_KEY)).verify_message("toolhub.execute", message, 600)
 
 
 def test_a_call_signed_with_another_key_is_refused(signed, tmp_path, monkeypatch):
@@ -283,3 +295,207 @@ def test_workers_say_what_they_verify_and_refuse_to_start_without_a_usable_key(t
     assert "short-secret-9f3a" not in short
     log = unsigned.log_path.read_text()
     assert log.count("are not signed (no TOOLHUB_FLEET_KEY)") == 1, log
+
+
+def push(store: RedisStore, message: dict[str, Any], queue: str = "toolhub.command") -> None:
+    """LPUSH the Celery message of ``message`` onto ``queue``, as kombu would have built it."""
+    app = make_celery(store.settings)
+    try:
+        captured = capture_send_task(
+            app, "toolhub.execute", queue=queue, kwargs=message, kwargsrepr="r"
+        )
+    finally:
+        app.close()
+    assert captured is not None
+    store.client.lpush(*captured)
+
+
+def crafted(session: Session, cid: str, command: str, **extra: Any) -> dict[str, Any]:
+    """A ``bash`` message of ``session`` as its dispatcher builds it, before it is signed."""
+    executor = session.executor
+    return {
+        "call_id": cid,
+        "run_id": f"run-{cid}",
+        "session_id": session.session_id,
+        "config_hash": executor.config_hash,
+        "name": "bash",
+        "tool": "Main:bash",
+        "arguments": {"command": command, "description": "t"},
+        "max_attempts": 1,
+        **extra,
+    }
+
+
+AGES = {
+    "issued an hour ago": -3600,
+    "issued an hour ahead": 3600,
+    "undated (an older dispatcher)": None,
+}
+
+
+@pytest.mark.parametrize("age", sorted(AGES))
+def test_an_expired_signed_message_is_refused_and_a_fresh_one_runs(
+    signed, tmp_path, monkeypatch, age
+):
+    """A genuine signed message captured long ago (or dated by a clock far off, or by a
+    dispatcher that dates nothing) is refused before anything is claimed; the same message
+    dated now runs."""
+    monkeypatch.setenv("TOOLHUB_FLEET_KEY", FLEET_KEY)
+    keys = FleetKeys(FleetKey(FLEET_KEY))
+    ws = tmp_path / "ws"
+    offset = AGES[age]
+    with _connect(signed, ws, f"expiry-{len(age)}") as session:
+        cid = f"expired-{len(age)}"
+        stamp = {} if offset is None else {"iat": int(time.time()) + offset}
+        message = keys.sign_message(crafted(session, cid, "touch expired", **stamp))
+        fields = {"session_id": session.session_id, "tool": "Main:bash", "name": "bash"}
+        assert signed.store.records.create(cid, message["run_id"], fields)
+        push(signed.store, message)
+        result = result_of(signed.store, cid)
+        assert result.is_error and result.error is not None
+        assert result.error.code == "message_refused", result.prompt_text
+        why = "no issue time" if offset is None else "beyond the fleet's 300 s"
+        assert why in result.error.detail and "did not run" in result.error.detail
+        assert deadletter(signed.store, cid)["reason"] == "expired"
+        assert signed.store.get_record(cid)["attempts"] == []
+
+        fresh = f"fresh-{len(age)}"
+        dated = {"iat": int(time.time())}
+        message = keys.sign_message(crafted(session, fresh, "touch fresh", **dated))
+        assert signed.store.records.create(fresh, message["run_id"], fields)
+        push(signed.store, message)
+        ran = result_of(signed.store, fresh)
+        assert not ran.is_error, ran.prompt_text
+    assert (ws / "fresh").exists() and not (ws / "expired").exists()
+    log = signed.worker.log_path.read_text()
+    assert "(expired: the message " in log and f"call {cid!r} answered" in log
+
+
+def capture_and_run(fleet: Fleet, session: Session, cid: str, command: str) -> dict[str, Any]:
+    """Run a ``bash`` call of ``session`` to its end; returns its signed message, read from
+    its record while it ran (what a writer of Redis sees)."""
+
+    async def go() -> tuple[dict[str, Any], CallResult]:
+        args = {"command": command, "description": "t"}
+        call = asyncio.ensure_future(session.call("bash", args, call_id=cid))
+        key = fleet.store.keys.call(cid)
+        raw = await asyncio.to_thread(wait_until, lambda: fleet.store.client.hget(key, "message"))
+        return unpack(raw), await call
+
+    message, result = asyncio.run(asyncio.wait_for(go(), 30))
+    assert not result.is_error, result.prompt_text
+    return message
+
+
+def reset(store: RedisStore, cid: str, message: dict[str, Any], status: str) -> None:
+    """What a writer of Redis with no fleet key does to replay a finished call: its record
+    (and events) rewritten as a fresh dispatch's, ``queued``, or ``running`` with a lapsed
+    lease that the recovery sweep re-enqueues from the stored (signed) message."""
+    key = store.keys.call(cid)
+    store.client.delete(key, store.keys.events(cid))
+    record = {
+        "status": status,
+        "run_id": message["run_id"],
+        "session_id": message["session_id"],
+        "tool": message["tool"],
+        "name": message["name"],
+        "queue": "toolhub.command",
+        "max_attempts": 3,
+        "seq": 0,
+        "attempt": 0 if status == "queued" else 1,
+        "lost": 0,
+        "message": pack(message),
+    }
+    if status == "running":
+        record["lease_until"] = "0"
+    store.client.hset(key, mapping=record)
+    if status == "running":
+        store.client.zadd(store.keys.leases, {cid: 0})
+    else:
+        push(store, message)
+
+
+@pytest.mark.parametrize("status", ["queued", "running"])
+def test_a_finished_call_reset_by_a_redis_writer_does_not_run_again(
+    signed, tmp_path, monkeypatch, status
+):
+    monkeypatch.setenv("TOOLHUB_FLEET_KEY", FLEET_KEY)
+    ws = tmp_path / "ws"
+    cid = f"replayed-{status}"
+    before = value(scrape(signed.worker), DEADLETTERED, reason="replayed")
+    with _connect(signed, ws, f"replay-{status}") as session:
+        message = capture_and_run(signed, session, cid, "echo ran >> runs.txt; sleep 1")
+        assert (ws / "runs.txt").read_text() == "ran\n"
+        original = signed.store.get_record(cid)
+        assert original["status"] == "succeeded"
+        # The run's marker, kept while its message may run (the worker's age + 5 min).
+        marker = f"{signed.store.keys.call(cid)}:done:{message['run_id']}"
+        assert signed.store.client.get(marker) == b"1"
+        assert 0 < signed.store.client.ttl(marker) <= MAX_AGE + 300
+
+        reset(signed.store, cid, message, status)
+
+        # The follower of the reset call gets a typed answer, not a second run.
+        result = result_of(signed.store, cid)
+        assert result.is_error and result.error is not None
+        assert result.error.code == "message_refused", result.prompt_text
+        assert "already finished" in result.error.detail
+        assert deadletter(signed.store, cid)["reason"] == "replayed"
+        assert value(scrape(signed.worker), DEADLETTERED, reason="replayed") == before + 1
+        time.sleep(1.5)  # a second run would have appended by now
+        assert (ws / "runs.txt").read_text() == "ran\n"
+        assert signed.store.client.zscore(signed.store.keys.leases, cid) is None
+
+        # The session and the fleet go on: the same call id, dispatched anew, runs.
+        again = session.call_sync(
+            "bash", {"command": "echo again >> runs.txt", "description": "t"}, call_id=cid
+        )
+        assert not again.is_error, again.prompt_text
+    assert (ws / "runs.txt").read_text() == "ran\nagain\n"
+    log = signed.worker.log_path.read_text()
+    assert "(replayed: run " in log and f"call {cid!r} answered" in log
+    assert signed.worker.alive
+
+
+def test_a_signed_call_whose_worker_dies_still_runs_to_its_end(tmp_path, monkeypatch):
+    """The same signed message, redelivered after its worker was killed mid-call (the sweep
+    re-enqueues the stored copy), is neither expired nor a replay: it runs as attempt 2 on
+    the other worker, once, to its end."""
+    from tests.distributed.plugin_tools import CONFIG, make_builder
+    from tests.fixtures_stack import Stack
+
+    monkeypatch.setenv("TOOLHUB_FLEET_KEY", FLEET_KEY)
+    stack = Stack(workers=2, env={"TOOLHUB_FLEET_KEY": FLEET_KEY, "TOOLHUB_REQUIRE_SIGNED": "1"})
+    stack.start()
+    marker = tmp_path / "runs.txt"
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    try:
+        store = RedisStore.from_settings(Settings.from_env(stack.url))
+        session = Session.connect(stack.url, CONFIG, ws, builder=make_builder())
+        try:
+
+            async def go() -> Progress | CallResult:
+                seen: list[Progress | CallResult] = []
+                async for item in session.stream(
+                    "ticks", {"n": 20, "delay_ms": 60, "marker": str(marker)}, call_id="k"
+                ):
+                    seen.append(item)
+                    if len(seen) == 5:
+                        pid = worker_pid(store.get_record("k"))
+                        stack.worker_by_pid(pid).signal(signal.SIGKILL)
+                return seen[-1]
+
+            result = asyncio.run(asyncio.wait_for(go(), 90))
+        finally:
+            session.close()
+        assert isinstance(result, CallResult) and not result.is_error, result.prompt_text
+        record = store.get_record("k")
+        assert record["status"] == "succeeded" and record["attempt"] == 2
+        assert [a["outcome"] for a in record["attempts"]] == ["worker_lost", "succeeded"]
+        lines = marker.read_text().splitlines()
+        assert len([line for line in lines if line.startswith("done")]) == 1
+        assert store.client.llen(store.keys.deadletter) == 0
+        store.close()
+    finally:
+        stack.stop()

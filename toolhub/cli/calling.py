@@ -28,6 +28,7 @@ from toolhub.tasks import BackgroundTasks
 from .embedded import ConfigOpt, RedisOpt, open_session
 from .output import print_json, stderr
 from .progress import ProgressView
+from .terminal_safe import clean
 
 #: How long ``call`` waits for an embedded session's background tasks at most.
 BACKGROUND_WAIT_S = 24 * 3600.0
@@ -71,11 +72,11 @@ def _print(result: CallResult, *, as_json: bool, streamed: bool) -> None:
     if as_json:
         print_json(result.to_dict())
     elif result.is_error:
-        stderr.print(result.prompt_text, highlight=False, markup=False)
+        stderr.print(clean(result.prompt_text), highlight=False, markup=False)
     elif streamed and sys.stdout.isatty():
-        typer.echo(result.prompt_text.split("\n", 1)[0] + "  (output above)")
+        typer.echo(clean(result.prompt_text.split("\n", 1)[0]) + "  (output above)")
     else:
-        typer.echo(result.prompt_text)
+        typer.echo(clean(result.prompt_text))
 
 
 def _code(result: CallResult, *, mirror: bool) -> int:
@@ -110,4 +111,4 @@ def _wait_for_background(session: Session) -> None:
         stderr.print("killed", highlight=False)
         raise typer.Exit(130) from None
     for snap in done:
-        stderr.print(f"{snap.task_id}: {snap.status_text}", highlight=False, markup=False)
+        stderr.print(clean(f"{snap.task_id}: {snap.status_text}"), highlight=False, markup=False)

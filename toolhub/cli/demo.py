@@ -24,6 +24,7 @@ from rich.rule import Rule
 from rich.table import Table
 
 from .output import fail, stdout
+from .terminal_safe import clean
 
 NOTES = "# Release notes\n\nstatus: draft\nowner: toolhub demo\n"
 MCP_CONFIG = {
@@ -143,7 +144,7 @@ class Episode:
         return result
 
     def show(self, text: str) -> None:
-        stdout.print(Panel(text.rstrip() or "(empty)", expand=False), highlight=False)
+        stdout.print(Panel(clean(text).rstrip() or "(empty)", expand=False), highlight=False)
 
     def list_tools(self) -> None:
         self.header("create a session and list its tools")
@@ -177,7 +178,8 @@ class Episode:
                 events += 1
                 delta = (event.data.get("payload") or {}).get("delta")
                 if delta:
-                    stdout.print(delta, end="", style="dim", markup=False, highlight=False)
+                    shown = clean(delta)
+                    stdout.print(shown, end="", style="dim", markup=False, highlight=False)
             else:
                 stdout.print(f"[green]result after {events} progress event(s):[/]")
                 self.show(event.data["prompt_text"])
@@ -214,7 +216,8 @@ class Episode:
         cancelled = result["is_error"] and result["error"]["kind"] == "cancelled"
         if not cancelled and killed != "cancelled":
             raise DemoFailed(f"the runaway command was not cancelled: {result['prompt_text']}")
-        stdout.print(f"[green]cancelled[/] after {took:.1f}s: {result['prompt_text']}")
+        stdout.print(f"[green]cancelled[/] after {took:.1f}s: ", end="")
+        stdout.print(clean(result["prompt_text"]), highlight=False, markup=False)
 
     def ask_user(self) -> None:
         self.header("answer an ask_user question")

@@ -8,6 +8,7 @@ from types import TracebackType
 from toolhub.core import Progress
 
 from .output import stderr
+from .terminal_safe import clean
 
 
 class ProgressView:
@@ -35,15 +36,16 @@ class ProgressView:
             return
         payload = item.payload if isinstance(item.payload, dict) else {}
         if item.kind == "custom" and isinstance(payload.get("delta"), str):
-            delta = payload["delta"]
+            delta = clean(payload["delta"])
             self.streamed_output = True
             stderr.file.write(delta)
             stderr.file.flush()
             self._open_line = not delta.endswith("\n")
             return
         if item.kind == "text" and item.text is not None:
-            stderr.print(f"[dim]… {item.text}[/]", highlight=False)
+            stderr.print("… " + clean(item.text), style="dim", highlight=False, markup=False)
         elif item.kind == "custom":
-            stderr.print(f"[dim]… {item.subkind}: {item.payload}[/]", highlight=False)
+            shown = clean(f"… {item.subkind}: {item.payload}")
+            stderr.print(shown, style="dim", highlight=False, markup=False)
         else:
             stderr.print(f"[dim]… {len(item.blocks)} content block(s)[/]")

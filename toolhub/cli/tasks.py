@@ -22,6 +22,7 @@ from rich.table import Table
 
 from .embedded import RedisOpt
 from .output import fail, print_json, stderr, stdout
+from .terminal_safe import clean
 
 tasks_app = typer.Typer(help="Background commands: list, show, logs, kill.", no_args_is_help=True)
 
@@ -84,7 +85,7 @@ class RedisTasks:
 def _write_delta(item: Any) -> None:
     payload = getattr(item, "payload", None)
     if isinstance(payload, dict) and isinstance(payload.get("delta"), str):
-        stdout.file.write(payload["delta"])
+        stdout.file.write(clean(payload["delta"]))
         stdout.file.flush()
     elif getattr(item, "subkind", None) == "retry":
         attempt = payload.get("attempt") if isinstance(payload, dict) else None
@@ -178,11 +179,11 @@ def list_tasks(
             table.add_row(
                 t.task_id,
                 t.owner_session,
-                t.status_text + restarted,
+                clean(t.status_text) + restarted,
                 "" if t.exit_code is None else str(t.exit_code),
                 t.started_at.strftime("%Y-%m-%d %H:%M:%S"),
                 f"{seconds:.1f}",
-                t.command,
+                clean(t.command),
             )
         stdout.print(table)
         return
@@ -223,9 +224,10 @@ def show(
         if as_json:
             print_json(snap.model_dump(mode="json"))
             return
-        stdout.print(f"[bold]{snap.task_id}[/]  {snap.status_text}", highlight=False)
+        stdout.print(f"[bold]{snap.task_id}[/]  ", end="", highlight=False)
+        stdout.print(clean(snap.status_text), highlight=False, markup=False)
         if snap.restart_note:
-            stdout.print(f"  {snap.restart_note}", highlight=False, markup=False)
+            stdout.print(f"  {clean(snap.restart_note)}", highlight=False, markup=False)
         for label, value in (
             ("command", snap.command),
             ("session", snap.owner_session),
@@ -235,17 +237,17 @@ def show(
             ("output bytes", snap.output_bytes),
         ):
             if value not in (None, ""):
-                stdout.print(f"  {label}: {value}", highlight=False, markup=False)
+                stdout.print(clean(f"  {label}: {value}"), highlight=False, markup=False)
         if snap.output:
             stdout.print("  output (tail):", highlight=False)
-            typer.echo(snap.output)
+            typer.echo(clean(snap.output))
         return
     path = _embedded_log(workspace, session, task_id)
     if as_json:
         print_json({"task_id": task_id, "log_path": str(path), "bytes": path.stat().st_size})
         return
     stdout.print(f"[bold]{task_id}[/]  (embedded; log {path})", highlight=False)
-    typer.echo(path.read_bytes()[-8000:].decode("utf-8", "replace"))
+    typer.echo(clean(path.read_bytes()[-8000:].decode("utf-8", "replace")))
 
 
 @tasks_app.command("logs")
@@ -268,7 +270,7 @@ def logs(
         while True:
             chunk = handle.read(65536)
             if chunk:
-                stdout.file.write(chunk.decode("utf-8", "replace"))
+                stdout.file.write(clean(chunk.decode("utf-8", "replace")))
                 stdout.file.flush()
             elif not follow:
                 return

@@ -143,8 +143,15 @@ BACKGROUND_FIELDS: dict[str, Check] = {
     "timeout_s": NUMBER,
     "max_attempts": (int,),
 }
-#: ``subagent``: a background sub-agent's request (``task``), run instead of ``command``.
-OPTIONAL_FIELDS: dict[str, Check] = {"sig": STR, "task": STR, "queue": STR, "subagent": DICT}
+#: ``subagent``: a background sub-agent's request (``task``), run instead of ``command``;
+#: ``iat``: the signed issue time (``signing.py``).
+OPTIONAL_FIELDS: dict[str, Check] = {
+    "sig": STR,
+    "iat": (int,),
+    "task": STR,
+    "queue": STR,
+    "subagent": DICT,
+}
 TASKS: dict[str, dict[str, Check]] = {
     EXECUTE_TASK: EXECUTE_FIELDS,
     BACKGROUND_TASK: BACKGROUND_FIELDS,

@@ -40,7 +40,8 @@ def status_of(result: CallResult) -> str:
 class Claim:
     """What a worker may do with a delivered message: ``run`` it as ``attempt``, or drop it
     (``duplicate``: another worker holds a live lease; ``finished``/``gone``/``stale``: nothing
-    left to do; ``cancelled``/``exhausted``: the script already wrote the terminal)."""
+    left to do; ``cancelled``/``exhausted``: the script already wrote the terminal), or refuse
+    it (``replayed``: its run finished already, and its record was reset since)."""
 
     action: str
     attempt: int
@@ -61,7 +62,7 @@ class CallRecords:
         self.client = client
         self.settings = settings
         self.keys = Keys(settings.prefix)
-        self.scripts = Scripts(client)
+        self.scripts = Scripts(client, settings)
 
     def call_keys(self, cid: str, sid: str = "") -> list[str]:
         k = self.keys
@@ -154,9 +155,11 @@ class CallRecords:
             ],
         )
 
-    def refuse(self, cid: str, run_id: str, why: str) -> bool:
+    def refuse(self, cid: str, run_id: str, why: str, *, lapsed: bool = False) -> bool:
         """Answer a queued call whose message a worker refused (``message_refused``), if the
-        record is still queued under ``run_id``; whether it was answered."""
+        record is still queued under ``run_id`` (or running under it after that run finished:
+        a replay; ``lapsed``, for a genuine message too old to run: running with a lapsed
+        lease); whether it was answered."""
         name, tool, sid = replies.hmget(
             self.client, self.keys.call(cid), "name", "tool", "session_id"
         )
@@ -177,6 +180,7 @@ class CallRecords:
                 pack(result.to_dict()),
                 self.settings.record_ttl_seconds,
                 run_id,
+                "1" if lapsed else "",
             ],
         )
         return bool(answered)

@@ -15,6 +15,17 @@ sweep alike.
 Fencing: every write by a worker names the attempt it runs; a write from an attempt that is no
 longer current (its lease expired and another worker took over) is refused, so a zombie worker
 can never publish into a call it lost.
+
+Finished runs stay finished: every terminal (``finalize``) also writes ``<call>:done:<run_id>``
+(``1``: a shared integer, the smallest value Redis keeps), and a claim of a run that has one
+answers ``replayed`` however the record reads. It is kept as long as a message of its kind may
+run (``Settings.replay_marker_seconds``: after that a worker refuses the message as expired),
+usually far shorter than the record. Threat: a writer of Redis with no fleet key resets a
+finished call's record to ``queued`` (or ``running`` with a lapsed lease) and pushes its
+signed message again; the message verifies, so only the claim can tell. Redeliveries of an
+unfinished run (kombu's, a sweep's re-enqueue, a hand-back) find no marker and are handled
+as before. The marker is per run, not per call id: a call id reused by a new dispatch (a new
+run id) neither sees nor replaces it.
 """
 
 from __future__ import annotations
@@ -29,8 +40,9 @@ from .recovery_scripts import (
     SWEEP_UNCLAIMED,
     TOUCH_RESERVED,
 )
+from .settings import QUEUES, Settings
 
-_PRELUDE = r"""
+_LUA_PRELUDE = r"""
 local function now()
   local t = redis.call('TIME')
   return tonumber(t[1]) + tonumber(t[2]) / 1000000
@@ -77,6 +89,11 @@ local function finalize(call, events, channel, leases, state, cid, status, paylo
   end
   redis.call('HSET', call, 'status', status, 'finished_at', fmt(t), 'result', result,
              'state_v', version)
+  local run, queue = unpack(redis.call('HMGET', call, 'run_id', 'queue'))
+  if run then
+    local keep = queue == BACKGROUND_QUEUE and DONE_TTL_BACKGROUND or DONE_TTL
+    redis.call('SET', call .. ':done:' .. run, '1', 'EX', keep)
+  end
   redis.call('HDEL', call, 'message', 'qkey', 'claim_by', 'lease_until', 'handoff')
   redis.call('DEL', call .. ':payload')
   redis.call('ZREM', leases, cid)
@@ -155,6 +172,7 @@ return 1
 # cancel requested) then returns {'terminal', attempt} before changing anything, and the worker
 # claims again with them. Almost no claim needs one, and building and sending them cost every
 # claim (``CallRecords.claim``).
+# 'replayed': the run finished already and its record was reset since (the module docstring).
 # Returns {action, attempt} and, for 'run', the session state (saves the worker a round trip),
 # how many attempts were lost before this one, and 1 when this attempt takes up the remote
 # task an earlier one recorded (``remote_tasks.py``; counted in ``resumed``). A call whose
@@ -171,6 +189,7 @@ if r[2] ~= ARGV[2] then return {'stale', 0} end
 local status = r[1]
 local attempt = tonumber(r[3]) or 0
 if status ~= 'queued' and status ~= 'running' then return {'finished', attempt} end
+if redis.call('EXISTS', call .. ':done:' .. ARGV[2]) == 1 then return {'replayed', attempt} end
 local t = now()
 if status == 'running' and tonumber(r[4]) > t then return {'duplicate', attempt} end
 local resumed = 0
@@ -248,6 +267,7 @@ return finalize(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], ARGV[1], ARGV[3], A
 CLAIM_AND_FINISH = r"""
 local r = redis.call('HMGET', KEYS[1], 'status', 'run_id', 'attempt', 'cancel_requested')
 if r[1] ~= 'queued' or r[2] ~= ARGV[2] or r[3] ~= '0' or r[4] == '1' then return -1 end
+if redis.call('EXISTS', KEYS[1] .. ':done:' .. ARGV[2]) == 1 then return -1 end
 if (redis.call('HGET', KEYS[5], '__v') or '0') ~= ARGV[4] then return -2 end
 local t = now()
 local started = fmt(t - tonumber(ARGV[5]))
@@ -313,16 +333,27 @@ return finalize(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], ARGV[1], 'failed', 
                 ARGV[3], ARGV[4], now())
 """
 
-# KEYS: call, events, channel, leases, state   ARGV: cid, payload, result, ttl, run_id
+# KEYS: call, events, channel, leases, state   ARGV: cid, payload, result, ttl, run_id, lapsed
 # A queued call whose message a worker refused to run (malformed, or not signed with the fleet
 # key): failed, so its caller does not wait for a run that will never come. Only while the
 # record is still queued under that message's run id: a stray or forged copy never fails a
-# call it does not belong to, nor one already running.
+# call it does not belong to, nor one already running. Two refusals also answer a running
+# record of that run: a replay (the run's done marker exists: the record was reset after it
+# finished) and, with ``lapsed`` '1', a genuine message too old to run (``expired``) of a call
+# whose lease lapsed (no copy of its message can ever run again; a live lease is left alone).
 REFUSED = r"""
-local r = redis.call('HMGET', KEYS[1], 'status', 'run_id')
-if r[1] ~= 'queued' or r[2] ~= ARGV[5] then return 0 end
+local r = redis.call('HMGET', KEYS[1], 'status', 'run_id', 'lease_until')
+if r[2] ~= ARGV[5] then return 0 end
+local t = now()
+if r[1] == 'running' then
+  local done = redis.call('EXISTS', KEYS[1] .. ':done:' .. ARGV[5]) == 1
+  if not done and not (ARGV[6] == '1' and (tonumber(r[3]) or 0) <= t) then return 0 end
+  close_attempt(KEYS[1], 'refused', t)
+elseif r[1] ~= 'queued' then
+  return 0
+end
 return finalize(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], ARGV[1], 'failed', ARGV[2],
-                ARGV[3], ARGV[4], now())
+                ARGV[3], ARGV[4], t)
 """
 
 # KEYS: call, leases   ARGV: cid, attempt
@@ -338,20 +369,26 @@ return r[3]
 class Scripts:
     """The scripts, registered once per client (EVALSHA after the first call)."""
 
-    def __init__(self, client: Redis) -> None:
-        self.create: Script = client.register_script(_PRELUDE + CREATE)
-        self.create_and_enqueue: Script = client.register_script(_PRELUDE + CREATE_AND_ENQUEUE)
-        self.claim: Script = client.register_script(_PRELUDE + CLAIM)
-        self.emit: Script = client.register_script(_PRELUDE + EMIT)
-        self.finish: Script = client.register_script(_PRELUDE + FINISH)
-        self.claim_and_finish: Script = client.register_script(_PRELUDE + CLAIM_AND_FINISH)
-        self.renew_many: Script = client.register_script(_PRELUDE + RENEW_MANY)
-        self.cancel: Script = client.register_script(_PRELUDE + CANCEL)
-        self.handoff: Script = client.register_script(_PRELUDE + HANDOFF)
-        self.fail_queued: Script = client.register_script(_PRELUDE + FAIL_QUEUED)
-        self.refused: Script = client.register_script(_PRELUDE + REFUSED)
-        self.requeue: Script = client.register_script(_PRELUDE + REQUEUE)
-        self.fail_lost: Script = client.register_script(_PRELUDE + FAIL_LOST)
-        self.sweep_unclaimed: Script = client.register_script(_PRELUDE + SWEEP_UNCLAIMED)
-        self.reenqueue: Script = client.register_script(_PRELUDE + REENQUEUE)
-        self.touch_reserved: Script = client.register_script(_PRELUDE + TOUCH_RESERVED)
+    def __init__(self, client: Redis, settings: Settings) -> None:
+        # How long a finished run's marker is kept, per kind of call (``finalize``).
+        prelude = (
+            f"local DONE_TTL = {settings.replay_marker_seconds('command')}\n"
+            f"local DONE_TTL_BACKGROUND = {settings.replay_marker_seconds('background')}\n"
+            f"local BACKGROUND_QUEUE = '{QUEUES['background']}'\n"
+        ) + _LUA_PRELUDE
+        self.create: Script = client.register_script(prelude + CREATE)
+        self.create_and_enqueue: Script = client.register_script(prelude + CREATE_AND_ENQUEUE)
+        self.claim: Script = client.register_script(prelude + CLAIM)
+        self.emit: Script = client.register_script(prelude + EMIT)
+        self.finish: Script = client.register_script(prelude + FINISH)
+        self.claim_and_finish: Script = client.register_script(prelude + CLAIM_AND_FINISH)
+        self.renew_many: Script = client.register_script(prelude + RENEW_MANY)
+        self.cancel: Script = client.register_script(prelude + CANCEL)
+        self.handoff: Script = client.register_script(prelude + HANDOFF)
+        self.fail_queued: Script = client.register_script(prelude + FAIL_QUEUED)
+        self.refused: Script = client.register_script(prelude + REFUSED)
+        self.requeue: Script = client.register_script(prelude + REQUEUE)
+        self.fail_lost: Script = client.register_script(prelude + FAIL_LOST)
+        self.sweep_unclaimed: Script = client.register_script(prelude + SWEEP_UNCLAIMED)
+        self.reenqueue: Script = client.register_script(prelude + REENQUEUE)
+        self.touch_reserved: Script = client.register_script(prelude + TOUCH_RESERVED)

@@ -22,6 +22,10 @@ QUEUES = {
 ALL_QUEUES = tuple(QUEUES.values())
 
 
+#: How far apart dispatcher, worker and Redis clocks may be without reopening a replay window.
+CLOCK_MARGIN_SECONDS = 300
+
+
 def queue_for(workload: str) -> str:
     """The queue for a tool's workload; unknown workloads go to the fast queue."""
     return QUEUES.get(workload, QUEUES["fast"])
@@ -99,6 +103,9 @@ class Settings:
     #: ``TOOLHUB_VISIBILITY_TIMEOUT``: Celery's redelivery backstop when set, in seconds (else
     #: ``visibility_timeout`` derives it from the longest run).
     visibility_override: int | None = None
+    #: ``TOOLHUB_MESSAGE_MAX_AGE_SECONDS``: how old a signed message a worker still runs, when
+    #: set (else ``message_max_age_seconds`` derives it from the longest a call lives).
+    message_age_override: float | None = None
 
     @classmethod
     def from_env(cls, redis_url: str | None = None) -> Settings:
@@ -127,6 +134,7 @@ class Settings:
             cached_sessions=max(1, _int("TOOLHUB_WORKER_SESSIONS", 256)),
             optimistic_seconds=max(0.0, _float("TOOLHUB_OPTIMISTIC_SECONDS", 0.2)),
             visibility_override=_int("TOOLHUB_VISIBILITY_TIMEOUT", 0) or None,
+            message_age_override=_float("TOOLHUB_MESSAGE_MAX_AGE_SECONDS", 0.0) or None,
         )
 
     @property
@@ -155,6 +163,18 @@ class Settings:
         background = workload == "background"
         run = self.max_background_seconds if background else self.max_foreground_seconds
         return self.max_queue_seconds + self.max_attempts * (run + 2 * self.lease_seconds) + 30.0
+
+    def message_max_age_seconds(self, workload: str) -> float:
+        """How far from a worker's clock a signed message's issue time may be for the worker
+        to run it (``signing.py``): by default the longest a call of ``workload`` can
+        legitimately live (``call_deadline_seconds``: its queue wait and every attempt, so a
+        re-enqueue after a lost worker is never refused)."""
+        return self.message_age_override or self.call_deadline_seconds(workload)
+
+    def replay_marker_seconds(self, workload: str) -> int:
+        """How long a finished run's marker is kept (``scripts.py``): while a message of it
+        may still run, plus ``CLOCK_MARGIN_SECONDS`` for clocks a little apart."""
+        return int(self.message_max_age_seconds(workload)) + CLOCK_MARGIN_SECONDS
 
     @property
     def active_ttl_seconds(self) -> int:

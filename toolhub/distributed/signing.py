@@ -21,9 +21,21 @@ Format: ``v1:<kid>:<hex HMAC-SHA256>``, compared in constant time. The MAC cover
 
 ``kid`` is a fingerprint of the key, not a secret: a refusal names the key a message was
 signed with. ``TOOLHUB_FLEET_KEY_PREVIOUS`` is accepted as well while a new key rolls out.
-What is left to a writer of Redis: replaying a message a dispatcher signed (it runs what was
-signed, in the session it was signed for), and whatever needs no worker (deleting keys,
-failing calls). A new message, another session or another workspace cannot be made.
+
+Replay. Every signed message carries its issue time (``iat``, whole seconds of the
+dispatcher's clock) inside what is signed, and its nonce is its run id (64 random bits, fresh
+for every dispatch, signed too). A worker refuses a message issued further than the fleet's
+message age (``Settings.message_max_age_seconds``: by default the longest a call can
+legitimately live, queue wait and every attempt included) from its own clock, and one without
+an issue time (``expired``). Within that age, a message whose run already finished is refused
+by its claim (``replayed``): finishing a call writes a marker under its run id that its
+record's reset does not touch (``scripts.py``). Legitimate redeliveries (kombu's, a sweep's
+re-enqueue after a lost worker, a hand-back) carry the same run id but find the run
+unfinished, and run as before. What is left to a writer of Redis: replaying a signed message
+of a run that has not finished, or, by deleting that run's marker too, of one that finished
+less than the message age ago (it runs what was signed, in the session it was signed for);
+and whatever needs no worker (deleting keys, failing calls). A new message, another session
+or another workspace cannot be made, and nothing older than the message age runs again.
 """
 
 from __future__ import annotations
@@ -31,6 +43,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import os
+import time
 from functools import lru_cache
 from typing import Any
 
@@ -50,6 +63,10 @@ _SESSION = b"toolhub:session:v1\0"
 #: ``SignatureRefused.reason``: no signature at all, or one that does not verify.
 UNSIGNED = "unsigned"
 BAD_SIGNATURE = "bad_signature"
+#: ``SignatureRefused.reason`` of a signed message with no issue time or one too far from now.
+EXPIRED = "expired"
+#: The signed issue time of a message (``sign_message``), in whole seconds since the epoch.
+ISSUED_AT = "iat"
 
 
 class FleetKeyError(ToolhubError, ValueError):
@@ -101,8 +118,11 @@ class FleetKeys:
         unsigned = {name: value for name, value in message.items() if name != "sig"}
         return {**unsigned, "sig": self.current.sign(_MESSAGE, pack(unsigned))}
 
-    def verify_message(self, task: str, message: dict[str, Any]) -> None:
-        """``SignatureRefused`` unless ``message`` was signed with a fleet key for ``task``."""
+    def verify_message(
+        self, task: str, message: dict[str, Any], max_age: float, now: float | None = None
+    ) -> None:
+        """``SignatureRefused`` unless ``message`` was signed with a fleet key for ``task``,
+        and issued at most ``max_age`` seconds away from ``now`` (this process's clock)."""
         unsigned = {name: value for name, value in message.items() if name != "sig"}
         try:
             data = pack(unsigned)
@@ -111,6 +131,17 @@ class FleetKeys:
         self._verify("message", _MESSAGE, data, message.get("sig"))
         if message.get("task", EXECUTE_TASK) != task:
             raise SignatureRefused(BAD_SIGNATURE, "the message is signed for another task")
+        issued = message.get(ISSUED_AT)
+        if not isinstance(issued, int) or isinstance(issued, bool):
+            raise SignatureRefused(
+                EXPIRED, "the message carries no issue time (signed by an older dispatcher)"
+            )
+        age = (time.time() if now is None else now) - issued
+        if abs(age) > max_age:
+            when = f"{age:.0f} s ago" if age > 0 else f"{-age:.0f} s in the future"
+            raise SignatureRefused(
+                EXPIRED, f"the message was issued {when}, beyond the fleet's {max_age:.0f} s"
+            )
 
     def sign_session(self, sid: str, workspace: str, config_hash: str) -> str:
         return self.current.sign(_SESSION, pack([sid, workspace, config_hash]))
@@ -156,9 +187,11 @@ def signing_required() -> bool:
 
 
 def sign_message(message: dict[str, Any]) -> dict[str, Any]:
-    """``message`` with its fleet signature (``sig``); unchanged when no key is set."""
+    """``message`` dated now (``iat``) and signed (``sig``); unchanged when no key is set."""
     keys = fleet_keys()
-    return message if keys is None else keys.sign_message(message)
+    if keys is None:
+        return message
+    return keys.sign_message({**message, ISSUED_AT: int(time.time())})
 
 
 def sign_session(sid: str, workspace: str, config_hash: str) -> str:
