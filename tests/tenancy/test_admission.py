@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from toolhub.core import ConfigError, ConfigViolation
+from toolhub.session import default_builder
 from toolhub.tenancy import OperatorPolicy, admit, effective
 from toolhub.tenancy.admission import stored_tenant_root
 from toolhub.toolset import ToolSetConfig
@@ -113,6 +114,31 @@ def test_an_operator_cap_binds_below_or_above_the_builtin_default(root: Path) ->
     assert refused({"tools": [bash(max_timeout_ms=6000)]}, root, policy)
     wider = OperatorPolicy.parse({"limits": {"Main:bash": {"max_timeout_ms": 3_600_000}}})
     admit({"tools": [bash(max_timeout_ms=3_600_000)]}, wider, tenant="acme", tenant_root=root)
+
+
+def test_an_unset_limit_runs_at_an_operator_cap_below_the_default(root: Path) -> None:
+    policy = OperatorPolicy.parse(
+        {"limits": {"Main:bash": {"max_timeout_ms": 5000, "cpu_seconds": 60}}}
+    )
+    asked = {"tools": [bash(output_limit_bytes=2000, enabled_background=False)]}
+    admitted = admit(asked, policy, tenant="acme", tenant_root=root)
+    assert admitted.tools is not None
+    assert admitted.tools[0].params == {
+        "output_limit_bytes": 2000,
+        "enabled_background": False,
+        "max_timeout_ms": 5000,
+        "cpu_seconds": 60,
+    }
+    assert admit(admitted, policy, tenant="acme", tenant_root=root) == admitted
+    defaults = admit(None, policy, tenant="acme", tenant_root=root)
+    capped = [t for t in defaults.tools or [] if t.id == "Main:bash"]
+    assert capped and capped[0].params == {"max_timeout_ms": 5000, "cpu_seconds": 60}
+    coding = admit({"preset": "coding"}, policy, tenant="acme", tenant_root=root)
+    assert [t.params for t in coding.tools or [] if t.id == "Main:bash"] == [
+        {"max_timeout_ms": 5000, "cpu_seconds": 60}
+    ]
+    for config in (admitted, defaults, coding):
+        assert default_builder().validate(config).ok
 
 
 def test_fixed_params_cannot_be_set(root: Path) -> None:

@@ -71,11 +71,15 @@ def mcp(
 def admitted(config: Path | None, workspace: Path) -> ToolSetConfig:
     """``config`` as the operator policy admits it, or exit 1 listing every violation."""
     from toolhub.core import ConfigError
+    from toolhub.session import default_builder
     from toolhub.tenancy import DEFAULT_TENANT, admit
 
     policy = load(None)
+    registry = default_builder().registry  # the session's own: built once
     try:
-        admitted = admit(config, policy, tenant=DEFAULT_TENANT, tenant_root=workspace)
+        admitted = admit(
+            config, policy, tenant=DEFAULT_TENANT, tenant_root=workspace, registry=registry
+        )
     except ConfigError as err:
         violations_table(err)
     policy.restrict_expansion()

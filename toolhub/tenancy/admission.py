@@ -8,8 +8,10 @@ clamped, and each violation is logged at WARNING with the tenant. The threat: a 
 is the tenant's, not the operator's (``toolhub.tenancy.policy``).
 
 What admission changes in an admitted config is the operator's, never the tenant's request: a
-stdio MCP server named from the policy runs the operator's command (and environment), and a
-tenant that asked for the default tools gets the default tools the policy allows.
+stdio MCP server named from the policy runs the operator's command (and environment), a tenant
+that asked for the default tools gets the default tools the policy allows, and a limit the
+tenant left unset runs at the operator's cap when the built-in default (or a preset's value)
+is above it.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from typing import Any
 from toolhub.core import ConfigError, ConfigViolation
 from toolhub.redaction import redact
 from toolhub.toolset.builder import ToolSetBuilder
-from toolhub.toolset.config import ConfigSource, McpServerConfig, ToolSetConfig
+from toolhub.toolset.config import ConfigSource, McpServerConfig, ToolConfig, ToolSetConfig
 from toolhub.toolset.merge import baseline_tools
 from toolhub.toolset.registry import Registry
 
@@ -233,12 +235,43 @@ def _admitted(cfg: ToolSetConfig, policy: OperatorPolicy, reg: Registry) -> Tool
                 )
             )
         update["mcp_servers"] = servers
-    if cfg.tools is None and cfg.preset not in reg.toolset_presets:
-        defaults = baseline_tools(cfg, reg)
-        allowed = [entry for entry in defaults if policy.allows_tool(entry.id)]
-        if len(allowed) < len(defaults):
-            update["tools"] = allowed
+    tools = _admitted_tools(cfg, policy, reg)
+    if tools is not None:
+        update["tools"] = tools
     return cfg.model_copy(update=update) if update else cfg
+
+
+def _admitted_tools(
+    cfg: ToolSetConfig, policy: OperatorPolicy, reg: Registry
+) -> list[ToolConfig] | None:
+    """The config's tool list with what the operator decides, or None when that is nothing:
+    the default tools the policy allows (for a tenant that named none), and the operator's cap
+    on each limit left above it (unset, so at a built-in default or a preset's value)."""
+    defaulted = cfg.tools is None and cfg.preset not in reg.toolset_presets
+    asked = list(cfg.tools or [])
+    own = [e for e in baseline_tools(cfg, reg) if policy.allows_tool(e.id)] if defaulted else asked
+    capped: dict[str, dict[str, float]] = {}
+    for entry in baseline_tools(cfg.model_copy(update={"tools": own}), reg):
+        registered = reg.tools.get(entry.id)
+        model = registered.tool.params_model if registered is not None else None
+        if model is None:
+            continue
+        params = entry.params or {}
+        for name, cap in caps(model, entry.id, policy).items():
+            if cap is None or (name not in params and name not in model.model_fields):
+                continue
+            value = params[name] if name in params else model.model_fields[name].default
+            if value is None or (isinstance(value, int | float) and value > cap):
+                capped.setdefault(entry.id, {})[name] = int(cap) if cap == int(cap) else cap
+    if not capped and (not defaulted or len(own) == len(baseline_tools(cfg, reg))):
+        return None
+    out = [
+        e.model_copy(update={"params": {**(e.params or {}), **capped.pop(e.id)}})
+        if e.id in capped
+        else e
+        for e in own
+    ]
+    return [*out, *(ToolConfig(id=fq_id, params=params) for fq_id, params in capped.items())]
 
 
 def effective(
