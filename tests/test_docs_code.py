@@ -1,7 +1,8 @@
 """The code in docs/ is real (issue 16): every Python block parses (no top-level ``async for``,
 no pseudo-code), every YAML block that is a tool-set config validates against the real
 registry with every violation reported, every ``sandbox:`` fragment is valid sandbox
-settings, and every operator policy parses. README's blocks are run outright (tests/test_readme.py)."""
+settings, and every operator policy parses. README's blocks are run outright
+(tests/test_readme.py)."""
 
 from __future__ import annotations
 

@@ -104,3 +104,34 @@ def test_a_process_with_a_policy_expands_only_its_names(
     assert "not in the policy's env_vars" in caplog.text and "other" not in caplog.text
     with pytest.raises(ExpansionRefused):
         expand_env("${TOOLHUB_API_TOKEN}")
+
+
+def test_a_session_never_sends_toolhubs_secrets_even_unadmitted(
+    unrestricted: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """An embedded session (no admission) with ``${TOOLHUB_*}`` in a hub token and an MCP
+    header: neither is connected, each says why, and the session's own tools still work."""
+    from toolhub import Session
+    from toolhub.ports import free_port
+
+    monkeypatch.setenv("TOOLHUB_API_TOKEN", "api-token-value-9c1d")
+    monkeypatch.setenv("TOOLHUB_FLEET_KEY", "fleet-key-value-4e7b")
+    closed = free_port()
+    config = {
+        "tools": [{"id": "Main:read_file"}],
+        "hubs": {"far": {"url": f"http://127.0.0.1:{closed}", "token": "${TOOLHUB_API_TOKEN}"}},
+        "mcp_servers": {
+            "leak": {
+                "url": f"http://127.0.0.1:{closed}/mcp",
+                "headers": {"Authorization": "Bearer ${TOOLHUB_FLEET_KEY}"},
+            }
+        },
+    }
+    (tmp_path / "a.txt").write_text("still works\n")
+    with Session.embedded(config, tmp_path) as session:
+        warnings = "\n".join(session.warnings)
+        read = session.call_sync("read_file", {"path": "a.txt"})
+    assert "${TOOLHUB_API_TOKEN} may not be expanded" in warnings
+    assert "${TOOLHUB_FLEET_KEY} may not be expanded" in warnings
+    assert "api-token-value" not in warnings and "fleet-key-value" not in warnings
+    assert not read.is_error and "still works" in read.prompt_text

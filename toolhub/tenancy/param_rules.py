@@ -23,6 +23,7 @@ from pydantic import BaseModel, ValidationError
 from toolhub.core import CapabilityMode, ConfigViolation, ToolKind
 from toolhub.sandbox.policy import DEFAULT_READ_ONLY
 from toolhub.sandbox.settings import SandboxSettings
+from toolhub.tools.lsp import LspParams
 from toolhub.toolset.config import ToolConfig
 
 from .policy import OperatorPolicy
@@ -95,7 +96,7 @@ def entry_violations(
                 entry.id, f"{at}.params.sandbox", params["sandbox"], policy, tenant_root
             )
         )
-    if entry.id.endswith(":lsp") and isinstance(params.get("servers"), dict):
+    if model is LspParams and isinstance(params.get("servers"), dict):
         out.extend(_lsp_violations(entry.id, f"{at}.params.servers", params["servers"], policy))
     if params.get("allow_local") is True and not policy.allow_local_urls:
         out.append(
