@@ -25,6 +25,9 @@ from toolhub.stack import RedisServer
 REPO = Path(__file__).resolve().parent.parent
 TOOLHUB = str(Path(sys.executable).with_name("toolhub"))
 
+#: The workers' operator policy: the defaults, plus what the distributed MCP tests need.
+FLEET_POLICY = REPO / "tests" / "fleet_policy.yaml"
+
 #: Shared by the test process (dispatchers) and the workers.
 STACK_ENV = {
     "TOOLHUB_LEASE_SECONDS": "1.5",
@@ -80,6 +83,7 @@ class WorkerProcess:
             "TOOLHUB_METRICS_PORT": str(self.metrics_port),
             "TOOLHUB_METRICS_HOST": "127.0.0.1",
             "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+            "TOOLHUB_POLICY": str(FLEET_POLICY),
             **self.env,
         }
         log = self.log_path.open("ab")

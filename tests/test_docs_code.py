@@ -1,7 +1,8 @@
 """The code in docs/ is real (issue 16): every Python block parses (no top-level ``async for``,
 no pseudo-code), every YAML block that is a tool-set config validates against the real
-registry with every violation reported, and every ``sandbox:`` fragment is valid sandbox
-settings. README's blocks are run outright (tests/test_readme.py)."""
+registry with every violation reported, every ``sandbox:`` fragment is valid sandbox
+settings, and every operator policy parses. README's blocks are run outright
+(tests/test_readme.py)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import yaml
 
 from toolhub.sandbox import SandboxSettings
 from toolhub.session import default_builder
+from toolhub.tenancy import OperatorPolicy
 from toolhub.toolset import ToolSetConfig
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
@@ -45,5 +47,7 @@ def test_yaml_blocks_are_valid_configs(where: str, code: str) -> None:
         assert report.ok, (where, [v.summary() for v in report.violations])
     elif set(data) == {"sandbox"}:
         SandboxSettings.model_validate(data["sandbox"])
+    elif set(data) <= set(OperatorPolicy.model_fields):
+        OperatorPolicy.model_validate(data)
     else:
-        raise AssertionError(f"{where}: a YAML block that is neither a config nor a fragment")
+        raise AssertionError(f"{where}: a YAML block that is not a config, policy or fragment")

@@ -48,6 +48,9 @@ class ErrorCode(StrEnum):
     MESSAGE_REFUSED = "message_refused"
     #: No answer within the call's deadline; toolhub cancelled it (a ``timeout`` error).
     CALL_TIMEOUT = "call_timeout"
+    #: A worker refused to build a session's tool set: its stored config is outside the
+    #: operator policy, or its workspace is outside its tenant's root. Nothing ran.
+    POLICY_REFUSED = "policy_refused"
     #: A worker got a call for a session (or session config) that is not in Redis.
     SESSION_UNKNOWN = "session_unknown"
     #: A background command could not be started.

@@ -11,6 +11,7 @@ import logging
 import os
 import socket
 import threading
+from pathlib import Path
 from typing import Any
 
 from celery import Celery
@@ -24,6 +25,7 @@ from toolhub.distributed.recovery import Recovery
 from toolhub.distributed.settings import Settings, queue_for
 from toolhub.distributed.signing import FleetKeys
 from toolhub.distributed.store import RedisStore
+from toolhub.tenancy import OperatorPolicy
 
 from .late_claims import Speculations
 from .running import Running
@@ -43,8 +45,19 @@ class WorkerRuntime:
         #: Where this host's command cgroups live: the sweep reaps those of dead processes.
         self.cgroups = PidsCgroups.detect()
         self.name = f"{socket.gethostname()}:{os.getpid()}"
+        #: The operator policy every session's config is admitted against again; a policy
+        #: file that cannot be read stops the worker (``ConfigError``) rather than run without.
+        policy = OperatorPolicy.load()
+        policy.restrict_expansion()
+        root = Path(settings.workspace_root) if settings.workspace_root else None
         self.toolsets = ToolSets(
-            self.store, app, worker_builder(settings), keys, capacity=settings.cached_sessions
+            self.store,
+            app,
+            worker_builder(settings),
+            keys,
+            policy=policy,
+            workspace_root=root,
+            capacity=settings.cached_sessions,
         )
         #: call id → its runs in this process: usually one, but a duplicate delivery of a call
         #: this process already runs registers too (and is dropped by its claim); it must not

@@ -9,6 +9,11 @@ Its sources are disconnected when the tool set leaves the cache. The cache is bo
 call when it leaves is only retired: it is closed when its last call ends, so an eviction
 never cancels a call (``LocalExecutor.close`` cancels what runs) nor cuts its MCP sources.
 
+The stored config is admitted again against the worker's own operator policy
+(``TOOLHUB_POLICY``) for the session's tenant (read from its id), with the tenant's root judged
+from the stored workspace (``stored_tenant_root``): a config that reached Redis without the
+gateway's admission builds nothing, and its calls fail with ``policy_refused``.
+
 With a fleet key (``toolhub.distributed.signing``) the session record must carry a valid
 signature over its id, workspace and config hash, and the stored config must hash to that
 hash: a record or config written to Redis by anyone without the key builds nothing.
@@ -29,14 +34,17 @@ from typing import Any
 from celery import Celery
 
 from toolhub.assembly import Fleet, assemble, toolhub_home
-from toolhub.core import ToolError
+from toolhub.core import ConfigError, ToolError
 from toolhub.distributed.settings import Settings
 from toolhub.distributed.signing import FleetKeys, SignatureRefused
 from toolhub.distributed.store import RedisStore
 from toolhub.errors import ErrorCode
 from toolhub.executors.local import LocalExecutor
 from toolhub.hub.attach import AttachedSources
+from toolhub.redaction import redact
 from toolhub.state.redis import RedisStateSync
+from toolhub.tenancy import OperatorPolicy, admit, tenant_of_session
+from toolhub.tenancy.admission import stored_tenant_root
 from toolhub.toolset import ToolSet, ToolSetBuilder, ToolSetConfig
 
 logger = logging.getLogger("toolhub.worker")
@@ -79,6 +87,8 @@ class ToolSets:
         builder: ToolSetBuilder,
         keys: FleetKeys | None,
         *,
+        policy: OperatorPolicy,
+        workspace_root: Path | None = None,
         capacity: int = 256,
     ) -> None:
         self.store = store
@@ -86,6 +96,9 @@ class ToolSets:
         self.builder = builder
         self.keys = keys
         self.capacity = capacity
+        self.policy = policy
+        #: the gateway's workspace root, when this worker is told it (``stored_tenant_root``)
+        self.workspace_root = workspace_root
         self._cache: OrderedDict[tuple[str, str], SessionRuntime] = OrderedDict()
         #: calls running per key, and the tool sets that left the cache while some ran
         self._users: dict[tuple[str, str], int] = {}
@@ -189,6 +202,27 @@ class ToolSets:
     def session_dir(self, session_id: str) -> Path:
         return self._home / "worker-sessions" / session_id
 
+    def _admit(self, session_id: str, config: ToolSetConfig, workspace: Path) -> ToolSetConfig:
+        """The stored config, admitted again against this worker's own policy for the
+        session's tenant: a config that reached Redis without the gateway's admission (or under
+        another policy) builds nothing."""
+        tenant = tenant_of_session(session_id)
+        try:
+            root = stored_tenant_root(workspace, tenant, self.workspace_root)
+            return admit(
+                config, self.policy, tenant=tenant, tenant_root=root, registry=self.builder.registry
+            )
+        except ValueError as outside:
+            why = str(outside)
+        except ConfigError as refused:
+            why = "; ".join(v.summary() for v in refused.violations)
+        logger.warning("session %s (tenant %s): tool set refused: %s", session_id, tenant, why)
+        raise ToolError.custom(
+            ErrorCode.POLICY_REFUSED,
+            redact(f"refused by the operator policy: {why}; nothing ran"),
+            tenant=tenant,
+        )
+
     def _build(self, session_id: str, config_hash: str) -> SessionRuntime:
         info = self._session(session_id)
         if info.get("config_hash") != config_hash:
@@ -215,6 +249,7 @@ class ToolSets:
                 f"refused: the config stored as {config_hash} does not have that hash; nothing ran",
             )
         workspace = Path(info["workspace"])
+        config = self._admit(session_id, config, workspace)
         parts = assemble(
             config,
             workspace=workspace,

@@ -6,19 +6,18 @@
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, Any
 
 import typer
-from rich.table import Table
 
 from toolhub.core import CapabilityMode, ConfigError
 from toolhub.session import Session, default_builder
 from toolhub.toolset import FORMATS, STRICT_FORMATS, ToolSetConfig
 
 from .output import fail, print_json, stderr, stdout
+from .policy import violations_table
 
 ConfigOpt = Annotated[
     Path | None, typer.Option("--config", "-c", help="Tool-set config (YAML or JSON).")
@@ -43,7 +42,7 @@ def register(app: typer.Typer) -> None:
 
 
 def open_session(
-    config: Path | None,
+    config: Path | ToolSetConfig | None,
     workspace: Path | None = None,
     *,
     redis: str | None = None,
@@ -56,7 +55,7 @@ def open_session(
         try:
             loaded = ToolSetConfig.load(config)
         except ConfigError as err:
-            _violations(err)
+            violations_table(err)
         source = ToolSetConfig.model_validate({**loaded.model_dump(), "mode": mode})
     ws = workspace or Path(os.environ.get("TOOLHUB_WORKSPACE", "."))
     try:
@@ -64,24 +63,7 @@ def open_session(
             return Session.connect(redis, source, ws, session_id=session_id)
         return Session.embedded(source, ws, session_id=session_id)
     except ConfigError as err:
-        _violations(err)
-
-
-def _violations(err: ConfigError) -> NoReturn:
-    table = Table(title="configuration violations", show_lines=False)
-    for column in ("tool", "category", "field", "message", "expected", "actual"):
-        table.add_column(column, overflow="fold")
-    for v in err.violations:
-        table.add_row(
-            v.tool,
-            v.category,
-            v.field_path or "",
-            v.message,
-            v.expected or "",
-            "" if v.actual is None else json.dumps(v.actual, default=str),
-        )
-    stderr.print(table)
-    raise typer.Exit(1)
+        violations_table(err)
 
 
 def tools(
@@ -120,5 +102,5 @@ def validate(
     for warning in report.warnings:
         stderr.print(f"[yellow]warning:[/] {warning.message}")
     if not report.ok:
-        _violations(ConfigError(report.violations))
+        violations_table(ConfigError(report.violations))
     stdout.print(f"[green]valid[/]: {len(report.resolved)} tool(s) enabled")

@@ -2,6 +2,10 @@
 spawns it) or on streamable HTTP at ``http://HOST:PORT/mcp``.
 
 Over stdio nothing but protocol frames reaches stdout; messages go to stderr.
+
+The config it serves is admitted against the operator policy (``TOOLHUB_POLICY``) first, for
+the default tenant with the workspace as its root: a config the policy refuses does not start,
+and the violations are listed. ``${VAR}`` then expands only the policy's ``env_vars``.
 """
 
 from __future__ import annotations
@@ -9,12 +13,16 @@ from __future__ import annotations
 import os
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from .embedded import ConfigOpt, RedisOpt, open_session
 from .output import fail, stderr
+from .policy import load, violations_table
+
+if TYPE_CHECKING:
+    from toolhub.toolset import ToolSetConfig
 
 
 class Transport(StrEnum):
@@ -49,7 +57,8 @@ def mcp(
             check_bind(host, token=token, behind_auth_proxy=flag_env("TOOLHUB_BEHIND_AUTH_PROXY"))
         except UnsafeBind as err:
             fail(str(err))
-    with open_session(config, workspace, redis=redis, session_id=session) as sess:
+    ws = (workspace or Path(os.environ.get("TOOLHUB_WORKSPACE", "."))).resolve()
+    with open_session(admitted(config, ws), ws, redis=redis, session_id=session) as sess:
         for warning in sess.warnings:
             stderr.print(f"[yellow]warning:[/] {warning}", highlight=False)
         if transport is Transport.stdio:
@@ -57,3 +66,21 @@ def mcp(
             return
         stderr.print(f"toolhub MCP server on http://{host}:{port}/mcp", highlight=False)
         run_http(sess, host=host, port=port, token=token)
+
+
+def admitted(config: Path | None, workspace: Path) -> ToolSetConfig:
+    """``config`` as the operator policy admits it, or exit 1 listing every violation."""
+    from toolhub.core import ConfigError
+    from toolhub.session import default_builder
+    from toolhub.tenancy import DEFAULT_TENANT, admit
+
+    policy = load(None)
+    registry = default_builder().registry  # the session's own: built once
+    try:
+        admitted = admit(
+            config, policy, tenant=DEFAULT_TENANT, tenant_root=workspace, registry=registry
+        )
+    except ConfigError as err:
+        violations_table(err)
+    policy.restrict_expansion()
+    return admitted

@@ -27,7 +27,7 @@ from toolhub.core import CallResult, Outcome, Progress, ToolContext, ToolError, 
 from toolhub.redaction import redact
 from toolhub.toolset import ExternalSpec, HubConfig, ToolSet
 
-from .env import expand_env
+from .env import ExpansionRefused, expand_env
 from .sources import ExternalSources, SourceTool
 
 logger = logging.getLogger("toolhub.hub")
@@ -71,7 +71,12 @@ def attach_hubs_sync(
     """Open a remote session on every hub and merge its tools in (failures become warnings)."""
     connections = HubConnections(ExternalSources.of(toolset))
     for name, config in hubs.items():
-        hub = Hub(name, expand_env(config.url).rstrip("/"), expand_env(config.token or "") or None)
+        try:
+            url, token = expand_env(config.url).rstrip("/"), expand_env(config.token or "")
+        except ExpansionRefused as refused:
+            connections.warnings.append(f"hub {name!r} not connected: {refused}")
+            continue
+        hub = Hub(name, url, token or None)
         try:
             specs = _discover(hub, session_id)
         except (httpx.HTTPError, ValueError, KeyError) as exc:

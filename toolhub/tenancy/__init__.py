@@ -1,6 +1,9 @@
 """Who is calling: principals (a tenant authenticated by one of its API keys), the session ids
-scoped to them, and where each tenant's workspaces live. Trust model: docs/security.md."""
+scoped to them, where each tenant's workspaces live, and the operator policy every tenant's
+config is admitted against. Trust model: docs/security.md."""
 
+from .admission import admit, effective
+from .policy import POLICY_ENV, OperatorPolicy
 from .principal import (
     DEFAULT_TENANT,
     TENANT_PATTERN,
@@ -13,9 +16,13 @@ from .principal import (
 
 __all__ = [
     "DEFAULT_TENANT",
+    "POLICY_ENV",
     "TENANT_PATTERN",
+    "OperatorPolicy",
     "Principal",
+    "admit",
     "client_session_id",
+    "effective",
     "scoped_session_id",
     "tenant_of_session",
     "tenant_root",
