@@ -143,10 +143,13 @@ def test_unconfined_a_server_still_gets_the_allowlisted_environment_only(box: Bo
 
 
 def test_a_launch_carrying_a_secret_is_refused_and_a_clean_one_runs(
-    box: Box, caplog: pytest.LogCaptureFixture
+    box: Box, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # ``${TOOLHUB_FLEET_KEY}`` itself never expands (tests/tenancy/test_policy.py); the launch
+    # check is on values, so it holds for a copy of the key under any other name too.
+    monkeypatch.setenv("COPY_OF_THE_KEY", SECRETS["TOOLHUB_FLEET_KEY"])
     config = box.config({"mode": "workspace_write", "require": False})
-    leaky = {"command": ["python", "probe_server.py"], "env": {"KEY": "${TOOLHUB_FLEET_KEY}"}}
+    leaky = {"command": ["python", "probe_server.py"], "env": {"KEY": "${COPY_OF_THE_KEY}"}}
     config["mcp_servers"]["leaky"] = leaky
     with caplog.at_level(logging.WARNING, "toolhub.mcp.client"), box.session(config) as session:
         refused = [w for w in session.warnings if "'leaky' not started" in w]
