@@ -72,7 +72,9 @@ def install_local_resources(
     its owning session, and the tools only show a session its own tasks).
     """
     ws = Workspace(workspace)
-    runner = ProcessRunner(ws.root, Path(session_dir) / "terminal", limits=limits)
+    runner = ProcessRunner(
+        ws.root, Path(session_dir) / "terminal", limits=limits, workspace_pin=ws.pin
+    )
     container.insert(ws)
     container.insert(SessionInfo(session_id, Path(session_dir)))
     container.insert(runner)

@@ -89,6 +89,9 @@ class ErrorCode(StrEnum):
     NOT_A_GIT_REPOSITORY = "not_a_git_repository"
     #: A sub-agent ran but failed (its host callback raised, or its worker was lost for good).
     SUBAGENT_FAILED = "subagent_failed"
+    #: The session's workspace is no longer the directory it was (swapped for a symlink, or
+    #: replaced): nothing ran in it (a ``permission_denied`` error).
+    WORKSPACE_MOVED = "workspace_moved"
 
     # -- codes of host-side errors (``ToolhubError.code``) -------------------------------------
     TOOLHUB_ERROR = "toolhub_error"

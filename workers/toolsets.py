@@ -29,6 +29,7 @@ from typing import Any
 from celery import Celery
 
 from toolhub.assembly import Fleet, assemble, toolhub_home
+from toolhub.backends.workspace_pin import require_real
 from toolhub.core import ToolError
 from toolhub.distributed.settings import Settings
 from toolhub.distributed.signing import FleetKeys, SignatureRefused
@@ -214,7 +215,8 @@ class ToolSets:
                 ErrorCode.MESSAGE_REFUSED,
                 f"refused: the config stored as {config_hash} does not have that hash; nothing ran",
             )
-        workspace = Path(info["workspace"])
+        # The gateway resolved it at creation: a symlink on its path now is a swap.
+        workspace = require_real(info["workspace"])
         parts = assemble(
             config,
             workspace=workspace,

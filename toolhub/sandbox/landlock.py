@@ -60,9 +60,17 @@ WRITE = (
     WRITE_FILE | REMOVE_DIR | REMOVE_FILE | MAKE_DIR | MAKE_REG | MAKE_SOCK | MAKE_FIFO | MAKE_SYM
 )
 
-#: The kernel views a command needs (``/proc/self``, ``/dev/null``); ptrace scoping keeps other
-#: processes' ``/proc/<pid>/environ`` closed.
-DEVICE_DIRS = ("/proc", "/sys", "/dev")
+#: The kernel views a command needs (``/proc/self``, ``/sys``), read only: a uid-0 command
+#: without capabilities could otherwise write sysctls (``kernel.core_pattern``) and ``/sys``.
+#: ptrace scoping keeps other processes' ``/proc/<pid>/environ`` closed.
+KERNEL_VIEWS = ("/proc", "/sys")
+#: The devices a command may use. The rest of ``/dev`` is not granted: raw disks and loop
+#: devices (writable by uid 0 by their mode), and ``/dev/shm``, which every session on the host
+#: would share (one session could read and overwrite another's files there).
+DEVICES = (
+    "/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty",
+    "/dev/ptmx", "/dev/pts",
+)  # fmt: skip
 
 WRAPPER = Path(__file__).with_name("landlock_exec.py")
 
@@ -77,8 +85,10 @@ def grants(policy: SandboxPolicy, path_env: str) -> list[tuple[str, int]]:
     out: list[tuple[str, int]] = []
     for root in policy.readable_roots(path_env):
         out += _readable(_real(root), hidden, READ)
-    for root in DEVICE_DIRS:
-        out += _readable(_real(root), hidden, READ | WRITE_FILE | IOCTL_DEV)
+    for root in KERNEL_VIEWS:
+        out += _readable(_real(root), hidden, READ)
+    out.append(("/dev", READ_DIR))
+    out += [(d, READ | WRITE_FILE | IOCTL_DEV) for d in DEVICES if os.path.exists(d)]
     out.append((str(workspace), READ | WRITE | REFER | TRUNCATE if writable else READ))
     if policy.tmp_dir is not None:
         out.append((str(_real(policy.tmp_dir)), READ | WRITE | REFER | TRUNCATE))
@@ -114,10 +124,12 @@ def landlock_argv(
     env: Mapping[str, str],
     cwd: Path | None = None,
     connect_port: int | None = None,
+    workspace_identity: tuple[int, int] | None = None,
 ) -> list[str]:
     """The command line that runs ``argv`` confined by ``policy`` with exactly ``env``; with
     network off, ``connect_port`` is the one TCP port it may still connect to (the egress
-    proxy's on loopback)."""
+    proxy's on loopback). ``workspace_identity`` (``st_dev``, ``st_ino`` of the pinned
+    workspace): the wrapper grants the workspace only if the directory it opens is that one."""
     if not policy.confined:
         raise ValueError("a full-mode policy runs without Landlock")
     spec = {
@@ -126,6 +138,9 @@ def landlock_argv(
         "connect_port": connect_port,
         "env": dict(env),
         "cwd": str(cwd if cwd is not None else policy.workspace),
+        "pinned": {}
+        if workspace_identity is None
+        else {str(_real(policy.workspace)): list(workspace_identity)},
     }
     return [sys.executable, "-I", "-S", str(WRAPPER), json.dumps(spec), "--", *argv]
 

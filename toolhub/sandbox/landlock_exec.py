@@ -31,6 +31,7 @@ def main(args: list[str]) -> int:
             [(p, r) for p, r in spec["grants"]],
             network=spec["network"],
             connect_port=spec.get("connect_port"),
+            pinned={p: (dev, ino) for p, (dev, ino) in spec.get("pinned", {}).items()},
         )
     except OSError as exc:
         sys.stderr.write(f"toolhub sandbox: Landlock refused to confine the command: {exc}\n")
