@@ -103,6 +103,9 @@ class ErrorCode(StrEnum):
     REDIS_SERVER_NOT_FOUND = "redis_server_not_found"
     #: Redis has no record of the call followed (``toolhub.distributed.store.CallNotFound``).
     CALL_NOT_FOUND = "call_not_found"
+    #: A process that runs commands for remote clients was started as root without
+    #: ``TOOLHUB_ALLOW_ROOT=1`` (``toolhub.sandbox.root_guard.RootRefused``).
+    ROOT_REFUSED = "root_refused"
     #: Redis stayed away longer than a follow rides out
     #: (``toolhub.distributed.following.FollowLost``).
     FOLLOW_LOST = "follow_lost"

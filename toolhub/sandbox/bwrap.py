@@ -130,7 +130,7 @@ def bwrap_argv(
         mounts.append((1, 0, ["--bind", tmp, SANDBOX_TMP]))
     else:
         mounts.append((1, 0, ["--tmpfs", SANDBOX_TMP, "--dir", SANDBOX_HOME]))
-    for real in _outermost(dict.fromkeys(_real(path) for path in policy.hidden)):
+    for real in _outermost(dict.fromkeys(_real(path) for path in policy.hidden_paths())):
         # /tmp is private already; the workspace itself is never hidden (a parent may be).
         if real == workspace or _is_under(real, SANDBOX_TMP) or not os.path.lexists(real):
             continue

@@ -79,7 +79,7 @@ def grants(policy: SandboxPolicy, path_env: str) -> list[tuple[str, int]]:
     """(path, rights) the command gets: reads of the system, the ``PATH`` directories and the
     device views, writes in the workspace (``workspace_write``) and the private tmp, none in a
     hidden path."""
-    hidden = [_real(p) for p in policy.hidden]
+    hidden = [_real(p) for p in policy.hidden_paths()]
     workspace = _real(policy.workspace)
     writable = policy.mode is SandboxMode.WORKSPACE_WRITE
     out: list[tuple[str, int]] = []

@@ -88,8 +88,8 @@ def default_hidden() -> tuple[Path, ...]:
     is, and ``~/.toolhub``: the fleet key files, the holder's socket and secret, every
     session's state), mounted secrets (Kubernetes service-account tokens), the container
     runtime's socket (a unix socket is reachable without network), the worker user's cloud,
-    ssh and registry credentials, and the host's password hashes and ssh keys. Hidden only
-    where they exist."""
+    ssh and registry credentials. Hidden only where they exist. (The host's password hashes and
+    ssh keys, ``ETC_SECRETS``, are hidden by every policy, whatever its ``hidden`` says.)"""
     home = Path(os.path.expanduser("~"))
     in_home = (
         ".aws", ".azure", ".config/gcloud", ".kube", ".docker", ".ssh", ".gnupg",
@@ -102,7 +102,6 @@ def default_hidden() -> tuple[Path, ...]:
         *own,
         *(home / name for name in in_home),
         *map(Path, system),
-        *map(Path, ETC_SECRETS),
     )
 
 
@@ -151,6 +150,10 @@ class SandboxPolicy:
         return list(
             dict.fromkeys([*SYSTEM_DIRS, *path_prefixes(path_env), *map(str, self.readable)])
         )
+
+    def hidden_paths(self) -> tuple[Path, ...]:
+        """What the mechanisms hide: ``hidden``, and always the host's ``ETC_SECRETS``."""
+        return (*self.hidden, *map(Path, ETC_SECRETS))
 
     def read_only_paths(self) -> tuple[Path, ...]:
         return tuple(p if p.is_absolute() else self.workspace / p for p in self.read_only)
