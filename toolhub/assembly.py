@@ -113,6 +113,27 @@ def configure_sandbox(
     return runner.sandbox
 
 
+def session_sandbox(
+    config: ToolSetConfig,
+    *,
+    workspace: Path,
+    session_id: str,
+    session_dir: Path,
+    builder: ToolSetBuilder,
+) -> tuple[SandboxPolicy | None, Workspace]:
+    """The sandbox a session's commands run under and its pinned workspace, from its config
+    alone (no fleet resources, no MCP sources): for the host's background holder, which
+    derives them itself instead of trusting what a request says."""
+    container = Container()
+    install_local_resources(
+        container, workspace=workspace, session_dir=session_dir, session_id=session_id
+    )
+    builder.build(config, container=container, session_id=session_id)
+    ws = container.get(Workspace)
+    assert ws is not None
+    return configure_sandbox(container, workspace=workspace, session_dir=session_dir), ws
+
+
 @dataclass(frozen=True, slots=True)
 class Fleet:
     """What a session on a fleet needs for its Redis-backed resources."""
