@@ -28,9 +28,11 @@ from toolhub.backends import (
 )
 from toolhub.backends.tool_index import EnabledToolNames, InMemoryToolIndex, ToolEntry, ToolIndex
 from toolhub.backends.worktrees import GitWorktrees
-from toolhub.core import Container, Params
-from toolhub.sandbox import SandboxPolicy, default_settings, enforce
+from toolhub.core import Container, Params, ToolError
+from toolhub.errors import ErrorCode
+from toolhub.sandbox import Mechanism, SandboxPolicy, default_settings, enforce
 from toolhub.tasks import BackgroundTasks, LocalBackgroundTasks
+from toolhub.tenancy import DEFAULT_TENANT, tenant_of_session
 from toolhub.tools.shell import BashParams
 from toolhub.toolset import ConfigSource, ExternalSpec, ToolSet, ToolSetBuilder, ToolSetConfig
 
@@ -110,7 +112,29 @@ def configure_sandbox(
     )
     must = settings.require if settings.require is not None else require
     runner.sandbox = enforce(policy, require=must)
+    info = container.get(SessionInfo)
+    if info is not None:
+        runner.refusal = landlock_refusal(runner.sandbox, info.session_id)
     return runner.sandbox
+
+
+def landlock_refusal(policy: SandboxPolicy | None, session_id: str) -> ToolError | None:
+    """Why a session's commands must not run under ``policy``, or None. Landlock cannot hide
+    other processes' command lines and environments (``/proc/*/cmdline``: no pid namespace),
+    so it runs commands only for sessions of the default tenant (a one-tenant fleet); a
+    session of a named tenant needs bwrap (docs/sandbox.md, "Landlock and tenants")."""
+    if policy is None or policy.mechanism is not Mechanism.LANDLOCK:
+        return None
+    tenant = tenant_of_session(session_id)
+    if tenant == DEFAULT_TENANT:
+        return None
+    return ToolError.custom(
+        ErrorCode.SANDBOX_UNAVAILABLE,
+        f"refused: commands of tenant {tenant!r} cannot run here: this worker confines commands "
+        "with Landlock, which cannot hide other sessions' processes; multi-tenant sessions "
+        "need bwrap",
+        tenant=tenant,
+    )
 
 
 def session_sandbox(

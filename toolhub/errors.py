@@ -90,8 +90,11 @@ class ErrorCode(StrEnum):
     #: A sub-agent ran but failed (its host callback raised, or its worker was lost for good).
     SUBAGENT_FAILED = "subagent_failed"
     #: The session's workspace is no longer the directory it was (swapped for a symlink, or
-    #: replaced): nothing ran in it (a ``permission_denied`` error).
+    #: replaced): nothing ran in it.
     WORKSPACE_MOVED = "workspace_moved"
+    #: The sandbox this session's commands need cannot confine them here (a session of a
+    #: named tenant on a worker that confines with Landlock): nothing ran.
+    SANDBOX_UNAVAILABLE = "sandbox_unavailable"
 
     # -- codes of host-side errors (``ToolhubError.code``) -------------------------------------
     TOOLHUB_ERROR = "toolhub_error"

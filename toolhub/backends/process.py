@@ -90,6 +90,9 @@ class ProcessRunner:
         workspace_pin: WorkspacePin | None = None,
     ) -> None:
         self.root = Path(root)
+        #: Set when this session's commands must not run here at all (a named tenant's session
+        #: under Landlock, ``toolhub.assembly.landlock_refusal``): every start raises it.
+        self.refusal: ToolError | None = None
         self.pin = workspace_pin or WorkspacePin(os.path.realpath(self.root))
         self._pins: dict[str, WorkspacePin] = {str(self.root): self.pin, self.pin.path: self.pin}
         with contextlib.suppress(OSError, ToolError):
@@ -134,6 +137,7 @@ class ProcessRunner:
         """Start ``command`` now; output streams to ``on_output`` from the reader thread.
         At most ``START_CONCURRENCY`` starts of this process run at once (``start_gate``)."""
         limits = limits or self.limits
+        self._refuse()
         cgroup: Path | None = None
         capture: OutputCapture | None = None
         try:
@@ -166,6 +170,12 @@ class ProcessRunner:
             on_output=on_output,
             kill_grace_s=self.kill_grace_s,
         )
+
+    def _refuse(self) -> None:
+        if self.refusal is not None:
+            details = self.refusal.details or {}
+            logger.warning("%s (tenant %s)", self.refusal.detail, details.get("tenant", "?"))
+            raise self.refusal
 
     def _workspace_pin(self) -> WorkspacePin:
         """The pin of the directory commands run in: the sandbox's workspace, else the root.
@@ -278,6 +288,7 @@ class ProcessRunner:
         The workspace is checked against its pin here (``workspace_moved``); the caller starts
         the argv later, so it is bound by path."""
         policy = self.sandbox
+        self._refuse()
         self._workspace_pin().check()
         if policy is None or not policy.confined:
             return list(argv), self._unconfined_env()

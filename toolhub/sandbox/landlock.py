@@ -64,9 +64,10 @@ WRITE = (
 #: without capabilities could otherwise write sysctls (``kernel.core_pattern``) and ``/sys``.
 #: ptrace scoping keeps other processes' ``/proc/<pid>/environ`` closed.
 KERNEL_VIEWS = ("/proc", "/sys")
-#: The devices a command may use. The rest of ``/dev`` is not granted: raw disks and loop
-#: devices (writable by uid 0 by their mode), and ``/dev/shm``, which every session on the host
-#: would share (one session could read and overwrite another's files there).
+#: The devices a command may use. The rest of ``/dev`` is not granted, not even its listing:
+#: raw disks and loop devices (writable by uid 0 by their mode), and ``/dev/shm``, which every
+#: session on the host would share (one session could list, read and overwrite another's
+#: files there).
 DEVICES = (
     "/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty",
     "/dev/ptmx", "/dev/pts",
@@ -87,7 +88,6 @@ def grants(policy: SandboxPolicy, path_env: str) -> list[tuple[str, int]]:
         out += _readable(_real(root), hidden, READ)
     for root in KERNEL_VIEWS:
         out += _readable(_real(root), hidden, READ)
-    out.append(("/dev", READ_DIR))
     out += [(d, READ | WRITE_FILE | IOCTL_DEV) for d in DEVICES if os.path.exists(d)]
     out.append((str(workspace), READ | WRITE | REFER | TRUNCATE if writable else READ))
     if policy.tmp_dir is not None:
