@@ -146,7 +146,7 @@ def test_landlock_grants_the_workspace_only_while_it_is_the_checked_directory(
         inner, SandboxMode.WORKSPACE_WRITE, tmp_dir=layout.tmp, mechanism=Mechanism.LANDLOCK
     )
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
-    argv = landlock_argv(
+    argv, wrapper_env = landlock_argv(
         policy,
         ["sh", "-c", "echo w > w.txt"],
         env=env,
@@ -155,6 +155,6 @@ def test_landlock_grants_the_workspace_only_while_it_is_the_checked_directory(
     )
     inner.rename(layout.ws / "inner-moved")
     inner.symlink_to(outside)
-    out = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    out = subprocess.run(argv, env=wrapper_env, capture_output=True, text=True, timeout=60)
     assert out.returncode == 126 and "is not the directory checked" in out.stderr
     assert not (outside / "w.txt").exists()

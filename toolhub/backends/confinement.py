@@ -81,10 +81,9 @@ def confined_command(
         port = proxy.tcp_port if proxy is not None else None
         if port is not None:
             env.update(proxy_env(f"http://127.0.0.1:{port}"))
-        argv = landlock_argv(
+        return landlock_argv(
             policy, argv, env=env, cwd=cwd, connect_port=port, workspace_identity=workspace_identity
         )
-        return argv, env
     env = scrubbed_env(os.environ, home=SANDBOX_HOME, extra_names=policy.env, overrides=overrides)
     if proxy is not None:
         env.update(proxy_env(f"http://127.0.0.1:{PROXY_PORT}"))

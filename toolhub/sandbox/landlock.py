@@ -74,6 +74,8 @@ DEVICES = (
 )  # fmt: skip
 
 WRAPPER = Path(__file__).with_name("landlock_exec.py")
+#: The environment variable that hands the wrapper its spec.
+SPEC_ENV = "TOOLHUB_LANDLOCK_SPEC"
 
 
 def grants(policy: SandboxPolicy, path_env: str) -> list[tuple[str, int]]:
@@ -125,8 +127,13 @@ def landlock_argv(
     cwd: Path | None = None,
     connect_port: int | None = None,
     workspace_identity: tuple[int, int] | None = None,
-) -> list[str]:
-    """The command line that runs ``argv`` confined by ``policy`` with exactly ``env``; with
+) -> tuple[list[str], dict[str, str]]:
+    """The command line that runs ``argv`` confined by ``policy`` with exactly ``env``, and the
+    environment to start it with: ``env`` plus the wrapper's spec (``SPEC_ENV``), which holds
+    the session's paths and the command's environment. Not on the command line: under Landlock
+    every command can read every process's ``/proc/<pid>/cmdline``, while the wrapper's
+    environment is closed to them (ptrace scoping), and the wrapper drops the spec before it
+    execs the command. With
     network off, ``connect_port`` is the one TCP port it may still connect to (the egress
     proxy's on loopback). ``workspace_identity`` (``st_dev``, ``st_ino`` of the pinned
     workspace): the wrapper grants the workspace only if the directory it opens is that one."""
@@ -142,7 +149,8 @@ def landlock_argv(
         if workspace_identity is None
         else {str(_real(policy.workspace)): list(workspace_identity)},
     }
-    return [sys.executable, "-I", "-S", str(WRAPPER), json.dumps(spec), "--", *argv]
+    wrapper = [sys.executable, "-I", "-S", str(WRAPPER), "--", *argv]
+    return wrapper, {**env, SPEC_ENV: json.dumps(spec)}
 
 
 def _real(path: Path | str) -> Path:
