@@ -23,10 +23,11 @@ from workers.holder_client import HolderClient
 pytestmark = pytest.mark.timeout(120)
 
 #: What the command tries: the holder socket it finds listed, asked for a ping and for a start of
-#: an unconfined command in ``/`` (with a guessed capability), and the capability file itself.
+#: an unconfined command in ``/`` (with a guessed capability), the capability file itself, and
+#: the holder's environment (its Redis URL, the fleet key).
 ATTACK = r"""
 import json, socket, sys
-secret_file, ours = sys.argv[1], sys.argv[2]
+secret_file, ours, holder_pid = sys.argv[1], sys.argv[2], sys.argv[3]
 # Only this test's holder: other holders of the host belong to other stacks.
 paths = sorted({l.split()[-1] for l in open("/proc/net/unix") if l.split()[-1] == ours})
 print("SOCKETS", len(paths))
@@ -49,6 +50,11 @@ try:
     print("SECRET-READ")
 except OSError:
     print("SECRET-REFUSED")
+try:
+    open(f"/proc/{holder_pid}/environ", "rb").read()
+    print("HOLDER-ENV-READ")
+except OSError:
+    print("HOLDER-ENV-REFUSED")
 """
 
 
@@ -69,6 +75,8 @@ def test_a_command_can_ask_the_holder_for_nothing(
 ) -> None:
     client = HolderClient(Settings.from_env(live.url), home=live.home)
     assert client.keep(), "no holder answers the worker"
+    holder = client.ping()
+    assert holder is not None
     ws = tmp_path / "ws"
     ws.mkdir()
     (ws / "attack.py").write_text(ATTACK)
@@ -82,12 +90,12 @@ def test_a_command_can_ask_the_holder_for_nothing(
     )
     runner = ProcessRunner(ws, tmp_path / "logs", sandbox=policy)
     res = runner.run(
-        f"python3 attack.py {client.paths.secret} {client.paths.socket}",
+        f"python3 attack.py {client.paths.secret} {client.paths.socket} {holder['pid']}",
         log_name="attack",
         timeout_s=60,
     )
     out = res.output.head_and_tail(1 << 20)[0]
-    assert "SECRET-REFUSED" in out, out
+    assert "SECRET-REFUSED" in out and "HOLDER-ENV-REFUSED" in out, out
     replies = [json.loads(line[6:]) for line in out.splitlines() if line.startswith("REPLY ")]
     if mechanism is Mechanism.LANDLOCK:
         # Landlock hides no socket: it is found and reached, and the capability must hold.
