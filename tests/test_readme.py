@@ -67,7 +67,11 @@ def workdir(tmp_path: Path) -> Path:
 
 
 def _env(tmp_path: Path, redis_url: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLHUB_")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("TOOLHUB_") or k == "TOOLHUB_ALLOW_ROOT"
+    }
     env.update(TOOLHUB_HOME=str(tmp_path / ".toolhub-home"), TOOLHUB_REDIS_URL=redis_url)
     return env
 

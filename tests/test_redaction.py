@@ -73,7 +73,11 @@ def test_redaction_rules() -> None:
 
 
 def test_the_access_log_masks_a_query_token(tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLHUB_")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("TOOLHUB_") or k == "TOOLHUB_ALLOW_ROOT"
+    }
     env.update(TOOLHUB_HOME=str(tmp_path / "home"), TOOLHUB_API_TOKEN="right-token-5521")
     port = free_port()
     proc = subprocess.Popen(

@@ -29,10 +29,11 @@ from toolhub.backends import (
 )
 from toolhub.backends.tool_index import EnabledToolNames, InMemoryToolIndex, ToolEntry, ToolIndex
 from toolhub.backends.worktrees import GitWorktrees
-from toolhub.core import ConfigError, ConfigViolation, Container, Params
-from toolhub.sandbox import SandboxPolicy, default_settings, enforce
+from toolhub.core import ConfigError, ConfigViolation, Container, Params, ToolError
+from toolhub.errors import ErrorCode
+from toolhub.sandbox import Mechanism, SandboxPolicy, default_settings, enforce
 from toolhub.tasks import BackgroundTasks, LocalBackgroundTasks
-from toolhub.tenancy import tenant_of_session
+from toolhub.tenancy import DEFAULT_TENANT, tenant_of_session
 from toolhub.tools.shell import BashParams
 from toolhub.toolset import ConfigSource, ExternalSpec, ToolSet, ToolSetBuilder, ToolSetConfig
 
@@ -77,7 +78,9 @@ def install_local_resources(
     its owning session, and the tools only show a session its own tasks).
     """
     ws = Workspace(workspace)
-    runner = ProcessRunner(ws.root, Path(session_dir) / "terminal", limits=limits)
+    runner = ProcessRunner(
+        ws.root, Path(session_dir) / "terminal", limits=limits, workspace_pin=ws.pin
+    )
     container.insert(ws)
     container.insert(SessionInfo(session_id, Path(session_dir)))
     container.insert(runner)
@@ -113,7 +116,50 @@ def configure_sandbox(
     )
     must = settings.require if settings.require is not None else require
     runner.sandbox = enforce(policy, require=must)
+    info = container.get(SessionInfo)
+    if info is not None:
+        runner.refusal = landlock_refusal(runner.sandbox, info.session_id)
     return runner.sandbox
+
+
+def landlock_refusal(policy: SandboxPolicy | None, session_id: str) -> ToolError | None:
+    """Why a session's commands must not run under ``policy``, or None. Landlock cannot hide
+    other processes' command lines and environments (``/proc/*/cmdline``: no pid namespace),
+    so it runs commands only for sessions of the default tenant (a one-tenant fleet); a
+    session of a named tenant needs bwrap (docs/sandbox.md, "Landlock and tenants")."""
+    if policy is None or policy.mechanism is not Mechanism.LANDLOCK:
+        return None
+    tenant = tenant_of_session(session_id)
+    if tenant == DEFAULT_TENANT:
+        return None
+    return ToolError.custom(
+        ErrorCode.SANDBOX_UNAVAILABLE,
+        f"refused: commands of tenant {tenant!r} cannot run here: this worker confines commands "
+        "with Landlock, which cannot hide other sessions' processes; multi-tenant sessions "
+        "need bwrap",
+        tenant=tenant,
+    )
+
+
+def session_sandbox(
+    config: ToolSetConfig,
+    *,
+    workspace: Path,
+    session_id: str,
+    session_dir: Path,
+    builder: ToolSetBuilder,
+) -> tuple[SandboxPolicy | None, Workspace]:
+    """The sandbox a session's commands run under and its pinned workspace, from its config
+    alone (no fleet resources, no MCP sources): for the host's background holder, which
+    derives them itself instead of trusting what a request says."""
+    container = Container()
+    install_local_resources(
+        container, workspace=workspace, session_dir=session_dir, session_id=session_id
+    )
+    builder.build(config, container=container, session_id=session_id)
+    ws = container.get(Workspace)
+    assert ws is not None
+    return configure_sandbox(container, workspace=workspace, session_dir=session_dir), ws
 
 
 @dataclass(frozen=True, slots=True)

@@ -92,6 +92,12 @@ class ErrorCode(StrEnum):
     NOT_A_GIT_REPOSITORY = "not_a_git_repository"
     #: A sub-agent ran but failed (its host callback raised, or its worker was lost for good).
     SUBAGENT_FAILED = "subagent_failed"
+    #: The session's workspace is no longer the directory it was (swapped for a symlink, or
+    #: replaced): nothing ran in it.
+    WORKSPACE_MOVED = "workspace_moved"
+    #: The sandbox this session's commands need cannot confine them here (a session of a
+    #: named tenant on a worker that confines with Landlock): nothing ran.
+    SANDBOX_UNAVAILABLE = "sandbox_unavailable"
 
     # -- codes of host-side errors (``ToolhubError.code``) -------------------------------------
     TOOLHUB_ERROR = "toolhub_error"
@@ -103,6 +109,9 @@ class ErrorCode(StrEnum):
     REDIS_SERVER_NOT_FOUND = "redis_server_not_found"
     #: Redis has no record of the call followed (``toolhub.distributed.store.CallNotFound``).
     CALL_NOT_FOUND = "call_not_found"
+    #: A process that runs commands for remote clients was started as root without
+    #: ``TOOLHUB_ALLOW_ROOT=1`` (``toolhub.sandbox.root_guard.RootRefused``).
+    ROOT_REFUSED = "root_refused"
     #: Redis stayed away longer than a follow rides out
     #: (``toolhub.distributed.following.FollowLost``).
     FOLLOW_LOST = "follow_lost"

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from toolhub.backends.process import ProcessRunner
+from toolhub.backends.workspace_pin import WorkspacePin
 from toolhub.core import CallResult, ToolError
 from toolhub.errors import ErrorCode
 from toolhub.sandbox import SandboxPolicy
@@ -51,7 +52,7 @@ def _start(attempt: Claimed) -> Ended:
     place = _place(runtime, message)
     if isinstance(place, CallResult):
         return attempt.settle(place)
-    handed = _hand_over(runtime, running, message, place)
+    handed = _hand_over(runtime, running, message)
     if handed is not None:
         attempt.metric.outcome = handed
         # The holder ends the call (its lease, its terminal): this message did not.
@@ -61,15 +62,19 @@ def _start(attempt: Claimed) -> Ended:
 
 @dataclass(frozen=True, slots=True)
 class Place:
-    """Where a background command runs: the session's workspace, the directory of its log, and
-    the sandbox of the session's commands (the one its foreground commands run under)."""
+    """Where a background command runs: the session's workspace (and its pin: a workspace
+    swapped since the session was built runs nothing), the directory of its log, and the
+    sandbox of the session's commands (the one its foreground commands run under)."""
 
     workspace: Path
     log_dir: Path
     sandbox: SandboxPolicy | None
+    pin: WorkspacePin | None = None
 
     def runner(self) -> ProcessRunner:
-        return ProcessRunner(self.workspace, self.log_dir, sandbox=self.sandbox)
+        return ProcessRunner(
+            self.workspace, self.log_dir, sandbox=self.sandbox, workspace_pin=self.pin
+        )
 
 
 def _place(runtime: WorkerRuntime, message: dict[str, Any]) -> CallResult | Place:
@@ -86,17 +91,18 @@ def _place(runtime: WorkerRuntime, message: dict[str, Any]) -> CallResult | Plac
         return CallResult.failure("background", err, call_id=message["call_id"])
     runner = session.toolset.container.get(ProcessRunner)
     sandbox = runner.sandbox if runner is not None else None
-    return Place(session.workspace, runtime.toolsets.session_dir(sid) / "terminal", sandbox)
+    pin = runner.pin if runner is not None else None
+    return Place(session.workspace, runtime.toolsets.session_dir(sid) / "terminal", sandbox, pin)
 
 
 def _hand_over(
     runtime: WorkerRuntime,
     running: Running,
     message: dict[str, Any],
-    place: Place,
 ) -> str | None:
     """Give the attempt to this host's holder. Returns what became of it, or None when no
-    holder could take it (the caller then runs it in this process)."""
+    holder could take it (the caller then runs it in this process). The request names the
+    call and its session only: the holder derives the workspace and sandbox itself."""
     if not holder_client.enabled():
         return None
     client = holder_client.HolderClient(runtime.settings)
@@ -105,9 +111,6 @@ def _hand_over(
             "op": "start",
             "message": message,
             "attempt": running.attempt,
-            "workspace": str(place.workspace),
-            "log_dir": str(place.log_dir),
-            "sandbox": None if place.sandbox is None else place.sandbox.to_wire(),
             "worker": runtime.name,
         }
     )

@@ -17,7 +17,16 @@ gone" path. A holder exits ``TOOLHUB_HOLDER_IDLE_SECONDS`` after its last comman
 last ``keep`` from a live worker (``holder_warmer.py``), whichever is later.
 
 One holder per (``TOOLHUB_HOME``, Redis URL, prefix): its socket (mode 0600, in a 0700
-directory, peers checked by uid) and lock files live in ``$TOOLHUB_HOME/holders/``. A holder
+directory, peers checked by uid) and lock files live in ``$TOOLHUB_HOME/holders/``.
+
+Threat: a command runs as the worker's uid, and under Landlock it can find the socket (in
+``/proc/net/unix``) and connect, so neither the uid nor the socket's mode tells a worker from a
+command. Every request carries the holder's capability, a random secret in a 0600 file beside
+the socket (``local_secrets.py``: never on a command line, never in an environment, in a home
+every sandbox hides); a request without it is refused and logged. A ``start`` names the call
+and its session only: the holder derives the workspace and the sandbox from the session's
+record and config itself (``holder_places.py``). A ``ping`` lists the commands of the session
+it names, and none otherwise. A holder
 holds its *life lock* while it runs; a worker that finds no holder spawns one under the *spawn
 lock*, so two workers never start two. A holder going idle unlinks its socket before it stops
 accepting, so a worker racing it finds no socket and spawns a new one (which waits for the old
@@ -28,6 +37,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import hmac
 import json
 import logging
 import os
@@ -39,25 +49,28 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from redis.exceptions import RedisError
 
-from toolhub.backends.process import KILL_GRACE_S, ProcessRunner
+from toolhub.backends.process import KILL_GRACE_S
 from toolhub.backends.running import CommandResult, RunningCommand
-from toolhub.core import CancelToken
+from toolhub.core import CancelToken, ToolError
 from toolhub.core.tool import HANDOFF, INTERNAL_REASONS, LEASE_LOST
 from toolhub.distributed.settings import Settings
+from toolhub.distributed.signing import fleet_keys
 from toolhub.distributed.store import RedisStore
-from toolhub.sandbox import SandboxPolicy
 from toolhub.stop_signals import StopSignals
 
 from .background_command import command_result, start_command, start_failure
 from .control import ControlListener
 from .emitter import Emitter
 from .holder_client import HolderPaths, flocked, idle_seconds, read_line
+from .holder_places import SessionPlaces
+from .local_secrets import local_secret
 from .running import Running
+from .sandboxing import install_worker_sandbox
+from .toolsets import worker_builder
 
 logger = logging.getLogger("toolhub.worker.holder")
 
@@ -71,6 +84,7 @@ class _Held:
     command: RunningCommand
     emitter: Emitter
     flush: Callable[[], None]
+    session_id: str
 
 
 class Holder:
@@ -90,6 +104,10 @@ class Holder:
         self._stopping = threading.Event()
         self._listener: socket.socket | None = None
         self._inode: int | None = None
+        self._secret = ""
+        self.places = SessionPlaces(
+            self.store, fleet_keys(), worker_builder(settings), paths.directory.parent
+        )
 
     # -- what the emitter and the control listener need -----------------------------------------
 
@@ -105,6 +123,7 @@ class Holder:
 
     def serve(self) -> int:
         self.paths.prepare()
+        self._secret = local_secret(self.paths.secret)
         with flocked(self.paths.life_lock, 5.0) as locked:
             if not locked:
                 logger.info("another holder runs for %s; exiting", self.paths.socket)
@@ -202,7 +221,7 @@ class Holder:
         with conn:
             conn.settimeout(5.0)
             try:
-                _pid, uid, _gid = _UCRED.unpack(
+                pid, uid, _gid = _UCRED.unpack(
                     conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _UCRED.size)
                 )
                 if uid != os.getuid():
@@ -211,7 +230,21 @@ class Holder:
                 raw = read_line(conn)
                 if not raw:
                     return
-                reply = self._handle(json.loads(raw))
+                request = json.loads(raw)
+                offered = request.get("secret") if isinstance(request, dict) else None
+                if not isinstance(offered, str) or not hmac.compare_digest(
+                    offered.encode(), self._secret.encode()
+                ):
+                    logger.warning(
+                        "holder: refused a request from pid %d without the workers' capability",
+                        pid,
+                    )
+                    reply: dict[str, Any] = {
+                        "ok": False,
+                        "error": "refused: the request does not carry the workers' capability",
+                    }
+                else:
+                    reply = self._handle(request)
                 conn.sendall(json.dumps(reply).encode() + b"\n")
             except (OSError, ValueError) as exc:
                 logger.warning("holder: bad request: %s", exc)
@@ -222,6 +255,7 @@ class Holder:
             with self._lock:
                 if request.get("keep"):
                     self._idle_since = time.monotonic()
+                sid = request.get("session_id")
                 held = [
                     {
                         "call_id": h.running.call_id,
@@ -229,6 +263,7 @@ class Holder:
                         "pid": h.command.pid,
                     }
                     for h in self._held.values()
+                    if sid is not None and h.session_id == sid
                 ]
             return {"ok": True, "pid": os.getpid(), "name": self.name, "commands": held}
         if op == "start":
@@ -254,20 +289,21 @@ class Holder:
         if code == 0:
             return {"ok": False, "error": "lease_lost"}
         running = Running(cid, CancelToken(), attempt)
-        emitter = Emitter(self, running, message["session_id"])
-        sandbox = request.get("sandbox")
-        runner = ProcessRunner(
-            Path(request["workspace"]),
-            Path(request["log_dir"]),
-            sandbox=None if sandbox is None else SandboxPolicy.from_wire(sandbox),
-        )
+        sid = message["session_id"]
+        emitter = Emitter(self, running, sid)
         try:
-            command, flush = start_command(runner, message, emitter)
+            place = self.places.get(sid, str(message.get("config_hash") or ""))
+        except ToolError as exc:  # its record or workspace cannot be trusted: nothing runs
+            logger.warning("call %s: refused: %s", cid, exc)
+            emitter.finish(start_failure(cid, exc))
+            return {"ok": True, "state": "finished", "holder": self.name}
+        try:
+            command, flush = start_command(place.runner(), message, emitter)
         except Exception as exc:  # a missing workspace, no shell, ...
             logger.warning("call %s: could not start: %s", cid, exc)
             emitter.finish(start_failure(cid, exc))
             return {"ok": True, "state": "finished", "holder": self.name}
-        held = _Held(running, command, emitter, flush)
+        held = _Held(running, command, emitter, flush, sid)
         with self._lock:
             self._held[cid] = held
 
@@ -338,6 +374,7 @@ def main() -> int:
         format="%(asctime)s %(levelname)s [holder %(process)d] %(name)s: %(message)s",
     )
     settings = Settings.from_env()
+    install_worker_sandbox(settings)  # the default sandbox of sessions whose config names none
     try:
         return Holder(settings, HolderPaths.of(settings), idle_seconds()).serve()
     except OSError as exc:

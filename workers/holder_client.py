@@ -2,8 +2,10 @@
 listens, and the client that hands a command over to it, spawning the holder when none answers.
 
 One holder per (``TOOLHUB_HOME``, Redis URL, prefix): its socket (mode 0600, in a 0700
-directory, peers checked by uid) and lock files live in ``$TOOLHUB_HOME/holders/``. A worker
-that finds no holder spawns one under the *spawn lock*, so two workers never start two.
+directory, peers checked by uid), its capability (``<key>.secret``, mode 0600: every request
+carries it; a command, which cannot read that home, cannot make a request) and lock files live
+in ``$TOOLHUB_HOME/holders/``. A worker that finds no holder spawns one under the *spawn lock*,
+so two workers never start two.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from toolhub.distributed.settings import Settings
+
+from .local_secrets import local_secret
 
 logger = logging.getLogger("toolhub.worker.holder")
 
@@ -63,6 +67,7 @@ class HolderPaths:
     life_lock: Path
     spawn_lock: Path
     log: Path
+    secret: Path
 
     @classmethod
     def of(cls, settings: Settings, home: Path | None = None) -> HolderPaths:
@@ -80,6 +85,7 @@ class HolderPaths:
             directory / f"{key}.lock",
             directory / f"{key}.spawn.lock",
             directory / f"{key}.log",
+            directory / f"{key}.secret",
         )
 
     def prepare(self) -> None:
@@ -118,8 +124,10 @@ class HolderClient:
 
     def request(self, payload: dict[str, Any], timeout_s: float = REPLY_TIMEOUT_S) -> Any:
         """The holder's reply, or None when no holder took the request (no socket, refused,
-        or the connection closed before a reply: a holder that was just exiting)."""
+        or the connection closed before a reply: a holder that was just exiting). Every
+        request carries the holder's capability."""
         try:
+            payload = {**payload, "secret": local_secret(self.paths.secret)}
             with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
                 sock.settimeout(timeout_s)
                 sock.connect(os.fspath(self.paths.socket))
@@ -129,10 +137,12 @@ class HolderClient:
         except (OSError, ValueError, TypeError):
             return None
 
-    def ping(self, *, keep: bool = False) -> dict[str, Any] | None:
-        """The holder's answer, or None. ``keep``: it also restarts the holder's idle window
-        (a live worker wants it kept)."""
-        payload = {"op": "ping", "keep": True} if keep else {"op": "ping"}
+    def ping(self, *, keep: bool = False, session_id: str | None = None) -> dict[str, Any] | None:
+        """The holder's answer (with the commands it holds for ``session_id``), or None.
+        ``keep``: it also restarts the holder's idle window (a live worker wants it kept)."""
+        payload: dict[str, Any] = {"op": "ping", "keep": True} if keep else {"op": "ping"}
+        if session_id is not None:
+            payload["session_id"] = session_id
         reply = self.request(payload, timeout_s=2.0)
         return reply if isinstance(reply, dict) and reply.get("ok") else None
 

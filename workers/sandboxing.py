@@ -8,7 +8,8 @@ the session's workspace and private tmp, toolhub's state, the fleet's credential
 for its own commands (the ``bash`` tool's ``sandbox`` param, covered by the config hash).
 
 The check runs when the worker process starts: a worker that cannot enforce its sandbox refuses
-to start (exit 2, the reason on stderr) instead of taking calls it would run unconfined.
+to start (exit 2, the reason on stderr) instead of taking calls it would run unconfined; so does
+a worker started as root without ``TOOLHUB_ALLOW_ROOT=1`` (``toolhub.sandbox.root_guard``).
 ``TOOLHUB_SANDBOX=full`` is the explicit opt-out; it is logged.
 """
 
@@ -27,6 +28,7 @@ from toolhub.sandbox import (
     SandboxUnavailable,
     use_by_default,
 )
+from toolhub.sandbox.root_guard import RootRefused, refuse_root
 
 logger = logging.getLogger("toolhub.worker")
 
@@ -64,12 +66,14 @@ def worker_sandbox(settings: Settings) -> SandboxSettings:
 
 
 def install_worker_sandbox(settings: Settings) -> SandboxSettings:
-    """Make ``worker_sandbox`` the process default, checking now that it can be enforced;
-    exits the process (``EXIT_NO_SANDBOX``) with the reason when it cannot."""
+    """Make ``worker_sandbox`` the process default, checking now that it can be enforced and
+    that the worker is not root (unless allowed); exits the process (``EXIT_NO_SANDBOX``) with
+    the reason when not."""
     try:
+        refuse_root("a toolhub worker")
         chosen = worker_sandbox(settings)
         mechanism = use_by_default(chosen, require=True)
-    except (BadSandboxSetting, SandboxUnavailable) as exc:
+    except (BadSandboxSetting, SandboxUnavailable, RootRefused) as exc:
         sys.stderr.write(f"toolhub worker: refusing to start: {exc}\n")
         sys.stderr.flush()
         raise SystemExit(EXIT_NO_SANDBOX) from None

@@ -36,7 +36,7 @@ from celery import Celery
 from toolhub.assembly import Fleet, assemble, toolhub_home
 from toolhub.core import ConfigError, ToolError
 from toolhub.distributed.settings import Settings
-from toolhub.distributed.signing import FleetKeys, SignatureRefused
+from toolhub.distributed.signing import FleetKeys
 from toolhub.distributed.store import RedisStore
 from toolhub.errors import ErrorCode
 from toolhub.executors.local import LocalExecutor
@@ -46,6 +46,8 @@ from toolhub.state.redis import RedisStateSync
 from toolhub.tenancy import OperatorPolicy, admit, tenant_of_session
 from toolhub.tenancy.admission import stored_tenant_root
 from toolhub.toolset import ToolSet, ToolSetBuilder, ToolSetConfig
+
+from .session_records import session_dir, verified_config, verified_session
 
 logger = logging.getLogger("toolhub.worker")
 
@@ -182,25 +184,10 @@ class ToolSets:
         return Path(self._session(session_id)["workspace"])
 
     def _session(self, session_id: str) -> dict[str, str]:
-        info = self.store.get_session(session_id)
-        if info is None:
-            raise ToolError.custom(
-                ErrorCode.SESSION_UNKNOWN, f"session {session_id!r} is not in Redis"
-            )
-        if self.keys is not None:
-            try:
-                self.keys.verify_session(session_id, info)
-            except SignatureRefused as refused:
-                # Written to Redis by something without the fleet key: its workspace and
-                # config are nobody's to trust.
-                logger.warning("session %s: record refused: %s", session_id, refused.why)
-                raise ToolError.custom(
-                    ErrorCode.MESSAGE_REFUSED, f"refused: {refused.why}; nothing ran"
-                ) from None
-        return info
+        return verified_session(self.store, self.keys, session_id)
 
     def session_dir(self, session_id: str) -> Path:
-        return self._home / "worker-sessions" / session_id
+        return session_dir(self._home, session_id)
 
     def _admit(self, session_id: str, config: ToolSetConfig, workspace: Path) -> ToolSetConfig:
         """The stored config, admitted again against this worker's own policy for the
@@ -225,30 +212,7 @@ class ToolSets:
 
     def _build(self, session_id: str, config_hash: str) -> SessionRuntime:
         info = self._session(session_id)
-        if info.get("config_hash") != config_hash:
-            # The message names a config that is not this session's: a stale dispatcher or a
-            # forged message. Running it would give the session tools it was never given.
-            raise ToolError.custom(
-                ErrorCode.SESSION_UNKNOWN,
-                f"refused: the call names config {config_hash}, but session {session_id!r} "
-                f"runs config {info.get('config_hash')}",
-            )
-        text = self.store.get_config(config_hash)
-        if text is None:
-            raise ToolError.custom(
-                ErrorCode.SESSION_UNKNOWN,
-                f"config {config_hash} of session {session_id!r} is not in Redis",
-            )
-        config = ToolSetConfig.model_validate_json(text)
-        if self.keys is not None and config.config_hash() != config_hash:
-            # The signed session names this hash; a config stored under it that does not
-            # hash to it was altered in Redis.
-            logger.warning("session %s: config %s refused: altered", session_id, config_hash)
-            raise ToolError.custom(
-                ErrorCode.MESSAGE_REFUSED,
-                f"refused: the config stored as {config_hash} does not have that hash; nothing ran",
-            )
-        workspace = Path(info["workspace"])
+        config, workspace = verified_config(self.store, self.keys, session_id, info, config_hash)
         config = self._admit(session_id, config, workspace)
         parts = assemble(
             config,

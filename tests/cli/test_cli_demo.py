@@ -26,7 +26,11 @@ STEPS = [
 
 @pytest.mark.parametrize("mode", ["embedded", "stack"])
 def test_demo_runs_the_whole_episode(mode: str, tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLHUB_")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("TOOLHUB_") or k == "TOOLHUB_ALLOW_ROOT"
+    }
     env.update(TOOLHUB_HOME=str(tmp_path / "home"), COLUMNS="120")
     args = [TOOLHUB, "demo", *(["--embedded"] if mode == "embedded" else [])]
     done = subprocess.run(args, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=150)

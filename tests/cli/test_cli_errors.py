@@ -22,7 +22,11 @@ pytestmark = pytest.mark.timeout(120)
 
 @pytest.fixture
 def env(tmp_path: Path) -> dict[str, str]:
-    environ = {k: v for k, v in os.environ.items() if not k.startswith("TOOLHUB_")}
+    environ = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("TOOLHUB_") or k == "TOOLHUB_ALLOW_ROOT"
+    }
     return {**environ, "TOOLHUB_HOME": str(tmp_path / "home"), "COLUMNS": "200"}
 
 

@@ -37,7 +37,11 @@ def test_the_default_tool_set_is_valid_in_every_mode(mode: CapabilityMode, tmp_p
 
 
 def test_tools_mode_from_the_cli(tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLHUB_")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("TOOLHUB_") or k == "TOOLHUB_ALLOW_ROOT"
+    }
     env["TOOLHUB_HOME"] = str(tmp_path / "home")
     counts = {}
     for mode in CapabilityMode:

@@ -29,7 +29,11 @@ TOOLHUB = str(Path(sys.executable).with_name("toolhub"))
 @pytest.fixture
 def env(tmp_path: Path) -> dict[str, str]:
     """No TOOLHUB_* setting of this process (other suites export some), a private home."""
-    environ = {k: v for k, v in os.environ.items() if not k.startswith("TOOLHUB_")}
+    environ = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("TOOLHUB_") or k == "TOOLHUB_ALLOW_ROOT"
+    }
     return {**environ, "TOOLHUB_HOME": str(tmp_path / "home")}
 
 

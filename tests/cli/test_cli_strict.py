@@ -16,7 +16,11 @@ pytestmark = pytest.mark.timeout(120)
 
 
 def _tools(tmp_path: Path, *flags: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLHUB_")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("TOOLHUB_") or k == "TOOLHUB_ALLOW_ROOT"
+    }
     env["TOOLHUB_HOME"] = str(tmp_path / "home")
     return subprocess.run(
         [TOOLHUB, "tools", "--workspace", str(tmp_path), *flags],

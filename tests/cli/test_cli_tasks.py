@@ -89,7 +89,11 @@ def test_tasks_embedded_read_the_session_logs(tmp_path: Path) -> None:
     home = tmp_path / "home"
     workspace = tmp_path / "ws"
     workspace.mkdir()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLHUB_")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("TOOLHUB_") or k == "TOOLHUB_ALLOW_ROOT"
+    }
     env["TOOLHUB_HOME"] = str(home)
     previous = os.environ.get("TOOLHUB_HOME")
     os.environ["TOOLHUB_HOME"] = str(home)

@@ -62,8 +62,9 @@ def _numbers(text: str) -> list[str]:
     return text.split()
 
 
-def _holder(live: Stack) -> dict[str, Any]:
-    reply = HolderClient(Settings.from_env(live.url), home=live.home).ping()
+def _holder(live: Stack, sid: str | None = None) -> dict[str, Any]:
+    """The holder's answer to a worker, with the commands it holds for session ``sid``."""
+    reply = HolderClient(Settings.from_env(live.url), home=live.home).ping(session_id=sid)
     assert reply is not None, "no holder answers"
     return reply
 
@@ -80,11 +81,13 @@ def _group_alive(pgid: int) -> list[int]:
     return alive
 
 
-def _command_pid(live: Stack, task_id: str) -> int:
+def _command_pid(live: Stack, task_id: str, sid: str) -> int:
     """The host pid (and process group) of the command the holder runs for ``task_id``. Not
     ``$$``: workers sandbox commands, and inside the sandbox's pid namespace ``$$`` is small."""
     return wait_until(
-        lambda: next((c["pid"] for c in _holder(live)["commands"] if c["call_id"] == task_id), 0),
+        lambda: next(
+            (c["pid"] for c in _holder(live, sid)["commands"] if c["call_id"] == task_id), 0
+        ),
         10,
     )
 
@@ -103,7 +106,7 @@ def test_command_keeps_running_through_a_sigkill_of_its_worker(live, store, tmp_
         wait_until(lambda: "2" in _numbers(_output(store, task_id)), 10)
         first = store.get_record(task_id)
         worker = live.worker_by_pid(worker_pid(first))
-        assert task_id in {c["call_id"] for c in _holder(live)["commands"]}
+        assert task_id in {c["call_id"] for c in _holder(live, sid)["commands"]}
         worker.signal(signal.SIGKILL)
         assert worker.wait(5) is not None
 
@@ -137,7 +140,7 @@ def test_kill_task_stops_it_after_its_worker_died(live, store, tmp_path: Path):
     with _session(live, ws, sid) as starter:
         task_id = _start(starter, "sleep 300 & sleep 301 & echo up; wait")
         wait_until(lambda: "up" in _output(store, task_id), 10)
-    pid = _command_pid(live, task_id)
+    pid = _command_pid(live, task_id, sid)
     assert len(_group_alive(pid)) >= 3  # the shell and both sleeps
     live.worker_by_pid(worker_pid(store.get_record(task_id))).signal(signal.SIGKILL)
 
@@ -158,9 +161,9 @@ def test_a_lost_holder_shows_lost_then_restarts_and_says_so(live, store, tmp_pat
     with _session(live, ws, sid) as session:
         task_id = _start(session, _counting(5))
         wait_until(lambda: "2" in _numbers(_output(store, task_id)), 10)
-        holder = _holder(live)
+        holder = _holder(live, sid)
         assert task_id in {c["call_id"] for c in holder["commands"]}
-        first_pid = _command_pid(live, task_id)
+        first_pid = _command_pid(live, task_id, sid)
         os.kill(holder["pid"], signal.SIGKILL)  # the "host" of the command is gone
 
         # The command of attempt 1 dies with its holder (parent-death signal).
@@ -237,9 +240,10 @@ def test_a_storm_of_sigterms_stops_the_holder_and_hands_its_command_back(
     main thread it interrupts (the same lock), and the holder would never exit."""
     ws = tmp_path / "ws"
     ws.mkdir()
-    with _session(live, ws, f"holder-{uuid.uuid4().hex[:8]}") as session:
+    sid = f"holder-{uuid.uuid4().hex[:8]}"
+    with _session(live, ws, sid) as session:
         task_id = _start(session, _counting(30))
-        pgid = _command_pid(live, task_id)
+        pgid = _command_pid(live, task_id, sid)
         holder = psutil.Process(_holder(live)["pid"])
         deadline = time.monotonic() + 1.0
         while time.monotonic() < deadline and holder.is_running():

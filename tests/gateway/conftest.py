@@ -64,7 +64,11 @@ def sid(client: httpx.Client) -> str:
 
 @pytest.fixture
 def env(tmp_path: Path) -> dict[str, str]:
-    environ = {k: v for k, v in os.environ.items() if not k.startswith("TOOLHUB_")}
+    environ = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("TOOLHUB_") or k == "TOOLHUB_ALLOW_ROOT"
+    }
     return {**environ, "TOOLHUB_HOME": str(tmp_path / "home")}
 
 

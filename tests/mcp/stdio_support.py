@@ -38,7 +38,11 @@ LATER = {"command": "sleep 2; echo later", "description": "a later call"}
 
 
 def toolhub_env(tmp_path: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLHUB_")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("TOOLHUB_") or k == "TOOLHUB_ALLOW_ROOT"
+    }
     return {**env, "TOOLHUB_HOME": str(tmp_path / "home"), "PYTHONPATH": str(ROOT)}
 
 

@@ -15,7 +15,11 @@ TOOLHUB = str(Path(sys.executable).with_name("toolhub"))
 
 
 def test_malformed_lines_get_json_rpc_errors(tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLHUB_")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("TOOLHUB_") or k == "TOOLHUB_ALLOW_ROOT"
+    }
     env["TOOLHUB_HOME"] = str(tmp_path / "home")
     initialize = {
         "jsonrpc": "2.0",

@@ -81,7 +81,11 @@ def test_gateway_calls_name_themselves_in_log_lines(tmp_path: Path):
 def _serve_one_request(tmp_path: Path, *flags: str, **env_vars: str) -> str:
     """Everything ``toolhub serve`` wrote while it created one session."""
     port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLHUB_")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("TOOLHUB_") or k == "TOOLHUB_ALLOW_ROOT"
+    }
     env.update(TOOLHUB_HOME=str(tmp_path / "home"), **env_vars)
     proc = subprocess.Popen(
         [TOOLHUB, "serve", "--port", str(port), "--workspace", str(tmp_path), *flags],

@@ -28,7 +28,11 @@ TOOLHUB = str(Path(sys.executable).with_name("toolhub"))
 
 def clean_env(home: Path) -> dict[str, str]:
     """This environment without any TOOLHUB_* setting (other suites export some)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLHUB_")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("TOOLHUB_") or k == "TOOLHUB_ALLOW_ROOT"
+    }
     return {**env, "TOOLHUB_HOME": str(home)}
 
 

@@ -212,7 +212,11 @@ def test_a_preset_through_the_gateway(tmp_path: Path) -> None:
 
 
 def test_a_preset_through_the_cli(tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLHUB_")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("TOOLHUB_") or k == "TOOLHUB_ALLOW_ROOT"
+    }
     env["TOOLHUB_HOME"] = str(tmp_path / "home")
     config = tmp_path / "toolset.yaml"
     config.write_text("preset: hashline\ntools:\n  - id: Main:bash\n    name: sh\n")

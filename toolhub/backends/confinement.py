@@ -56,8 +56,12 @@ def confined_command(
     root: Path,
     overrides: Mapping[str, str],
     bwrap: str | None,
+    workspace_fd: int | str | None = None,
+    workspace_identity: tuple[int, int] | None = None,
 ) -> tuple[list[str], dict[str, str]]:
-    """``argv`` wrapped to run under ``policy`` (a confined one), and its environment. With an
+    """``argv`` wrapped to run under ``policy`` (a confined one), and its environment: the
+    pinned workspace bound by ``workspace_fd`` (bwrap) or granted only while it is the
+    directory of ``workspace_identity`` (Landlock), where the caller has them. With an
     allowlist (``policy.egress``) the command reaches the network only through the egress
     proxy of this process: over a loopback port Landlock lets it connect to, or (bwrap) over
     the proxy's unix socket bound into the sandbox, where ``bridge.py`` serves it on
@@ -77,7 +81,9 @@ def confined_command(
         port = proxy.tcp_port if proxy is not None else None
         if port is not None:
             env.update(proxy_env(f"http://127.0.0.1:{port}"))
-        return landlock_argv(policy, argv, env=env, cwd=cwd, connect_port=port), env
+        return landlock_argv(
+            policy, argv, env=env, cwd=cwd, connect_port=port, workspace_identity=workspace_identity
+        )
     env = scrubbed_env(os.environ, home=SANDBOX_HOME, extra_names=policy.env, overrides=overrides)
     if proxy is not None:
         env.update(proxy_env(f"http://127.0.0.1:{PROXY_PORT}"))
@@ -94,6 +100,12 @@ def confined_command(
             *argv,
         ]
         return bwrap_argv(
-            policy, argv, env=env, cwd=cwd, bwrap=bwrap, binds=((proxy.unix_path, BRIDGE_SOCKET),)
+            policy,
+            argv,
+            env=env,
+            cwd=cwd,
+            bwrap=bwrap,
+            binds=((proxy.unix_path, BRIDGE_SOCKET),),
+            workspace_fd=workspace_fd,
         ), env
-    return bwrap_argv(policy, argv, env=env, cwd=cwd, bwrap=bwrap), env
+    return bwrap_argv(policy, argv, env=env, cwd=cwd, bwrap=bwrap, workspace_fd=workspace_fd), env

@@ -20,6 +20,11 @@ with the allowlisted environment only. The guard, the cgroup join, the limits an
 trap stay outside and around it, unchanged: the shell joins the cgroup and then starts bwrap as
 its job, so everything in the sandbox is in the command's process group and cgroup, and every
 way of stopping a command stops a sandboxed one too.
+
+Every start first reopens the workspace through its ``WorkspacePin`` (``workspace_pin.py``):
+a workspace swapped for a symlink or another directory since the runner was made is refused
+with ``workspace_moved`` and nothing runs; bwrap binds the descriptor that was checked, and
+Landlock's wrapper grants the workspace only if it is still that directory.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from toolhub.core import ToolError
 from toolhub.sandbox import Mechanism, SandboxMode, SandboxPolicy, find_bwrap
 from toolhub.sandbox.environment import TOOLHUB_SECRETS
 
@@ -46,8 +52,9 @@ from .confinement import confined_command, unconfined_env
 from .limits import PidsCgroups, ResourceLimits
 from .running import ChildProcess, CommandProcess, CommandResult, OutputCallback, RunningCommand
 from .sandbox_host import HostLost, SandboxHosts, StartRefused
-from .sandbox_spawn import launcher_argv, launcher_roots
+from .sandbox_spawn import WORKSPACE_FD_PLACEHOLDER, launcher_argv, launcher_roots
 from .start_gate import START_GATE
+from .workspace_pin import WorkspacePin
 
 logger = logging.getLogger("toolhub.sandbox")
 
@@ -63,7 +70,8 @@ class ProcessRunner:
     ``sandbox`` confines every command it starts (``None``: unconfined, as before; it may be
     set after construction, before the first command). ``scrub_env`` gives unconfined commands
     the allowlisted environment too; sandboxed ones always get it. ``env`` is set on top, in
-    both cases: what the caller names explicitly.
+    both cases: what the caller names explicitly. ``workspace_pin``: the session's workspace
+    as its ``Workspace`` pinned it (default: ``root``, resolved now, pinned at first use).
     """
 
     def __init__(
@@ -79,8 +87,16 @@ class ProcessRunner:
         sandbox: SandboxPolicy | None = None,
         scrub_env: bool = False,
         shared_sandbox: bool | None = None,
+        workspace_pin: WorkspacePin | None = None,
     ) -> None:
         self.root = Path(root)
+        #: Set when this session's commands must not run here at all (a named tenant's session
+        #: under Landlock, ``toolhub.assembly.landlock_refusal``): every start raises it.
+        self.refusal: ToolError | None = None
+        self.pin = workspace_pin or WorkspacePin(os.path.realpath(self.root))
+        self._pins: dict[str, WorkspacePin] = {str(self.root): self.pin, self.pin.path: self.pin}
+        with contextlib.suppress(OSError, ToolError):
+            self.pin.check()  # pinned now, where it exists: a swap from here on is refused
         self.sandbox = sandbox
         self.scrub_env = scrub_env
         self.shared_sandbox = (
@@ -121,18 +137,19 @@ class ProcessRunner:
         """Start ``command`` now; output streams to ``on_output`` from the reader thread.
         At most ``START_CONCURRENCY`` starts of this process run at once (``start_gate``)."""
         limits = limits or self.limits
+        self._refuse()
         cgroup: Path | None = None
         capture: OutputCapture | None = None
         try:
-            with START_GATE.held():
+            with START_GATE.held(), self._workspace_pin().opened() as ws_fd:
                 if limits.max_processes is not None:
                     cgroup = self.cgroups.create(limits.max_processes)
                 capture = OutputCapture(
                     keep_bytes, self.log_dir / f"{_safe_name(log_name)}.log", self.log_limit_bytes
                 )
-                proc = self._hosted(command, cwd or self.root, limits, cgroup) or self._child(
-                    command, cwd or self.root, limits, cgroup
-                )
+                proc = self._hosted(
+                    command, cwd or self.root, limits, cgroup, ws_fd
+                ) or self._child(command, cwd or self.root, limits, cgroup, ws_fd)
         except BaseException:
             # Outside the gate: removing a cgroup waits for what is left in it to die.
             if capture is not None:
@@ -154,16 +171,33 @@ class ProcessRunner:
             kill_grace_s=self.kill_grace_s,
         )
 
+    def _refuse(self) -> None:
+        if self.refusal is not None:
+            details = self.refusal.details or {}
+            logger.warning("%s (tenant %s)", self.refusal.detail, details.get("tenant", "?"))
+            raise self.refusal
+
+    def _workspace_pin(self) -> WorkspacePin:
+        """The pin of the directory commands run in: the sandbox's workspace, else the root.
+        A path is resolved once, when first seen (the runner's root: at construction)."""
+        policy = self.sandbox
+        key = str(policy.workspace) if policy is not None and policy.confined else str(self.root)
+        pin = self._pins.get(key)
+        if pin is None:
+            pin = self._pins.setdefault(key, WorkspacePin(os.path.realpath(key)))
+        return pin
+
     def _child(
-        self, command: str, cwd: Path, limits: ResourceLimits, cgroup: Path | None
+        self, command: str, cwd: Path, limits: ResourceLimits, cgroup: Path | None, ws_fd: int
     ) -> ChildProcess:
         """The command as a child of this process, in a sandbox of its own when confined:
         ``setpriv`` (the parent-death signal), the shell that joins the cgroup, sets the
-        limits and traps that signal, then the command (in bwrap) as its job."""
+        limits and traps that signal, then the command (in bwrap) as its job. bwrap inherits
+        ``ws_fd``, the checked workspace it binds."""
         prelude = [PidsCgroups.join_prelude(cgroup)] if cgroup is not None else []
         if ulimits := limits.ulimit_prelude():
             prelude.append(ulimits)
-        argv, env, run = self._command_line(command, cwd)
+        argv, env, run = self._command_line(command, cwd, ws_fd)
         script = "; ".join([*prelude, _death_trap(cgroup), run])
         return ChildProcess(
             subprocess.Popen(
@@ -175,11 +209,12 @@ class ProcessRunner:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
                 close_fds=True,
+                pass_fds=(ws_fd,) if argv else (),
             )
         )
 
     def _hosted(
-        self, command: str, cwd: Path, limits: ResourceLimits, cgroup: Path | None
+        self, command: str, cwd: Path, limits: ResourceLimits, cgroup: Path | None, ws_fd: int
     ) -> CommandProcess | None:
         """The command started in the session's shared sandbox (``sandbox_host``), or None
         where that does not apply (docs/sandbox.md lists why): not bwrap, an egress proxy
@@ -200,14 +235,17 @@ class ProcessRunner:
         ):
             return None
         policy = policy.with_readable(launcher_roots())
-        host_argv, env = self._confined(policy, launcher_argv(), self.root)
+        host_argv, env = self._confined(
+            policy, launcher_argv(), self.root, workspace_fd=WORKSPACE_FD_PLACEHOLDER
+        )
         if _setuid(host_argv[0]):
             return None
         guard = [self._guard[0], "--pdeathsig", "KILL"] if self._guard else []
         last: HostLost | None = None
         for _ in range(2):  # a launcher lost meanwhile: the next try starts a new sandbox
             try:
-                return SHARED_SANDBOXES.get([*guard, *host_argv], env).start(
+                host = SHARED_SANDBOXES.get([*guard, *host_argv], env, workspace_fd=ws_fd)
+                return host.start(
                     [self._shell, "-c", command],
                     env=env,
                     cwd=os.path.realpath(cwd),
@@ -222,14 +260,16 @@ class ProcessRunner:
         logger.warning("shared sandbox unavailable, starting a sandbox for one command: %s", last)
         return None
 
-    def _command_line(self, command: str, cwd: Path) -> tuple[list[str], dict[str, str], str]:
+    def _command_line(
+        self, command: str, cwd: Path, ws_fd: int
+    ) -> tuple[list[str], dict[str, str], str]:
         """What follows ``bash -c <script> bash <command>`` (the bwrap argv, when sandboxed),
         the environment and the script's last part, which runs the command."""
         policy = self.sandbox
         if policy is None or not policy.confined:
             return [], self._unconfined_env(), _RUN_COMMAND
         reset = _signal_reset()
-        inner, env = self._confined(policy, [*reset, self._shell, "-c"], cwd)
+        inner, env = self._confined(policy, [*reset, self._shell, "-c"], cwd, workspace_fd=ws_fd)
         return inner, env, _RUN_SANDBOXED if reset else _RUN_SANDBOXED_PLAIN
 
     def confine(
@@ -246,8 +286,12 @@ class ProcessRunner:
         ``writable`` directories, e.g. where git makes a worktree) and scrubbed environment,
         with ``env`` set on top. For helpers that are not shell commands but run what a
         project or config supplies (language servers; git, which runs hooks and filters; stdio
-        MCP servers) and must be no less confined than one."""
+        MCP servers) and must be no less confined than one. The workspace is checked against
+        its pin here (``workspace_moved``); the caller starts the argv later, so it is bound by
+        path."""
         policy = self.sandbox
+        self._refuse()
+        self._workspace_pin().check()
         if policy is None or not policy.confined:
             return list(argv), {**self._unconfined_env(), **(env or {})}
         policy = policy.with_readable(readable).with_writable(writable)
@@ -264,12 +308,23 @@ class ProcessRunner:
         argv: Sequence[str],
         cwd: Path,
         env: Mapping[str, str] | None = None,
+        *,
+        workspace_fd: int | str | None = None,
     ) -> tuple[list[str], dict[str, str]]:
+        """``workspace_fd``: bwrap binds it (a descriptor checked by the pin, or the shared
+        sandbox's placeholder for one); Landlock's wrapper checks the pin's identity."""
         if self._bwrap is None and policy.mechanism is not Mechanism.LANDLOCK:
             self._bwrap = find_bwrap()
         overrides = {**self._overrides, **env} if env else self._overrides
         return confined_command(
-            policy, argv, cwd, root=self.root, overrides=overrides, bwrap=self._bwrap
+            policy,
+            argv,
+            cwd,
+            root=self.root,
+            overrides=overrides,
+            bwrap=self._bwrap,
+            workspace_fd=workspace_fd,
+            workspace_identity=self._workspace_pin().identity,
         )
 
     def run(

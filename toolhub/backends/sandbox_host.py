@@ -41,7 +41,7 @@ from concurrent.futures import Future
 from typing import Any
 
 from .running import HostedProcess
-from .sandbox_spawn import FD_PLACEHOLDER, host_pid, spawn
+from .sandbox_spawn import FD_PLACEHOLDER, WORKSPACE_FD_PLACEHOLDER, host_pid, spawn
 from .start_gate import START_GATE
 
 logger = logging.getLogger("toolhub.sandbox")
@@ -84,9 +84,11 @@ class SandboxHost:
         env: dict[str, str],
         *,
         on_closed: Callable[[SandboxHost], None],
+        workspace_fd: int | None = None,
     ) -> None:
         """Start ``argv`` (bwrap and the launcher) with exactly ``env``: what a sandbox's
-        first process was started with stays readable in its ``/proc/1/environ``."""
+        first process was started with stays readable in its ``/proc/1/environ``.
+        ``workspace_fd`` (the pinned workspace) takes the place of its placeholder."""
         if argv[-1] != FD_PLACEHOLDER:
             raise ValueError("the launcher's argv must end with its socket's placeholder")
         self._on_closed = on_closed
@@ -106,8 +108,10 @@ class SandboxHost:
         self._sock = ours
         self._epoll = select.epoll()
         self._epoll.register(ours.fileno(), select.EPOLLIN)
+        fds = (theirs.fileno(),) if workspace_fd is None else (theirs.fileno(), workspace_fd)
+        named = [str(workspace_fd) if a == WORKSPACE_FD_PLACEHOLDER else a for a in argv[:-1]]
         try:
-            self._proc = spawn([*argv[:-1], str(theirs.fileno())], env, theirs.fileno())
+            self._proc = spawn([*named, str(theirs.fileno())], env, *fds)
         except OSError as exc:
             self._epoll.close()
             ours.close()
@@ -375,8 +379,11 @@ class SandboxHosts:
         self._lock = threading.Lock()
         self._hosts: dict[tuple[str, ...], SandboxHost] = {}
 
-    def get(self, argv: Sequence[str], env: dict[str, str]) -> SandboxHost:
-        """The running sandbox of ``argv`` (and ``env``), started now if there is none."""
+    def get(
+        self, argv: Sequence[str], env: dict[str, str], *, workspace_fd: int | None = None
+    ) -> SandboxHost:
+        """The running sandbox of ``argv`` (and ``env``), started now if there is none, with
+        ``workspace_fd`` in place of its placeholder (the caller keeps it open until then)."""
         key = (*argv, *(f"{k}={v}" for k, v in sorted(env.items())))
         with self._lock:
             host = self._hosts.get(key)
@@ -386,7 +393,9 @@ class SandboxHosts:
             surplus = [h for h in self._hosts.values() if h.idle][
                 : max(0, len(self._hosts) + 1 - MAX_SANDBOXES)
             ]
-            host = SandboxHost(argv, env, on_closed=lambda h: self._forget(key, h))
+            host = SandboxHost(
+                argv, env, on_closed=lambda h: self._forget(key, h), workspace_fd=workspace_fd
+            )
             self._hosts[key] = host
         for old in surplus:
             old.close()

@@ -17,6 +17,9 @@ from toolhub.sandbox.installs import install_roots
 
 LAUNCHER = Path(toolhub.sandbox.__file__).resolve().parent / "launcher.py"
 FD_PLACEHOLDER = "{fd}"
+#: Stands for the descriptor of the pinned workspace in a shared sandbox's bwrap argv (its
+#: ``--bind-fd``): the argv is the sandbox's key, the descriptor differs at every start.
+WORKSPACE_FD_PLACEHOLDER = "{workspace-fd}"
 
 
 def launcher_interpreter() -> str:
@@ -57,26 +60,26 @@ def host_pid(pidfd: int) -> int:
 
 #: A process's parent-death signal fires when the *thread* that forked it ends. Sandboxes
 #: outlive the call that started them, so one long-lived thread forks them all.
-_SpawnRequest = tuple[list[str], dict[str, str], int, Future[subprocess.Popen[bytes]]]
+_SpawnRequest = tuple[list[str], dict[str, str], tuple[int, ...], Future[subprocess.Popen[bytes]]]
 _spawn_requests: queue.SimpleQueue[_SpawnRequest] = queue.SimpleQueue()
 _spawner_lock = threading.Lock()
 _spawner: threading.Thread | None = None
 
 
-def spawn(argv: list[str], env: dict[str, str], fd: int) -> subprocess.Popen[bytes]:
+def spawn(argv: list[str], env: dict[str, str], *fds: int) -> subprocess.Popen[bytes]:
     global _spawner
     with _spawner_lock:
         if _spawner is None or not _spawner.is_alive():
             _spawner = threading.Thread(target=_spawn_forever, name="sandbox-spawner", daemon=True)
             _spawner.start()
     done: Future[subprocess.Popen[bytes]] = Future()
-    _spawn_requests.put((argv, env, fd, done))
+    _spawn_requests.put((argv, env, fds, done))
     return done.result()
 
 
 def _spawn_forever() -> None:
     while True:
-        argv, env, fd, done = _spawn_requests.get()
+        argv, env, fds, done = _spawn_requests.get()
         try:
             done.set_result(
                 subprocess.Popen(
@@ -85,7 +88,7 @@ def _spawn_forever() -> None:
                     stdin=subprocess.DEVNULL,
                     stdout=subprocess.DEVNULL,
                     stderr=subprocess.DEVNULL,
-                    pass_fds=(fd,),
+                    pass_fds=fds,
                     start_new_session=True,
                 )
             )

@@ -8,7 +8,9 @@ short message. That check alone is a race, though: a process in the workspace ca
 directory for a symlink between the check and the use. So the I/O methods here (``open_read``,
 ``write``, ``remove``, ``move``, ``entries``, ``kind``) never use the checked path by name: each
 starts from a descriptor of the root and goes down with ``beneath``, following no symlink. A
-link swapped in after the check is refused (``permission_denied``), never followed.
+link swapped in after the check is refused (``permission_denied``), never followed. The root
+itself is reopened through its ``WorkspacePin`` on every use: a workspace swapped for a symlink
+or another directory since the session began is refused (``workspace_moved``).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from typing import BinaryIO, Literal
 from toolhub.core import ToolError
 
 from .beneath import DIR_FLAGS, EscapeError, lstat_at, open_beneath, open_dir
+from .workspace_pin import WorkspacePin
 
 MAX_PATH_BYTES = 4096
 MAX_NAME_BYTES = 255
@@ -49,12 +52,19 @@ class SpecialFileError(OSError):
 
 
 class Workspace:
-    """A confined directory tree. Thread-safe: it holds no mutable state."""
+    """A confined directory tree. Thread-safe: its only state is the pin's identity, set once.
 
-    __slots__ = ("root",)
+    The root is resolved here, once; from then on it is the directory ``pin`` recorded (at
+    construction when it exists, else at its first use), wherever its path may lead later.
+    """
+
+    __slots__ = ("pin", "root")
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self.root = Path(root).expanduser().resolve()
+        self.pin = WorkspacePin(self.root)
+        with contextlib.suppress(OSError):
+            self.pin.check()
 
     def resolve(self, path: str | os.PathLike[str] | None, *, what: str = "path") -> Path:
         """The real, absolute path for ``path``; ``permission_denied`` when it leaves the root.
@@ -66,6 +76,8 @@ class Workspace:
         text, candidate = self._candidate(path, what)
         real = _realpath(candidate, text, what)
         if not self.contains(real):
+            with contextlib.suppress(OSError):
+                self.pin.check()  # the root itself moved: say that, not "outside"
             raise ToolError.permission_denied(
                 f"{what} `{echo(text or '.')}` is outside the workspace {self.root}",
                 path=echo(text),
@@ -217,7 +229,7 @@ class Workspace:
 
     @contextlib.contextmanager
     def _root(self) -> Iterator[int]:
-        fd = os.open(self.root, DIR_FLAGS)
+        fd = self.pin.open()
         try:
             yield fd
         finally:

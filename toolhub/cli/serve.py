@@ -15,6 +15,8 @@ from typing import Annotated
 
 import typer
 
+from toolhub.sandbox.root_guard import RootRefused, refuse_root
+
 from .output import fail, stderr
 
 
@@ -89,6 +91,11 @@ def serve(
     except ValueError as err:
         fail(str(err))
     deployment = "distributed" if settings.distributed else "embedded"
+    if not settings.distributed:
+        try:  # embedded: this process runs the clients' commands
+            refuse_root("an embedded toolhub gateway")
+        except RootRefused as err:
+            fail(str(err))
     auth = "bearer token" if settings.api_token else "no auth"
     if not settings.api_token and settings.behind_auth_proxy:
         auth = "no auth: behind an authenticating proxy"

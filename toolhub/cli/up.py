@@ -18,6 +18,9 @@ if TYPE_CHECKING:
     from toolhub.stack.local import StackInfo
 
 
+from toolhub.sandbox.root_guard import RootRefused, refuse_root
+
+
 def register(app: typer.Typer) -> None:
     app.command("up")(up)
 
@@ -55,6 +58,10 @@ def up(
         fail(f"--metrics-port must leave room for {workers} ports below 65536, or be 0")
     if config is not None and not config.is_file():
         fail(f"config file {config} does not exist")
+    try:
+        refuse_root("the toolhub stack")
+    except RootRefused as err:
+        fail(str(err))
 
     def report(message: str) -> None:
         stderr.print(f"[yellow]{message}[/]", highlight=False)

@@ -16,11 +16,16 @@ the workspace bound back on top of it):
   whatever path they live at;
 * ``--dev /dev``, ``--proc /proc`` with ``--unshare-pid``: a fresh ``/proc`` of a new pid
   namespace, so ``/proc/<worker pid>/environ`` and ``/proc/1/environ`` of the host are not there;
+  its ``/proc/sys`` and ``/proc/sysrq-trigger`` bound read-only over it (a uid-0 command without
+  capabilities could otherwise still write ``kernel.core_pattern``: sysctls check the file mode,
+  not a capability); ``--dev`` gives a private, empty ``/dev/shm``;
 * ``/tmp``: the session's private tmp bound, or a fresh tmpfs;
 * hidden paths: an empty tmpfs over a directory (made read-only after the mounts below, which
   may need a mount point in it), ``/dev/null`` over a file;
 * the workspace: ``--bind`` in ``workspace_write``, ``--ro-bind`` in ``read_only`` (bound again
-  so a hidden parent does not hide it), and the policy's extra ``writable`` directories
+  so a hidden parent does not hide it), by the descriptor of the pinned workspace when the caller
+  has one (``--bind-fd``: what was checked is what is bound, whatever the path names by the
+  time bwrap mounts it), and the policy's extra ``writable`` directories
   (toolhub's own helpers: a session's git worktrees);
 * the read-only paths inside the workspace, bound read-only over the writable workspace, and
   each of their parents inside it bound onto itself, so none can be renamed away;
@@ -88,10 +93,12 @@ def bwrap_argv(
     cwd: Path | None = None,
     bwrap: str | None = None,
     binds: Sequence[tuple[Path, str]] = (),
+    workspace_fd: int | str | None = None,
 ) -> list[str]:
     """The command line that runs ``argv`` confined by ``policy`` with exactly ``env``;
     ``binds`` are extra host paths bound at a place of the sandbox's own (the egress proxy's
-    socket).
+    socket); ``workspace_fd`` (a descriptor the command inherits, or a placeholder for one)
+    is bound as the workspace instead of its path.
 
     Paths that do not exist on the host are left out (there is nothing to hide or protect).
     ``policy`` must be a confined mode; ``full`` has no bwrap argv.
@@ -101,7 +108,7 @@ def bwrap_argv(
     # Plain strings, not pathlib, throughout: this runs before every command, and a policy
     # hides one path per other session on the host.
     workspace = _real(policy.workspace)
-    out = [bwrap or find_bwrap(), "--dev", "/dev", "--proc", "/proc"]
+    out = [bwrap or find_bwrap(), "--dev", "/dev", "--proc", "/proc", *_PROC_READ_ONLY]
     # (depth, order, args): sorted so a parent is mounted before anything under it.
     mounts: list[tuple[int, int, list[str]]] = []
     # The root is bwrap's empty tmpfs: only what is bound below exists for the command.
@@ -123,7 +130,7 @@ def bwrap_argv(
         mounts.append((1, 0, ["--bind", tmp, SANDBOX_TMP]))
     else:
         mounts.append((1, 0, ["--tmpfs", SANDBOX_TMP, "--dir", SANDBOX_HOME]))
-    for real in _outermost(dict.fromkeys(_real(path) for path in policy.hidden)):
+    for real in _outermost(dict.fromkeys(_real(path) for path in policy.hidden_paths())):
         # /tmp is private already; the workspace itself is never hidden (a parent may be).
         if real == workspace or _is_under(real, SANDBOX_TMP) or not os.path.lexists(real):
             continue
@@ -135,7 +142,10 @@ def bwrap_argv(
         else:
             mounts.append((_depth(real), 1, ["--ro-bind", "/dev/null", real]))
     bind = "--bind" if policy.mode is SandboxMode.WORKSPACE_WRITE else "--ro-bind"
-    mounts.append((_depth(workspace), 2, [bind, workspace, workspace]))
+    if workspace_fd is None:
+        mounts.append((_depth(workspace), 2, [bind, workspace, workspace]))
+    else:
+        mounts.append((_depth(workspace), 2, [f"{bind}-fd", str(workspace_fd), workspace]))
     for path in policy.writable:
         real = _real(path)
         if os.path.isdir(real) and real != workspace:
@@ -176,6 +186,13 @@ def bwrap_argv(
     for name, value in env.items():
         out += ["--setenv", name, value]
     return [*out, "--", *argv]
+
+
+#: Kernel settings a command may read but never write, even as uid 0 without capabilities.
+_PROC_READ_ONLY = (
+    "--ro-bind-try", "/proc/sys", "/proc/sys",
+    "--ro-bind-try", "/proc/sysrq-trigger", "/proc/sysrq-trigger",
+)  # fmt: skip
 
 
 def _real(path: Path | str) -> str:

@@ -60,25 +60,37 @@ WRITE = (
     WRITE_FILE | REMOVE_DIR | REMOVE_FILE | MAKE_DIR | MAKE_REG | MAKE_SOCK | MAKE_FIFO | MAKE_SYM
 )
 
-#: The kernel views a command needs (``/proc/self``, ``/dev/null``); ptrace scoping keeps other
-#: processes' ``/proc/<pid>/environ`` closed.
-DEVICE_DIRS = ("/proc", "/sys", "/dev")
+#: The kernel views a command needs (``/proc/self``, ``/sys``), read only: a uid-0 command
+#: without capabilities could otherwise write sysctls (``kernel.core_pattern``) and ``/sys``.
+#: ptrace scoping keeps other processes' ``/proc/<pid>/environ`` closed.
+KERNEL_VIEWS = ("/proc", "/sys")
+#: The devices a command may use. The rest of ``/dev`` is not granted, not even its listing:
+#: raw disks and loop devices (writable by uid 0 by their mode), and ``/dev/shm``, which every
+#: session on the host would share (one session could list, read and overwrite another's
+#: files there).
+DEVICES = (
+    "/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty",
+    "/dev/ptmx", "/dev/pts",
+)  # fmt: skip
 
 WRAPPER = Path(__file__).with_name("landlock_exec.py")
+#: The environment variable that hands the wrapper its spec.
+SPEC_ENV = "TOOLHUB_LANDLOCK_SPEC"
 
 
 def grants(policy: SandboxPolicy, path_env: str) -> list[tuple[str, int]]:
     """(path, rights) the command gets: reads of the system, the ``PATH`` directories and the
     device views, writes in the workspace (``workspace_write``) and the private tmp, none in a
     hidden path."""
-    hidden = [_real(p) for p in policy.hidden]
+    hidden = [_real(p) for p in policy.hidden_paths()]
     workspace = _real(policy.workspace)
     writable = policy.mode is SandboxMode.WORKSPACE_WRITE
     out: list[tuple[str, int]] = []
     for root in policy.readable_roots(path_env):
         out += _readable(_real(root), hidden, READ)
-    for root in DEVICE_DIRS:
-        out += _readable(_real(root), hidden, READ | WRITE_FILE | IOCTL_DEV)
+    for root in KERNEL_VIEWS:
+        out += _readable(_real(root), hidden, READ)
+    out += [(d, READ | WRITE_FILE | IOCTL_DEV) for d in DEVICES if os.path.exists(d)]
     out.append((str(workspace), READ | WRITE | REFER | TRUNCATE if writable else READ))
     if policy.tmp_dir is not None:
         out.append((str(_real(policy.tmp_dir)), READ | WRITE | REFER | TRUNCATE))
@@ -114,10 +126,17 @@ def landlock_argv(
     env: Mapping[str, str],
     cwd: Path | None = None,
     connect_port: int | None = None,
-) -> list[str]:
-    """The command line that runs ``argv`` confined by ``policy`` with exactly ``env``; with
+    workspace_identity: tuple[int, int] | None = None,
+) -> tuple[list[str], dict[str, str]]:
+    """The command line that runs ``argv`` confined by ``policy`` with exactly ``env``, and the
+    environment to start it with: ``env`` plus the wrapper's spec (``SPEC_ENV``), which holds
+    the session's paths and the command's environment. Not on the command line: under Landlock
+    every command can read every process's ``/proc/<pid>/cmdline``, while the wrapper's
+    environment is closed to them (ptrace scoping), and the wrapper drops the spec before it
+    execs the command. With
     network off, ``connect_port`` is the one TCP port it may still connect to (the egress
-    proxy's on loopback)."""
+    proxy's on loopback). ``workspace_identity`` (``st_dev``, ``st_ino`` of the pinned
+    workspace): the wrapper grants the workspace only if the directory it opens is that one."""
     if not policy.confined:
         raise ValueError("a full-mode policy runs without Landlock")
     spec = {
@@ -126,8 +145,12 @@ def landlock_argv(
         "connect_port": connect_port,
         "env": dict(env),
         "cwd": str(cwd if cwd is not None else policy.workspace),
+        "pinned": {}
+        if workspace_identity is None
+        else {str(_real(policy.workspace)): list(workspace_identity)},
     }
-    return [sys.executable, "-I", "-S", str(WRAPPER), json.dumps(spec), "--", *argv]
+    wrapper = [sys.executable, "-I", "-S", str(WRAPPER), "--", *argv]
+    return wrapper, {**env, SPEC_ENV: json.dumps(spec)}
 
 
 def _real(path: Path | str) -> Path:

@@ -9,10 +9,11 @@ without network rules or scopes, so the calls are made here with ``ctypes``.
 from __future__ import annotations
 
 import ctypes
+import errno
 import functools
 import os
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 _SYS_CREATE_RULESET, _SYS_ADD_RULE, _SYS_RESTRICT_SELF = 444, 445, 446
 _CREATE_RULESET_VERSION = 1
@@ -91,11 +92,17 @@ def drop_capabilities() -> None:
 
 
 def restrict_self(
-    rules: Iterable[tuple[str, int]], *, network: bool, connect_port: int | None = None
+    rules: Iterable[tuple[str, int]],
+    *,
+    network: bool,
+    connect_port: int | None = None,
+    pinned: Mapping[str, tuple[int, int]] | None = None,
 ) -> int:
     """Confine this process (and all it starts) to ``rules``; returns the ABI used. With
-    network off, ``connect_port`` stays connectable (TCP). Raises ``OSError`` when the kernel
-    refuses (a port rule needs ABI 4)."""
+    network off, ``connect_port`` stays connectable (TCP). A path in ``pinned`` is granted only
+    when the directory opened is the one of that (``st_dev``, ``st_ino``): a workspace swapped
+    since it was checked is refused, not granted. Raises ``OSError`` when the kernel refuses
+    (a port rule needs ABI 4) or a pinned path is not itself."""
     abi = abi_version()
     if abi < 1:
         raise OSError("Landlock is not available on this kernel")
@@ -122,8 +129,17 @@ def restrict_self(
             try:
                 fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
             except OSError:
+                if path in (pinned or {}):
+                    raise
                 continue  # gone since the grants were computed: nothing to allow
             try:
+                expected = (pinned or {}).get(path)
+                if expected is not None:
+                    found = os.fstat(fd)
+                    if (found.st_dev, found.st_ino) != tuple(expected):
+                        raise OSError(
+                            errno.ESTALE, f"the workspace {path} is not the directory checked"
+                        )
                 allowed = rights & handled
                 if not os.path.isdir(path):
                     allowed &= _FILE_ONLY

@@ -73,17 +73,36 @@ def path_prefixes(path_env: str) -> list[str]:
     return list(dict.fromkeys(out))
 
 
+#: Files under ``/etc`` (a readable root) that hold host credentials: password hashes and the
+#: host's ssh keys. Unreadable to a non-root command anyway; a root worker's commands (uid 0,
+#: no capabilities) could read them by their mode alone.
+ETC_SECRETS = (
+    "/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-", "/etc/security/opasswd",
+    "/etc/ssh/ssh_host_rsa_key", "/etc/ssh/ssh_host_ecdsa_key", "/etc/ssh/ssh_host_ed25519_key",
+    "/etc/ssh/ssh_host_dsa_key",
+)  # fmt: skip
+
+
 def default_hidden() -> tuple[Path, ...]:
-    """Where workers usually keep credentials: mounted secrets (Kubernetes service-account
-    tokens), the container runtime's socket (a unix socket is reachable without network), and
-    the worker user's cloud, ssh and registry credentials. Hidden only where they exist."""
+    """Where workers usually keep credentials: toolhub's home (``$TOOLHUB_HOME`` wherever it
+    is, and ``~/.toolhub``: the fleet key files, the holder's socket and secret, every
+    session's state), mounted secrets (Kubernetes service-account tokens), the container
+    runtime's socket (a unix socket is reachable without network), the worker user's cloud,
+    ssh and registry credentials. Hidden only where they exist. (The host's password hashes and
+    ssh keys, ``ETC_SECRETS``, are hidden by every policy, whatever its ``hidden`` says.)"""
     home = Path(os.path.expanduser("~"))
     in_home = (
         ".aws", ".azure", ".config/gcloud", ".kube", ".docker", ".ssh", ".gnupg",
         ".netrc", ".git-credentials", ".pypirc", ".npmrc", ".toolhub",
     )  # fmt: skip
     system = ("/run/secrets", "/var/run/secrets", "/run/docker.sock", "/var/run/docker.sock")
-    return (*(home / name for name in in_home), *map(Path, system))
+    toolhub = os.environ.get("TOOLHUB_HOME")
+    own = (Path(toolhub).expanduser(),) if toolhub else ()
+    return (
+        *own,
+        *(home / name for name in in_home),
+        *map(Path, system),
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +150,10 @@ class SandboxPolicy:
         return list(
             dict.fromkeys([*SYSTEM_DIRS, *path_prefixes(path_env), *map(str, self.readable)])
         )
+
+    def hidden_paths(self) -> tuple[Path, ...]:
+        """What the mechanisms hide: ``hidden``, and always the host's ``ETC_SECRETS``."""
+        return (*self.hidden, *map(Path, ETC_SECRETS))
 
     def read_only_paths(self) -> tuple[Path, ...]:
         return tuple(p if p.is_absolute() else self.workspace / p for p in self.read_only)
