@@ -15,7 +15,7 @@ import typer
 
 from toolhub.errors import ToolhubError
 
-from . import calling, demo, embedded, mcp_cmd, serve, tasks, up, worker
+from . import calling, demo, embedded, keys, mcp_cmd, serve, tasks, up, worker
 
 app = typer.Typer(
     name="toolhub",
@@ -33,6 +33,7 @@ mcp_cmd.register(app)
 up.register(app)
 tasks.register(app)
 demo.register(app)
+keys.register(app)
 
 
 #: Optional dependencies → the extra that brings them.
