@@ -120,8 +120,12 @@ async def create_session(body: CreateSession, request: Request) -> Any:
         logger.warning("principal %s: session refused: %s", caller, err)
         raise HTTPException(400, str(err)) from None
     except TooManySessions as err:
+        logger.warning("principal %s: session refused: %s", caller, err)
         raise HTTPException(429, str(err)) from None
     except ConfigError as err:
+        logger.warning(
+            "principal %s: session config refused: %d violation(s)", caller, len(err.violations)
+        )
         raise HTTPException(422, [v.to_dict() for v in err.violations]) from None
     body_out = SessionCreated(
         session_id=client_session_id(session.session_id),
