@@ -20,6 +20,7 @@ import pytest
 from tests.sample_tools import Count, Echo
 from toolhub import Session
 from toolhub.gateway import GatewaySettings, ThreadedServer, create_app
+from toolhub.gateway.client import GatewayClient
 from toolhub.tenancy.keys import KeyFile
 from toolhub.toolset import ConfigSource, ToolSetBuilder
 
@@ -261,6 +262,8 @@ def test_whoami_names_the_tenant_and_key(fleet: Fleet) -> None:
         assert b.get("/v1/whoami").json() == {"tenant": "globex", "key_id": ids["globex/"]}
         assert d.get("/v1/whoami").json() == {"tenant": "default", "key_id": "token-1"}
     assert httpx.get(f"{fleet.url}/v1/whoami").status_code == 401
+    with GatewayClient(fleet.url, token=fleet.key["acme-2"]) as client:
+        assert client.whoami() == {"tenant": "acme", "key_id": ids["acme/agent-2"]}
 
 
 def test_without_keys_the_gateway_is_one_tenant_as_before(tmp_path: Path) -> None:
