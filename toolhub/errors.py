@@ -115,6 +115,10 @@ class ErrorCode(StrEnum):
     #: Redis stayed away longer than a follow rides out
     #: (``toolhub.distributed.following.FollowLost``).
     FOLLOW_LOST = "follow_lost"
+    #: The API key file cannot be read, parsed or written (``toolhub.tenancy.keys``).
+    KEY_FILE_ERROR = "key_file_error"
+    #: ``toolhub keys revoke`` named a key id the key file does not hold.
+    UNKNOWN_KEY = "unknown_key"
 
 
 class ToolhubError(Exception):

@@ -15,7 +15,7 @@ import typer
 
 from toolhub.errors import ToolhubError
 
-from . import calling, demo, embedded, mcp_cmd, policy, serve, tasks, up, worker
+from . import calling, demo, embedded, keys, mcp_cmd, policy, serve, tasks, up, worker
 
 app = typer.Typer(
     name="toolhub",
@@ -34,6 +34,7 @@ up.register(app)
 tasks.register(app)
 policy.register(app)
 demo.register(app)
+keys.register(app)
 
 
 #: Optional dependencies → the extra that brings them.

@@ -2,9 +2,11 @@
 
 Embedded unless ``--redis``/``TOOLHUB_REDIS_URL`` is set; sessions default to ``--config``
 (or ``TOOLHUB_CONFIG``) and live under ``--workspace`` (or ``TOOLHUB_WORKSPACE``, else the
-current directory). ``TOOLHUB_API_TOKEN`` turns on bearer-token auth. On loopback the gateway
-answers only loopback ``Host`` names (DNS rebinding); beyond loopback it refuses to start without
-a token unless ``--behind-auth-proxy`` says a proxy authenticates every request.
+current directory). ``TOOLHUB_API_TOKEN`` turns on bearer-token auth, and so do named API keys
+(``toolhub keys``, in ``TOOLHUB_KEYS_FILE``), which make the gateway multi-tenant. On loopback
+the gateway answers only loopback ``Host`` names (DNS rebinding); beyond loopback it refuses to
+start without a token or a key unless ``--behind-auth-proxy`` says a proxy authenticates every
+request.
 """
 
 from __future__ import annotations
@@ -68,6 +70,7 @@ def serve(
     """Serve tool definitions and calls over HTTP (JSON and SSE)."""
     from toolhub.gateway import GatewaySettings
     from toolhub.gateway.server import serve as run
+    from toolhub.tenancy.keys import KeyFile
 
     if not 0 < port < 65536:
         fail(f"--port must be 1-65535, got {port}")
@@ -96,8 +99,11 @@ def serve(
             refuse_root("an embedded toolhub gateway")
         except RootRefused as err:
             fail(str(err))
-    auth = "bearer token" if settings.api_token else "no auth"
-    if not settings.api_token and settings.behind_auth_proxy:
+    named = settings.keys_file is not None and bool(KeyFile(settings.keys_file).read())
+    modes = ["API keys, multi-tenant"] if named else []
+    modes += ["bearer token"] if settings.api_token else []
+    auth = ", ".join(modes) or "no auth"
+    if not modes and settings.behind_auth_proxy:
         auth = "no auth: behind an authenticating proxy"
     stderr.print(f"toolhub gateway on http://{host}:{port} ({deployment}, {auth})", highlight=False)
     run(settings, host=host, port=port)

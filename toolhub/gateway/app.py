@@ -11,7 +11,6 @@ import json
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import Any, Literal
 
 from fastapi import FastAPI, Request
@@ -24,6 +23,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 import toolhub
 from toolhub.errors import ErrorCode, RedisUnavailable
 from toolhub.http_guard import PUBLIC_PATHS, Guard
+from toolhub.tenancy.keys import KeyFile, Principals
 
 from .calls import Calls
 from .metrics import Metrics, QueueDepths
@@ -49,11 +49,17 @@ class Gateway:
         remote: RemoteCalls | None = None,
         readiness: ReadinessCheck | None = None,
         queue_depths: QueueDepths | None = None,
-        recover: Callable[[Path, SessionFactory], Recover] | None = None,
+        recover: Callable[[SessionFactory], Recover] | None = None,
     ) -> None:
         self.settings = settings
+        keys = KeyFile(settings.keys_file) if settings.keys_file is not None else None
+        #: Who a request's credentials name (the ``Guard`` asks; sessions ask whether the
+        #: gateway is multi-tenant).
+        self.principals = Principals(settings.api_token, keys)
         self.metrics = Metrics(queue_depths)
-        self.sessions = Sessions(settings, factory, recover)
+        self.sessions = Sessions(
+            settings, factory, recover, multi_tenant=lambda: self.principals.multi_tenant
+        )
         self.calls = Calls(self.metrics, remote=remote)
         self._readiness = readiness
 
@@ -82,7 +88,7 @@ def create_app(
     remote: RemoteCalls | None = None,
     readiness: ReadinessCheck | None = None,
     queue_depths: QueueDepths | None = None,
-    recover: Callable[[Path, SessionFactory], Recover] | None = None,
+    recover: Callable[[SessionFactory], Recover] | None = None,
 ) -> FastAPI:
     gw = Gateway(
         settings,
@@ -107,7 +113,8 @@ def create_app(
     )
     app.state.gateway = gw
     app.include_router(router)
-    app.openapi = _declaring_bearer(app, required=bool(settings.api_token))  # type: ignore[method-assign]
+    required = not gw.principals.open
+    app.openapi = _declaring_bearer(app, required=required)  # type: ignore[method-assign]
     app.add_exception_handler(RequestValidationError, _validation_failed)
     app.add_exception_handler(RedisUnavailable, _redis_unavailable)
 
@@ -120,7 +127,7 @@ def create_app(
     app.add_middleware(CallShortcut, gateway=gw, route=calls_route)
     app.add_middleware(
         Guard,
-        token=settings.api_token,
+        principals=gw.principals,
         max_body_bytes=settings.max_body_bytes,
         allowed_hosts=settings.allowed_hosts,
     )
@@ -141,7 +148,8 @@ def _declaring_bearer(app: FastAPI, *, required: bool) -> Callable[[], dict[str,
             schemes["bearer"] = {
                 "type": "http",
                 "scheme": "bearer",
-                "description": "TOOLHUB_API_TOKEN, as `Authorization: Bearer <token>`.",
+                "description": "An API key (toolhub keys create) or TOOLHUB_API_TOKEN, "
+                "as `Authorization: Bearer <key>`.",
             }
             bearer: dict[str, list[str]] = {"bearer": []}
             security = [bearer] if required else [bearer, {}]

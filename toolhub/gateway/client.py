@@ -57,6 +57,10 @@ class GatewayClient:
             raise GatewayError(response.status_code, detail)
         return response.json() if response.content else None
 
+    def whoami(self) -> dict[str, str]:
+        """``{tenant, key_id}``: who this client's token or key names."""
+        return self._json(self.http.get("/v1/whoami"))  # type: ignore[no-any-return]
+
     def create_session(
         self, config: dict[str, Any] | None = None, workspace: str | None = None
     ) -> dict[str, Any]:

@@ -8,6 +8,7 @@ least one worker answers a ping) and queue depths.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -23,6 +24,8 @@ from toolhub.toolset import ToolSetConfig
 
 from .calllog import LoggedEvent
 from .sessions import SessionFactory, WorkspaceError, resolve_workspace
+
+logger = logging.getLogger("toolhub.gateway.distributed")
 
 #: kombu's Redis transport keeps one list per queue and priority step (``q``, ``q\x06\x163`` …).
 #: toolhub's own config has one step (``celery_app.py``); the others, which a producer with
@@ -106,18 +109,22 @@ def queue_depths(store: RedisStore) -> dict[str, int]:
 
 class SessionRecovery:
     """``Recover`` over the Redis store: rebuild a session another replica created, from its
-    stored config and workspace; say whether one is still stored."""
+    stored config and workspace; say whether one is still stored. The id asked for is the
+    stored one, already scoped to the asking tenant (``Sessions.lookup``), and the stored
+    workspace must lie inside that tenant's root: a session is only ever rebuilt for its own
+    tenant, in its own tenant's tree."""
 
-    def __init__(self, store: RedisStore, root: Path, factory: SessionFactory) -> None:
-        self.store, self.root, self.factory = store, root, factory
+    def __init__(self, store: RedisStore, factory: SessionFactory) -> None:
+        self.store, self.factory = store, factory
 
-    def __call__(self, session_id: str) -> Session | None:
+    def __call__(self, session_id: str, root: Path) -> Session | None:
         stored = self.store.get_session(session_id)
         if stored is None:
             return None
         try:
-            workspace = resolve_workspace(self.root, stored.get("workspace"))
-        except WorkspaceError:
+            workspace = resolve_workspace(root, stored.get("workspace"))
+        except WorkspaceError as refused:
+            logger.warning("session %s not recovered: %s", session_id, refused)
             return None
         config = ToolSetConfig.model_validate_json(stored["config"])
         return self.factory(config, workspace, session_id)
@@ -136,5 +143,5 @@ def distributed_parts(redis_url: str) -> dict[str, Any]:
         "remote": StoreCalls(store),
         "readiness": Readiness(store, app),
         "queue_depths": lambda: queue_depths(store),
-        "recover": lambda root, factory: SessionRecovery(store, root, factory),
+        "recover": lambda factory: SessionRecovery(store, factory),
     }

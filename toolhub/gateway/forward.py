@@ -24,6 +24,7 @@ import httpx
 
 from toolhub.backends.providers.netguard import NetGuard, SystemResolver, Target, TransportFactory
 from toolhub.core import ToolContext, ToolError
+from toolhub.tenancy import client_session_id
 from toolhub.toolset import ExternalHandler, ExternalSpec
 
 MAX_ERROR_TEXT = 2000
@@ -68,7 +69,7 @@ def forward_handler(spec: ExternalSpec) -> ExternalHandler:
             "name": spec.name,
             "arguments": arguments,
             "call_id": ctx.call_id,
-            "session_id": ctx.session_id,
+            "session_id": client_session_id(ctx.session_id),
         }
         vetted = await vet_target(url, private_ok=private_ok)
         try:

@@ -6,6 +6,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+#: A client's session or call id. Never ``~``: that separates the tenant in a stored session id
+#: (``toolhub.tenancy.principal``), so no client id can name another tenant's session.
 ID_PATTERN = r"^[A-Za-z0-9_.:-]{1,128}$"
 TOOL_NAME = r"^[A-Za-z0-9_-]{1,64}$"
 
@@ -21,12 +23,13 @@ class CreateSession(BaseModel):
     workspace: str | None = Field(
         default=None,
         max_length=4096,
-        description="Sub-directory of the gateway's workspace root.",
+        description="Sub-directory of the tenant's workspace root (default: the root itself).",
     )
     session_id: str | None = Field(
         default=None,
         pattern=ID_PATTERN,
-        description="Reuse or create the session with this id (default: a new id).",
+        description="Reuse or create your tenant's session with this id (default: a new id); "
+        "another tenant's session of the same id is a different session.",
     )
 
 
@@ -124,3 +127,10 @@ class Health(BaseModel):
 
 class Problem(BaseModel):
     detail: Any
+
+
+class WhoAmI(BaseModel):
+    """Who the request's credentials name."""
+
+    tenant: str
+    key_id: str = Field(description="The API key's id (never the key), or token-N, or anonymous.")

@@ -1,9 +1,16 @@
 """The HTTP API of docs/contract.md: sessions, tool definitions, calls (JSON or SSE), call
-records and events, cancellation, answers to ``ask_user``, external tools, probes and metrics."""
+records and events, cancellation, answers to ``ask_user``, external tools, who the caller is,
+probes and metrics.
+
+Every session route names the session by the client's id and reaches it only through the
+caller's tenant (``_session``): another tenant's session answers 404, exactly as one that does
+not exist, whether its id was guessed or read. Responses name sessions by the client's id.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import APIRouter, Header, HTTPException, Query, Request, Response
@@ -11,8 +18,10 @@ from fastapi import Path as PathParam
 from fastapi.responses import JSONResponse
 
 from toolhub.core import ConfigError, ToolError
+from toolhub.http_guard import principal_in
 from toolhub.hub.sources import ExternalSources, SourceTool
 from toolhub.session import Session
+from toolhub.tenancy.principal import Principal, client_session_id
 from toolhub.toolset import STRICT_FORMATS, ExternalSpec
 
 from . import sse
@@ -33,21 +42,27 @@ from .models import (
     Health,
     Problem,
     SessionCreated,
+    WhoAmI,
 )
-from .sessions import TooManySessions, WorkspaceError
+from .sessions import TooManySessions, WorkspaceError, stored_id
 
 if TYPE_CHECKING:
     from .app import Gateway
 
 HTTP_SOURCE = "http"
+logger = logging.getLogger("toolhub.gateway.routes")
 
 router = APIRouter(
     responses={
         400: {
             "model": Problem,
-            "description": "Malformed request (e.g. a body that is not UTF-8).",
+            "description": "Malformed request (e.g. a body that is not UTF-8, or two "
+            "Authorization or Host headers).",
         },
-        401: {"model": Problem, "description": "Bearer token required (TOOLHUB_API_TOKEN)."},
+        401: {
+            "model": Problem,
+            "description": "An API key or TOOLHUB_API_TOKEN is required; unknown or revoked.",
+        },
         413: {"model": Problem, "description": "Request body over the size limit."},
     }
 )
@@ -61,9 +76,21 @@ def gateway(request: Request) -> Gateway:
     return request.app.state.gateway  # type: ignore[no-any-return]
 
 
+def principal(request: Request) -> Principal:
+    """The caller, as the ``Guard`` found it."""
+    found = principal_in(request.scope)
+    if found is None:
+        raise HTTPException(401, "no principal: the request did not pass the gateway's guard")
+    return found
+
+
 async def _session(request: Request, session_id: str) -> Session:
-    session = await gateway(request).sessions.lookup(session_id)
+    """The caller's session ``session_id`` (the client's id), looked up in its tenant only."""
+    caller = principal(request)
+    sid = stored_id(caller, session_id)
+    session = await gateway(request).sessions.lookup(sid) if sid is not None else None
     if session is None:
+        logger.warning("principal %s: no session %r of its tenant", caller, session_id[:200])
         raise HTTPException(404, f"unknown session {session_id!r}")
     return session
 
@@ -84,16 +111,24 @@ async def _session(request: Request, session_id: str) -> Session:
 )
 async def create_session(body: CreateSession, request: Request) -> Any:
     gw = gateway(request)
+    caller = principal(request)
     try:
-        session, created = await gw.sessions.create(body.config, body.workspace, body.session_id)
+        session, created = await gw.sessions.create(
+            caller, body.config, body.workspace, body.session_id
+        )
     except WorkspaceError as err:
+        logger.warning("principal %s: session refused: %s", caller, err)
         raise HTTPException(400, str(err)) from None
     except TooManySessions as err:
+        logger.warning("principal %s: session refused: %s", caller, err)
         raise HTTPException(429, str(err)) from None
     except ConfigError as err:
+        logger.warning(
+            "principal %s: session config refused: %d violation(s)", caller, len(err.violations)
+        )
         raise HTTPException(422, [v.to_dict() for v in err.violations]) from None
     body_out = SessionCreated(
-        session_id=session.session_id,
+        session_id=client_session_id(session.session_id),
         created=created,
         tools=len(session.toolset.entries),
         warnings=list(session.warnings),
@@ -103,7 +138,10 @@ async def create_session(body: CreateSession, request: Request) -> Any:
 
 @router.delete("/v1/sessions/{session_id}", status_code=204, responses=_404)
 async def delete_session(session_id: str, request: Request) -> Response:
-    if not await gateway(request).sessions.close(session_id):
+    caller = principal(request)
+    sid = stored_id(caller, session_id)
+    if sid is None or not await gateway(request).sessions.close(sid):
+        logger.warning("principal %s: no session %r of its tenant", caller, session_id[:200])
         raise HTTPException(404, f"unknown session {session_id!r}")
     return Response(status_code=204)
 
@@ -195,7 +233,7 @@ async def call_record(session_id: str, call_id: str, request: Request) -> dict[s
     record = await gateway(request).calls.record(call_id, session)
     if record is None:
         raise HTTPException(404, f"session {session_id!r} has no call {call_id!r}")
-    return record
+    return {**record, "session_id": session_id}
 
 
 @router.get(
@@ -325,6 +363,16 @@ async def delete_external_tool(session_id: str, name: str, request: Request) -> 
     if not ExternalSources.of(session.toolset).remove(HTTP_SOURCE, name):
         raise HTTPException(404, f"no external tool {name!r} registered over HTTP")
     return Response(status_code=204)
+
+
+# -- the caller ------------------------------------------------------------------------------------
+
+
+@router.get("/v1/whoami", response_model=WhoAmI)
+async def whoami(request: Request) -> WhoAmI:
+    """The tenant and key id the request's credentials name."""
+    caller = principal(request)
+    return WhoAmI(tenant=caller.tenant, key_id=caller.key_id)
 
 
 # -- probes and metrics ---------------------------------------------------------------------------

@@ -1,9 +1,16 @@
 """The gateway's sessions: created on ``POST /v1/sessions``, looked up by id, closed on delete
 or shutdown.
 
+Every session belongs to a tenant. The id a client names (in the URL or the create body) is
+the client's own; the gateway keeps the session under ``scoped_session_id(tenant, client id)``
+(``stored_id``), so a tenant that guesses, reads or picks another tenant's id reaches (or
+creates) only a session of its own, never the other's: no lookup, and no session fixation.
+
 A session is built off the event loop (building may start MCP servers), and its workspace must
-stay inside the gateway's workspace root: a client names a sub-directory, never a path of its
-own choosing on the server.
+stay inside its tenant's root (``tenant_root``: the gateway's workspace root on a one-tenant
+gateway, ``<root>/tenants/<tenant>`` once named API keys exist): a client names a
+sub-directory, never a path of its own choosing on the server, and no workspace at all means
+the tenant's root, never the gateway's.
 """
 
 from __future__ import annotations
@@ -16,6 +23,12 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from toolhub.session import Session
+from toolhub.tenancy.principal import (
+    Principal,
+    scoped_session_id,
+    tenant_of_session,
+    tenant_root,
+)
 from toolhub.toolset import ConfigSource
 
 from .settings import GatewaySettings
@@ -26,10 +39,11 @@ SessionFactory = Callable[[ConfigSource, Path, str], Session]
 
 class Recover(Protocol):
     """The shared store's view of sessions, for a distributed gateway: ``__call__`` rebuilds
-    a session this process does not hold (another replica created it), or None; ``exists``
-    says whether a session is still stored (another replica may have ended it)."""
+    a session this process does not hold (another replica created it) from its stored id, its
+    workspace checked to lie inside ``root`` (its tenant's), or None; ``exists`` says whether
+    a session is still stored (another replica may have ended it)."""
 
-    def __call__(self, session_id: str) -> Session | None: ...
+    def __call__(self, session_id: str, root: Path) -> Session | None: ...
 
     def exists(self, session_id: str) -> bool: ...
 
@@ -40,7 +54,7 @@ RECHECK_S = 1.0
 
 
 class WorkspaceError(ValueError):
-    """A requested workspace outside the gateway's root."""
+    """A requested workspace outside the tenant's root."""
 
 
 class TooManySessions(RuntimeError):
@@ -66,7 +80,7 @@ def resolve_workspace(root: Path, requested: str | None) -> Path:
     try:
         path = (root / requested).resolve()
         if path != root and root not in path.parents:
-            raise WorkspaceError(f"workspace {shown} is outside the gateway's workspace root")
+            raise WorkspaceError(f"workspace {shown} is outside the tenant's workspace root")
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise WorkspaceError(f"workspace {shown} cannot be used: {exc.strerror}") from None
@@ -77,16 +91,27 @@ def new_session_id() -> str:
     return "s_" + os.urandom(8).hex()
 
 
+def stored_id(principal: Principal, client_id: str) -> str | None:
+    """The id the gateway keeps ``principal``'s session ``client_id`` under; None for an id no
+    client can name (one with the tenant separator)."""
+    try:
+        return scoped_session_id(principal.tenant, client_id)
+    except ValueError:
+        return None
+
+
 class Sessions:
     def __init__(
         self,
         settings: GatewaySettings,
         factory: SessionFactory | None = None,
-        recover: Callable[[Path, SessionFactory], Recover] | None = None,
+        recover: Callable[[SessionFactory], Recover] | None = None,
+        multi_tenant: Callable[[], bool] | None = None,
     ) -> None:
         self.settings = settings
         self.factory = factory or default_factory(settings)
-        self._recover = recover(settings.workspace, self.factory) if recover else None
+        self._recover = recover(self.factory) if recover else None
+        self._multi_tenant = multi_tenant or (lambda: False)
         self._sessions: dict[str, Session] = {}
         self._creating: dict[str, asyncio.Future[Session]] = {}
         self._checked: dict[str, float] = {}
@@ -119,7 +144,11 @@ class Sessions:
         pending = self._creating.get(session_id)
         if pending is not None:
             return await asyncio.shield(pending)
-        recovered = await asyncio.to_thread(self._recover, session_id)
+        try:
+            root = self.root_of(tenant_of_session(session_id))
+        except WorkspaceError:
+            return None
+        recovered = await asyncio.to_thread(self._recover, session_id, root)
         if recovered is None:
             return None
         existing = self._sessions.setdefault(session_id, recovered)
@@ -146,12 +175,35 @@ class Sessions:
     def all(self) -> list[Session]:
         return list(self._sessions.values())
 
+    def root_of(self, tenant: str) -> Path:
+        """Where ``tenant``'s workspaces live, made on first use. A tenant root that resolves
+        anywhere but ``<root>/tenants/<tenant>`` (a link planted while the gateway was
+        one-tenant) is refused."""
+        workspace = self.settings.workspace
+        root = tenant_root(workspace, tenant, multi_tenant=self._multi_tenant())
+        if root == workspace:
+            return root
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+            resolved = root.resolve(strict=True)
+        except OSError as exc:
+            raise WorkspaceError(f"tenant {tenant}'s root cannot be used: {exc.strerror}") from None
+        if resolved != workspace.resolve() / "tenants" / tenant or not resolved.is_dir():
+            raise WorkspaceError(f"tenant {tenant}'s root is not a directory of its own")
+        return resolved
+
     async def create(
-        self, config: Any, workspace: str | None, session_id: str | None = None
+        self,
+        principal: Principal,
+        config: Any,
+        workspace: str | None,
+        client_id: str | None = None,
     ) -> tuple[Session, bool]:
-        """The session (built now, or the existing one of that id) and whether it is new."""
-        sid = session_id or new_session_id()
-        existing = await self.lookup(sid) if session_id else None
+        """``principal``'s session (built now, or its existing one of that client id) and
+        whether it is new. The stored id is scoped to the tenant, so one tenant's id never
+        names (or pre-creates) another's session."""
+        sid = scoped_session_id(principal.tenant, client_id or new_session_id())
+        existing = await self.lookup(sid) if client_id else None
         if existing is not None:
             return existing, False
         pending = self._creating.get(sid)
@@ -159,8 +211,10 @@ class Sessions:
             return await asyncio.shield(pending), False
         if len(self._sessions) + len(self._creating) >= self.settings.max_sessions:
             raise TooManySessions(f"the gateway holds {self.settings.max_sessions} sessions")
-        path = resolve_workspace(self.settings.workspace, workspace)
+        path = resolve_workspace(self.root_of(principal.tenant), workspace)
         source = config if config is not None else self.settings.config
+        # Admission: everything the session will be is known here (the caller, its tenant's
+        # root, the workspace inside it, the config), and nothing is built yet.
         future: asyncio.Future[Session] = asyncio.get_running_loop().create_future()
         self._creating[sid] = future
         try:

@@ -14,6 +14,7 @@ from toolhub.http_guard import (
     is_loopback,
     loopback_hosts,
 )
+from toolhub.tenancy.keys import KeyFile, default_keys_file
 
 __all__ = ["GatewaySettings", "UnsafeBind"]
 
@@ -29,7 +30,10 @@ class GatewaySettings:
     lets a gateway listen beyond loopback without a token, because a proxy in front of it
     authenticates every request. ``access_log``: one line per request from uvicorn, off by
     default (as gunicorn has it): it costs the gateway a formatted, flushed write per tool
-    call, and ``/metrics`` counts requests by route and status without it."""
+    call, and ``/metrics`` counts requests by route and status without it. ``keys_file``
+    holds the named API keys (``toolhub keys``; ``None``: only ``api_token``); once it holds a
+    key the gateway is multi-tenant, each tenant's workspaces under
+    ``<workspace>/tenants/<tenant>``."""
 
     workspace: Path
     config: str | None = None
@@ -45,6 +49,7 @@ class GatewaySettings:
     #: anywhere.
     forward_private: bool = False
     access_log: bool = False
+    keys_file: Path | None = None
 
     @classmethod
     def from_env(
@@ -66,16 +71,18 @@ class GatewaySettings:
             behind_auth_proxy=flag_env("TOOLHUB_BEHIND_AUTH_PROXY"),
             forward_private=flag_env("TOOLHUB_FORWARD_PRIVATE"),
             access_log=flag_env("TOOLHUB_ACCESS_LOG"),
+            keys_file=default_keys_file(),
         )
 
     def bound_to(self, host: str) -> GatewaySettings:
         """These settings for a server listening on ``host``: the loopback ``Host`` names when
         none are configured and ``host`` is loopback (what defeats DNS rebinding), and
         forwarded tools may target local addresses there (its clients are local). Raises
-        ``UnsafeBind`` for a non-loopback ``host`` without a token, unless the gateway is
-        declared to be behind an authenticating proxy: anyone who reaches an open gateway can
-        run commands on it."""
-        check_bind(host, token=self.api_token, behind_auth_proxy=self.behind_auth_proxy)
+        ``UnsafeBind`` for a non-loopback ``host`` with neither a token nor an API key, unless
+        the gateway is declared to be behind an authenticating proxy: anyone who reaches an
+        open gateway can run commands on it."""
+        keys = self.keys_file is not None and bool(KeyFile(self.keys_file).read())
+        check_bind(host, token=self.api_token, behind_auth_proxy=self.behind_auth_proxy, keys=keys)
         if not is_loopback(host):
             return self
         hosts = self.allowed_hosts if self.allowed_hosts is not None else loopback_hosts(host)

@@ -10,6 +10,10 @@ request). This middleware sits inside ``Guard`` (the host, token and size checks
 and ``RequestMetrics`` (the request is counted under the route's template), reads the body,
 validates it with the route's own model and starts the call as the route would.
 
+It scopes the session as the route does: the id in the path is the client's, looked up under
+the tenant of the principal the ``Guard`` left in the scope, so another tenant's session is not
+held under that name and the request goes on to the route, which answers 404.
+
 It answers only the plain case. Anything else goes on to FastAPI with the body handed over
 again, so every error keeps FastAPI's shape and the OpenAPI document keeps describing the
 route: a query string (``cancel_on_disconnect``), ``Accept: text/event-stream``, a body
@@ -27,9 +31,12 @@ from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from toolhub.http_guard import principal_in
+
 from .calllog import CallLog
 from .calls import CallConflict
 from .models import CallRequest
+from .sessions import stored_id
 
 if TYPE_CHECKING:
     from .app import Gateway
@@ -56,16 +63,18 @@ class CallShortcut:
             return
         replay = _Replay(receive)
         body = await replay.read_body()
-        log = None if body is None else self._start(match, body)
+        log = None if body is None else self._start(scope, match, body)
         if log is None:
             await self.app(scope, replay, send)
             return
         scope["route"] = self.route
         await JSONResponse(await log.result())(scope, receive, send)
 
-    def _start(self, session_id: str, body: bytes) -> CallLog | None:
+    def _start(self, scope: Scope, client_id: str, body: bytes) -> CallLog | None:
         """The call's log once started, or None to leave the request to FastAPI."""
-        session = self.gateway.sessions.held(session_id)
+        caller = principal_in(scope)
+        sid = stored_id(caller, client_id) if caller is not None else None
+        session = self.gateway.sessions.held(sid) if sid is not None else None
         if session is None:
             return None
         try:

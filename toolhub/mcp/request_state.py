@@ -9,7 +9,7 @@ draft ignore it) and checks it whenever a client sends one back. Authorization n
 it: the task record's principal is checked on every request anyway.
 
 The value is ``<payload>.<mac>``: the payload is base64url JSON ``{"t": task id, "p":
-principal digest, "e": expiry}``, the mac HMAC-SHA256 over it. The key is the fleet key
+principal, "e": expiry}``, the mac HMAC-SHA256 over it. The key is the fleet key
 (``TOOLHUB_FLEET_KEY``) when there is one; else, for a distributed session, a random key kept
 in the session's Redis (every replica of the fleet uses the same; whoever can read Redis could
 forge one, but whoever can write Redis can already run commands — docs/operations.md); else a

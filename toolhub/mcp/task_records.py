@@ -1,9 +1,9 @@
 """Where MCP tasks live: one small record per task, beside the call it runs.
 
 A task is a handle on one toolhub call. Its record says which call (``call_id``), who made it
-(``principal``, a digest: never the token), the tool, when it was made and until when it is
-kept, and, once some replica has seen the call end, the MCP result, so later polls need not
-replay the call's stream. Everything else (is it running, its progress, its result) is the
+(``principal``: tenant and key id, never the credential), the tool, when it was made and until
+when it is kept, and, once some replica has seen the call end, the MCP result, so later polls
+need not replay the call's stream. Everything else (is it running, its progress, its result) is the
 call's own record and stream, which every dispatcher of the session can read: that is what
 lets a task made through one replica be polled, cancelled and collected through another, and
 outlive the worker that ran it.

@@ -17,7 +17,7 @@ without it polls still see the call's status, just not its latest progress line.
 
 Server duties the extension names, and how they are met: the record is written before the
 handle is returned; task ids carry 192 random bits; every request is checked against the
-task's principal (``principal_of``: a digest of the caller's bearer token over HTTP, the
+task's principal (``principal_of``: the tenant and key id the HTTP ``Guard`` found, the
 process owner over stdio), and a task of another principal is "not found", as one that does
 not exist; ``requestState`` is HMAC-bound to task, principal and expiry
 (``request_state.py``); the TTL is the record's (``TOOLHUB_MCP_TASK_TTL_S``, 1 h), after which
@@ -29,7 +29,6 @@ longer speak them.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import os
 import secrets
 import time
@@ -46,6 +45,7 @@ from redis.exceptions import RedisError
 
 from toolhub.core import CallResult, Progress, closing
 from toolhub.distributed.records import TERMINAL_STATUSES
+from toolhub.http_guard import principal_in
 
 from .elicit import answers_from, questions_message, questions_schema
 from .progress import progress_message
@@ -94,16 +94,14 @@ def declares_tasks(ctx: ServerRequestContext[Any]) -> bool:
 
 
 def principal_of(ctx: ServerRequestContext[Any]) -> str:
-    """Who is asking: over HTTP a digest of the bearer credentials (never the token itself);
-    over stdio the one client of the process."""
-    request = ctx.request
-    headers = getattr(request, "headers", None)
-    if headers is None:
+    """Who is asking: over HTTP the principal the ``Guard`` found (``tenant/key id``: a key's
+    id or ``token-N``, never the credential itself); over stdio the one client of the
+    process."""
+    scope = getattr(ctx.request, "scope", None)
+    if scope is None:
         return "stdio"
-    scheme, _, token = (headers.get("authorization") or "").partition(" ")
-    if scheme.lower() != "bearer" or not token.strip():
-        return "anonymous"
-    return "bearer:" + hashlib.sha256(token.strip().encode()).hexdigest()[:32]
+    found = principal_in(scope)
+    return str(found) if found is not None else "anonymous"
 
 
 def _iso(ts: float) -> str:

@@ -1,8 +1,11 @@
 """Running the MCP server on stdio or on streamable HTTP (``/mcp``).
 
-Over HTTP the same bearer token as the gateway (``TOOLHUB_API_TOKEN``) guards the endpoint, and
-the same body limit applies. Over stdio the SDK points fd 1 at stderr while serving, so a tool's
-child process can never write into the protocol stream.
+Over HTTP the same ``Guard`` as the gateway's checks each request: the bearer token
+(``TOOLHUB_API_TOKEN``; each of its comma-separated tokens is a principal of its own), one
+``Authorization`` and one ``Host`` header, the body limit. An MCP session and its requests and
+tasks belong to the principal that opened it (``owners.py``). The server holds one session in
+one workspace, so it is one tenant's: it takes no named API keys. Over stdio the SDK points fd
+1 at stderr while serving, so a tool's child process can never write into the protocol stream.
 
 Either way a cancelled request gets no answer (the spec: the receiver SHOULD NOT respond), and
 stdin's EOF ends the stdio server quietly: the calls still running are cancelled, and nothing is
@@ -35,6 +38,7 @@ from toolhub.http_guard import DEFAULT_MAX_BODY, Guard
 from toolhub.process_heap import freeze_startup_heap, space_full_collections
 from toolhub.redaction import redact_access_log
 
+from .owners import SessionOwner
 from .server import ToolhubMcpServer
 
 if TYPE_CHECKING:
@@ -117,10 +121,12 @@ def _malformed_reply(exc: Exception) -> JSONRPCError | None:
 
 
 def http_app(session: Session, *, host: str, token: str | None = None) -> Any:
-    """The streamable-HTTP ASGI app, guarded by the bearer token when one is set."""
+    """The streamable-HTTP ASGI app, guarded by the bearer token when one is set, its MCP
+    sessions bound to the principal that opened them."""
     mcp = ToolhubMcpServer(session).server
     app = mcp.streamable_http_app(streamable_http_path=MCP_PATH, host=host)
-    return Guard(SilentCancellation(app), token=token, max_body_bytes=DEFAULT_MAX_BODY)
+    owned = SessionOwner(SilentCancellation(app))
+    return Guard(owned, token=token, max_body_bytes=DEFAULT_MAX_BODY)
 
 
 class SilentCancellation:
