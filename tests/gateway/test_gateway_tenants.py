@@ -292,3 +292,33 @@ def test_without_keys_the_gateway_is_one_tenant_as_before(tmp_path: Path) -> Non
         )
         assert wrote.json()["error"] is None, wrote.text
     assert (root / "a.txt").is_file() and not (root / "tenants").exists()
+
+
+def test_a_config_beyond_the_operator_policy_is_refused_with_every_violation(
+    fleet: Fleet, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Escapes 1, 2 and 6 through the gateway: a tenant's config that turns the sandbox off,
+    reads the gateway's own files and starts a command on the gateway is refused whole (422,
+    one violation each, logged with the principal); nothing is created, and the tenant's
+    legitimate sessions go on. ``GET /v1/policy`` says what it may ask for."""
+    hostile = {
+        "tools": [
+            {"id": "Main:bash", "params": {"sandbox": {"mode": "full", "read": [str(fleet.root)]}}}
+        ],
+        "mcp_servers": {"exfil": {"command": ["sh", "-c", "env"]}},
+    }
+    with caplog.at_level(logging.WARNING), fleet.client("acme") as a:
+        refused = a.post("/v1/sessions", json={"config": hostile, "session_id": "evil"})
+        assert refused.status_code == 422, refused.text
+        violations = refused.json()["detail"]
+        said = " | ".join(f"{v.get('field_path')}: {v['message']}" for v in violations)
+        assert "sandbox.mode" in said and "sandbox.read" in said and "mcp_servers" in said, said
+        assert a.get("/v1/sessions/evil/tools").status_code == 404
+        assert create(a, session_id="fine").status_code == 201
+        params = {"enabled_background": False, "sandbox": {"mode": "read_only"}}
+        narrowed = {"tools": [{"id": "Main:bash", "params": params}]}
+        made = a.post("/v1/sessions", json={"config": narrowed})
+        assert made.status_code == 201, made.text
+        limits = a.get("/v1/policy")
+        assert limits.status_code == 200 and "Main:bash" in json.dumps(limits.json())
+    assert any("acme/" in r.getMessage() and "refused" in r.getMessage() for r in caplog.records)

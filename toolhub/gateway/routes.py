@@ -21,6 +21,7 @@ from toolhub.core import ConfigError, ToolError
 from toolhub.http_guard import principal_in
 from toolhub.hub.sources import ExternalSources, SourceTool
 from toolhub.session import Session
+from toolhub.tenancy import effective
 from toolhub.tenancy.principal import Principal, client_session_id
 from toolhub.toolset import STRICT_FORMATS, ExternalSpec
 
@@ -366,6 +367,14 @@ async def delete_external_tool(session_id: str, name: str, request: Request) -> 
 
 
 # -- the caller ------------------------------------------------------------------------------------
+
+
+@router.get("/v1/policy", response_model=dict[str, Any])
+async def policy(request: Request) -> dict[str, Any]:
+    """What the caller's tenant may ask for in a session config: the operator's policy and,
+    for every tool it may enable, the largest value of each limit (``toolhub policy show``)."""
+    caller = principal(request)
+    return await asyncio.to_thread(effective, gateway(request).sessions.policy, caller.tenant)
 
 
 @router.get("/v1/whoami", response_model=WhoAmI)

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from toolhub.session import Session
+from toolhub.tenancy import OperatorPolicy, admit
 from toolhub.tenancy.principal import (
     Principal,
     scoped_session_id,
@@ -107,8 +108,13 @@ class Sessions:
         factory: SessionFactory | None = None,
         recover: Callable[[SessionFactory], Recover] | None = None,
         multi_tenant: Callable[[], bool] | None = None,
+        policy: OperatorPolicy | None = None,
     ) -> None:
         self.settings = settings
+        #: What any tenant's config may ask for (``TOOLHUB_POLICY``; none: the strict
+        #: defaults). A malformed file raises here, so a gateway never serves a policy it
+        #: did not mean.
+        self.policy = policy if policy is not None else OperatorPolicy.load()
         self.factory = factory or default_factory(settings)
         self._recover = recover(self.factory) if recover else None
         self._multi_tenant = multi_tenant or (lambda: False)
@@ -211,10 +217,15 @@ class Sessions:
             return await asyncio.shield(pending), False
         if len(self._sessions) + len(self._creating) >= self.settings.max_sessions:
             raise TooManySessions(f"the gateway holds {self.settings.max_sessions} sessions")
-        path = resolve_workspace(self.root_of(principal.tenant), workspace)
-        source = config if config is not None else self.settings.config
-        # Admission: everything the session will be is known here (the caller, its tenant's
-        # root, the workspace inside it, the config), and nothing is built yet.
+        root = self.root_of(principal.tenant)
+        path = resolve_workspace(root, workspace)
+        requested = config if config is not None else self.settings.config
+        # Admission, before anything is built: the config as the operator's policy admits it
+        # for this tenant (every violation listed, nothing clamped); the admitted config is
+        # what is built and stored, so workers re-admit exactly it.
+        source = await asyncio.to_thread(
+            admit, requested, self.policy, tenant=principal.tenant, tenant_root=root
+        )
         future: asyncio.Future[Session] = asyncio.get_running_loop().create_future()
         self._creating[sid] = future
         try:
