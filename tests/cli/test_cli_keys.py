@@ -23,7 +23,8 @@ pytestmark = pytest.mark.timeout(120)
 def env(tmp_path: Path) -> dict[str, str]:
     """No TOOLHUB_* setting of this process, a private home (and so key file)."""
     environ = {k: v for k, v in os.environ.items() if not k.startswith("TOOLHUB_")}
-    return {**environ, "TOOLHUB_HOME": str(tmp_path / "home")}
+    root = {"TOOLHUB_ALLOW_ROOT": os.environ["TOOLHUB_ALLOW_ROOT"]} if os.geteuid() == 0 else {}
+    return {**environ, **root, "TOOLHUB_HOME": str(tmp_path / "home")}
 
 
 def keys(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:

@@ -37,11 +37,11 @@ def own(live: Stack) -> Iterator[RedisStore]:
     store.close()
 
 
-def _running(store: RedisStore, cid: str, on_lost: str = "fail") -> dict:
+def _running(store: RedisStore, cid: str, on_lost: str = "fail", run_id: str = "run-1") -> dict:
     """A call claimed by attempt 1, as a dispatcher and a worker leave it."""
     message = {
         "call_id": cid,
-        "run_id": "run-1",
+        "run_id": run_id,
         "session_id": "s",
         "name": "use_tool",
         "tool": "Main:use_tool",
@@ -55,7 +55,7 @@ def _running(store: RedisStore, cid: str, on_lost: str = "fail") -> dict:
         "on_lost": on_lost,
         "message": pack(message),
     }
-    assert store.records.create(cid, "run-1", fields) == 1
+    assert store.records.create(cid, run_id, fields) == 1
     claim = store.records.claim(message, "w-lost")
     assert claim.action == "run" and claim.attempt == 1 and not claim.resumed
     return message
@@ -124,7 +124,7 @@ def test_the_terminal_keeps_the_task_as_long_as_the_record_and_a_new_call_drops_
     ttl = own.settings.record_ttl_seconds
     assert ttl - 5 <= own.client.ttl(own.keys.remote_task("c5")) <= ttl
     assert ledger.current("c5") is None  # finished: nothing to resume
-    _running(own, "c5")  # the id reused by a new call
+    _running(own, "c5", run_id="run-2")  # the id reused by a new call (a run of its own)
     assert own.client.exists(own.keys.remote_task("c5")) == 0
 
 

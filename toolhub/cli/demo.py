@@ -8,6 +8,8 @@ external MCP server (``mcp-server-time``), then stops everything it started.
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 import sys
 import tempfile
@@ -27,11 +29,14 @@ from .output import fail, stdout
 from .terminal_safe import clean
 
 NOTES = "# Release notes\n\nstatus: draft\nowner: toolhub demo\n"
-MCP_CONFIG = {
+#: The demo is the operator too: its policy lets tenants enable the time server by name, and
+#: the session's config (the tenant's) names it without a command (docs/security.md).
+POLICY = {
     "mcp_servers": {
         "time": {"command": ["python", "-m", "mcp_server_time", "--local-timezone", "UTC"]}
     }
 }
+MCP_CONFIG: dict[str, Any] = {"mcp_servers": {"time": {}}}
 STEPS = 7
 HAVE_TIME_SERVER = find_spec("mcp_server_time") is not None
 
@@ -53,6 +58,10 @@ def demo(
 
     workspace = Path(tempfile.mkdtemp(prefix="toolhub-demo-"))
     (workspace / "notes.md").write_text(NOTES)
+    policy = Path(tempfile.mkdtemp(prefix="toolhub-demo-policy-")) / "policy.json"
+    policy.write_text(json.dumps(POLICY))
+    # The gateway and the stack's workers read the operator policy from here.
+    os.environ["TOOLHUB_POLICY"] = str(policy)
     try:
         with _gateway(embedded, workers, workspace) as (url, flower):
             Episode(url).run()
@@ -61,6 +70,7 @@ def demo(
         fail(str(err))
     finally:
         shutil.rmtree(workspace, ignore_errors=True)
+        shutil.rmtree(policy.parent, ignore_errors=True)
 
 
 class DemoFailed(RuntimeError):
