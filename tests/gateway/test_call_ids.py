@@ -1,17 +1,25 @@
 """Call ids scoped to their session: on a real gateway with named keys, two tenants (and two
 sessions of one tenant) run a call of the same client-chosen id at the same time, each gets its
 own result, record and events under that id, and none is told the id is "taken"; a second call
-of that id in the same session is still refused while the first runs. The one-tenant case
-stores the client's id unchanged."""
+of that id in the same session is still refused while the first runs. What a tool says about
+its call (an ``ask_user`` question, a forwarded call) names it by the client's id, and the
+client answers by that id. The one-tenant case stores the client's id unchanged."""
 
 from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
+from tests.gateway.conftest import MakeGateway
 from tests.gateway.support import sse_events
+from tests.gateway.test_gateway_guard import target  # noqa: F401 (fixture)
 from tests.gateway.test_gateway_tenants import Fleet, create, fleet  # noqa: F401 (fixture)
 from toolhub.gateway.call_ids import client_call_id, shown, stored_call_id
+from toolhub.tenancy.keys import KeyFile
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -86,3 +94,44 @@ def test_two_tenants_and_two_sessions_use_the_same_call_id_at_once(fleet: Fleet)
             "call_id": "c-same",
             "cancelled": False,
         }
+
+
+def test_a_named_tenant_asks_answers_and_forwards_by_its_own_call_id(
+    make_gateway: MakeGateway,
+    tmp_path: Path,
+    target: tuple[str, list[dict[str, Any]]],  # noqa: F811
+) -> None:
+    keys = KeyFile(tmp_path / "keys.json")
+    key = keys.create("acme")[1]
+    url = make_gateway(keys_file=keys.path, forward_private=True)
+    auth = {"Authorization": f"Bearer {key}"}
+    with httpx.Client(base_url=url, timeout=30, headers=auth) as a:
+        assert a.post("/v1/sessions", json={"session_id": "s1"}).status_code == 201
+        ask = {
+            "name": "ask",
+            "arguments": {"questions": [{"question": "Tabs or spaces?"}]},
+            "call_id": "c-ask",
+        }
+        with a.stream(
+            "POST", "/v1/sessions/s1/calls", json=ask, headers={"Accept": "text/event-stream"}
+        ) as running:
+            lines = running.iter_lines()
+            for line in lines:
+                if line.startswith("data:") and "input_required" in line:
+                    payload = json.loads(line[len("data: ") :])["payload"]
+                    assert payload["call_id"] == "c-ask", payload
+                    break
+            answered = a.post("/v1/sessions/s1/answers/c-ask", json={"answers": ["spaces"]})
+            assert answered.json() == {"call_id": "c-ask", "delivered": True}
+            rest = "\n".join(lines)
+        result = sse_events(rest + "\n\n")[-1]["data"]
+        assert result["call_id"] == "c-ask" and result["prompt_text"] == "answers: ['spaces']"
+
+        forward_url, received = target
+        body = {"forward": {"url": f"{forward_url}/add"}}
+        assert a.put("/v1/sessions/s1/external-tools/math__add", json=body).is_success
+        call = {"name": "math__add", "arguments": {"a": 1, "b": 2}, "call_id": "c-ext"}
+        done = a.post("/v1/sessions/s1/calls", json=call).json()
+        assert done["output"]["value"] == {"sum": 3} and done["call_id"] == "c-ext"
+        assert received[0]["body"]["call_id"] == "c-ext"
+        assert received[0]["body"]["session_id"] == "s1"
