@@ -8,6 +8,7 @@ client answers by that id. The one-tenant case stores the client's id unchanged.
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -53,7 +54,11 @@ def _echo(client: httpx.Client, sid: str, text: str) -> httpx.Response:
     return client.post(f"/v1/sessions/{sid}/calls", json=body)
 
 
-def test_two_tenants_and_two_sessions_use_the_same_call_id_at_once(fleet: Fleet) -> None:  # noqa: F811
+def test_two_tenants_and_two_sessions_use_the_same_call_id_at_once(
+    fleet: Fleet,  # noqa: F811
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.WARNING, logger="toolhub")
     with fleet.client("acme") as a, fleet.client("globex") as b, fleet.client("default") as d:
         for client, sid in ((a, "s1"), (a, "s2"), (b, "s1"), (d, "s1")):
             assert create(client, session_id=sid).status_code == 201
@@ -75,6 +80,7 @@ def test_two_tenants_and_two_sessions_use_the_same_call_id_at_once(fleet: Fleet)
             again = _echo(a, "s1", "again")
             assert again.status_code == 409
             assert again.json() == {"detail": "call c-same is still running"}
+            assert "principal acme/" in caplog.text and "c-same is still running" in caplog.text
             rest = "\n".join(lines)
         events = sse_events(rest + "\n\n")
         assert events[-1]["event"] == "result", events

@@ -201,6 +201,7 @@ async def call_tool(
     try:
         log = gw.calls.start(session, body.name, body.arguments, body.call_id)
     except CallConflict as err:
+        logger.warning("principal %s: call refused: %s", principal(request), err)
         raise HTTPException(409, str(err)) from None
 
     async def cancel() -> object:
