@@ -234,3 +234,45 @@ def test_the_redis_entrypoint_really_sets_the_password(tmp_path: Path) -> None:
     finally:
         proc.kill()
         proc.wait()
+
+
+def _mounts(svc: dict[str, Any]) -> dict[str, tuple[str, str]]:
+    """Container path → (host source, options) of each short-syntax volume."""
+    out = {}
+    for volume in svc.get("volumes", []):
+        match = re.fullmatch(r"(\$\{[^}]*\}|[^:]+):([^:]+)(?::(\w+))?", volume)
+        assert match, volume
+        source, target, options = match.groups()
+        out[target] = (source, options or "rw")
+    return out
+
+
+def test_the_policy_reaches_the_gateway_and_every_worker_at_the_same_path() -> None:
+    from toolhub.tenancy import OperatorPolicy
+
+    loaders = [n for n in TOOLHUB_IMAGE_SERVICES if n != "flower"]
+    assert set(loaders) == {"gateway"} | {n for n in SERVICES if n.startswith("worker-")}
+    for name in loaders:
+        svc = SERVICES[name]
+        path = svc["environment"]["TOOLHUB_POLICY"]
+        assert path == "/etc/toolhub-policy/policy.yaml", name
+        assert _mounts(svc)[path] == ("${TOOLHUB_POLICY_FILE:-./policy.yaml}", "ro"), name
+    assert "TOOLHUB_POLICY" not in json.dumps(SERVICES["flower"])
+    # The shipped file holds no rule: the strict defaults, as with no file at all.
+    shipped = OperatorPolicy.load(COMPOSE.parent / "policy.yaml")
+    assert shipped == OperatorPolicy()
+
+
+def test_the_keys_directory_reaches_the_gateway_only_read_only() -> None:
+    gateway = SERVICES["gateway"]
+    path = gateway["environment"]["TOOLHUB_KEYS_FILE"]
+    assert path == "/etc/toolhub-keys/keys.json"
+    # The directory, not the file: a replaced keys.json reaches the running gateway.
+    assert _mounts(gateway)["/etc/toolhub-keys"] == ("${TOOLHUB_KEYS_DIR:-./keys}", "ro")
+    assert gateway["environment"]["TOOLHUB_API_TOKEN"].startswith("${TOOLHUB_API_TOKEN:?")
+    for name, svc in SERVICES.items():
+        if name != "gateway":
+            assert "keys" not in json.dumps(svc.get("volumes", [])), name
+            assert "TOOLHUB_KEYS_FILE" not in svc.get("environment", {}), name
+    ignored = (COMPOSE.parent / "keys" / ".gitignore").read_text().split()
+    assert "*" in ignored, "keys.json is never committed"

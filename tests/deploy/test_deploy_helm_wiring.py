@@ -281,3 +281,95 @@ def test_workspace_is_shared_read_write_many() -> None:
         if any("TOOLHUB_WORKSPACE" in env_of(c) for c in spec["containers"]):
             vol = next(v for v in spec["volumes"] if v["name"] == "workspace")
             assert vol["persistentVolumeClaim"]["claimName"] == pvc["metadata"]["name"]
+
+
+POLICY = {
+    "tools": ["Main:*"],
+    "sandbox": {"modes": ["read_only", "workspace_write"], "network_hosts": ["pypi.org"]},
+    "limits": {"Main:bash": {"max_timeout_ms": 600000}},
+}
+
+
+def _policy_files(docs: list[dict], configmaps: dict[str, dict[str, str]]) -> dict[str, str]:
+    """Each toolhub workload's TOOLHUB_POLICY, with the file found at that path in its pod."""
+    seen = {}
+    for w in workloads(docs):
+        spec = w["spec"]["template"]["spec"]
+        for c in spec["containers"]:
+            env = env_of(c)
+            if "TOOLHUB_CONFIG" not in env:
+                continue
+            path = env["TOOLHUB_POLICY"]["value"]
+            directory, _, file = path.rpartition("/")
+            mount = next(m for m in c["volumeMounts"] if m["mountPath"] == directory)
+            assert mount["readOnly"] is True
+            vol = next(v for v in spec["volumes"] if v["name"] == mount["name"])
+            (item,) = [i for i in vol["configMap"]["items"] if i["path"] == file]
+            seen[w["metadata"]["name"]] = configmaps[vol["configMap"]["name"]][item["key"]]
+    return seen
+
+
+def test_the_policy_reaches_the_gateway_and_every_worker_at_the_same_path() -> None:
+    from toolhub.tenancy import OperatorPolicy
+
+    docs = render_docs({"config": {"policy": POLICY}})
+    configmaps = {d["metadata"]["name"]: d["data"] for d in of_kind(docs, "ConfigMap")}
+    files = _policy_files(docs, configmaps)
+    names = {w["metadata"]["name"] for w in worker_deployments(docs)}
+    assert set(files) == names | {"rel-toolhub-gateway"} and len(names) == 3
+    (text,) = set(files.values())
+    assert yaml.safe_load(text) == POLICY
+    assert OperatorPolicy.parse(yaml.safe_load(text)).sandbox.network_hosts == ["pypi.org"]
+    paths = {
+        env_of(c)["TOOLHUB_POLICY"]["value"]
+        for w in workloads(docs)
+        for c in w["spec"]["template"]["spec"]["containers"]
+        if "TOOLHUB_POLICY" in env_of(c)
+    }
+    assert paths == {"/etc/toolhub-policy/policy.yaml"}
+    # A policy change rolls every pod that loads it.
+    other = render_docs({"config": {"policy": {**POLICY, "tools": ["Main:read_file"]}}})
+    for before, after in zip(workloads(docs), workloads(other), strict=True):
+        if before["metadata"]["name"] in files:
+            old, new = (d["spec"]["template"]["metadata"]["annotations"] for d in (before, after))
+            assert old["checksum/policy"] != new["checksum/policy"]
+
+
+def test_an_existing_policy_configmap_is_mounted_on_gateway_and_workers() -> None:
+    config = {"policyExistingConfigMap": "ops-policy", "policyExistingConfigMapKey": "p"}
+    docs = render_docs({"config": config})
+    assert "rel-toolhub-policy" not in {d["metadata"]["name"] for d in of_kind(docs, "ConfigMap")}
+    files = _policy_files(docs, {"ops-policy": {"p": "from the operator"}})
+    assert set(files.values()) == {"from the operator"} and len(files) == 4
+
+
+def test_no_policy_means_no_file_and_the_strict_defaults() -> None:
+    docs = render_docs()
+    assert "TOOLHUB_POLICY" not in json.dumps(docs) and "toolhub-policy" not in json.dumps(docs)
+
+
+def test_the_keys_secret_reaches_the_gateway_only_read_only() -> None:
+    docs = render_docs({"auth": {"keys": {"existingSecret": "toolhub-keys"}}})
+    gateway = by_name(docs, "Deployment", "rel-toolhub-gateway")
+    spec = gateway["spec"]["template"]["spec"]
+    (c,) = spec["containers"]
+    assert env_of(c)["TOOLHUB_KEYS_FILE"]["value"] == "/etc/toolhub-keys/keys.json"
+    # The single token stays a key of the default tenant.
+    assert env_of(c)["TOOLHUB_API_TOKEN"]["valueFrom"]["secretKeyRef"]["key"] == "api-token"
+    mount = next(m for m in c["volumeMounts"] if m["mountPath"] == "/etc/toolhub-keys")
+    assert mount["readOnly"] is True and "subPath" not in mount, "a subPath never updates"
+    vol = next(v for v in spec["volumes"] if v["name"] == mount["name"])
+    assert vol["secret"]["secretName"] == "toolhub-keys"
+    assert vol["secret"]["items"] == [{"key": "keys.json", "path": "keys.json"}]
+    assert vol["secret"]["defaultMode"] == 0o440
+    others = [w for w in workloads(docs) if w is not gateway]
+    assert {w["metadata"]["name"] for w in others} >= {"rel-toolhub-redis", "rel-toolhub-flower"}
+    for w in others:
+        text = json.dumps(w)
+        assert "toolhub-keys" not in text and "TOOLHUB_KEYS_FILE" not in text, w["metadata"]
+    assert "toolhub-keys" not in json.dumps(of_kind(docs, "Secret"))
+
+
+def test_no_keys_secret_means_the_single_token_as_before() -> None:
+    docs = render_docs()
+    assert "TOOLHUB_KEYS_FILE" not in json.dumps(docs) and "toolhub-keys" not in json.dumps(docs)

@@ -54,6 +54,8 @@ GOOD = [
     {"autoscaling": {"mode": "hpa"}},
     {"redis": {"enabled": False}, "externalRedis": {"host": "r.example.com"}},
     {"image": {"tag": "0.2.0", "digest": "sha256:" + "0" * 64}},
+    {"config": {"policy": {"tools": ["Main:*"]}}, "auth": {"keys": {"existingSecret": "k"}}},
+    {"config": {"policyExistingConfigMap": "ops-policy", "policyExistingConfigMapKey": "p.yaml"}},
 ]
 
 BAD = {
@@ -72,6 +74,8 @@ BAD = {
     "negative soft shutdown": {"worker": {"softShutdownSeconds": -1}},
     "flower auth without password": {"flower": {"basicAuth": "admin"}},
     "password not url safe": {"redis": {"auth": {"password": "p@ss/word"}}},
+    "keys file given inline": {"auth": {"keys": {"file": "{}"}}},
+    "policy not a map": {"config": {"policy": "tools: ['*']"}},
 }
 
 

@@ -134,3 +134,56 @@ def test_two_tenants_on_two_replicas_and_real_workers(
 
         assert b2.delete("/v1/sessions/same").status_code == 204
         assert a2.get("/v1/sessions/same/tools").status_code == 200, "acme's is untouched"
+
+
+def test_two_tenants_run_the_same_call_id_at_once_on_real_workers(
+    fleet: tuple[Stack, Path, list[str], dict[str, str]],
+) -> None:
+    """The same client call id, from two tenants on two replicas at once: two calls on the
+    workers, stored apart, each read back (by either replica) as the client's own."""
+    stack, _, (first, second), key = fleet
+
+    def client(url: str, tenant: str) -> httpx.Client:
+        auth = {"Authorization": f"Bearer {key[tenant]}"}
+        return httpx.Client(base_url=url, timeout=60, headers=auth)
+
+    with (
+        client(first, "acme") as a1,
+        client(second, "acme") as a2,
+        client(second, "globex") as b2,
+        client(first, "globex") as b1,
+    ):
+        for c in (a1, b2):
+            made = c.post("/v1/sessions", json={"config": CONFIG, "session_id": "same"})
+            assert made.status_code == 201, made.text
+        slow = {"name": "ticks", "arguments": {"n": 3, "delay_ms": 1000}, "call_id": "c-same"}
+        with a1.stream(
+            "POST", "/v1/sessions/same/calls", json=slow, headers={"Accept": "text/event-stream"}
+        ) as running:
+            lines = running.iter_lines()
+            for line in lines:
+                if line.startswith("event: progress"):
+                    break
+            quick = {"name": "ticks", "arguments": {"n": 1}, "call_id": "c-same"}
+            own = b2.post("/v1/sessions/same/calls", json=quick)
+            assert own.status_code == 200, own.text
+            assert own.json()["error"] is None and own.json()["call_id"] == "c-same", own.text
+            assert own.json()["output"]["value"]["total"] == 1
+            rest = "\n".join(lines)
+        result = sse_events(rest + "\n\n")[-1]["data"]
+        assert result["error"] is None and result["call_id"] == "c-same", result
+        assert result["output"]["value"]["total"] == 3
+
+        store, _ = shared_backend(Settings.from_env(stack.url))
+        assert store.get_record("acme~same/c-same")["session_id"] == "acme~same"
+        assert store.get_record("globex~same/c-same")["session_id"] == "globex~same"
+        assert store.get_record("c-same") is None
+        # Read back by the replica that did not run it, under the client's ids only.
+        for c, total in ((a2, 3), (b1, 1)):
+            record = c.get("/v1/sessions/same/calls/c-same").json()
+            assert record["session_id"] == "same" and record["status"] == "succeeded", record
+            assert record["result"]["call_id"] == "c-same"
+            assert record["result"]["output"]["value"]["total"] == total
+            events = sse_events(c.get("/v1/sessions/same/calls/c-same/events").text)
+            assert len(events) == total + 1
+            assert events[-1]["data"]["call_id"] == "c-same"

@@ -17,6 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from .call_ids import client_call_id, shown
+
 EventKind = Literal["progress", "result"]
 #: Hears each event, or None when the log's source ended without a result (``CallLog.cut``).
 Listener = Callable[["LoggedEvent | None"], None]
@@ -33,11 +35,18 @@ class LoggedEvent:
 
 @dataclass
 class CallLog:
+    """The events of the stored call ``call_id``, logged as its client reads them: naming the
+    call by ``client_id`` (``call_ids.py``), the id the client chose or was given."""
+
     call_id: str
     session_id: str
     events: list[LoggedEvent] = field(default_factory=list)
     finished_at: float | None = None
     _listeners: dict[int, Listener] = field(default_factory=dict)
+    client_id: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.client_id = client_call_id(self.session_id, self.call_id)
 
     @property
     def done(self) -> bool:
@@ -46,6 +55,8 @@ class CallLog:
     def append(self, kind: EventKind, data: dict[str, Any]) -> LoggedEvent:
         if self.done:
             raise RuntimeError(f"call {self.call_id} already has its result")
+        if self.client_id != self.call_id:
+            data = shown(data, self.call_id, self.client_id)
         event = LoggedEvent(len(self.events) + 1, kind, data)
         self.events.append(event)
         if kind == "result":

@@ -6,7 +6,10 @@ started it. A client that disconnects can come back to
 
 A call belongs to the session that started it, and every read, follow, cancel and answer names
 that session: a call id alone reaches nothing, so one session that learns (or guesses) another's
-call id can neither read its record, follow its events, cancel it nor take the id over.
+call id can neither read its record, follow its events, cancel it nor take the id over. A named
+tenant's call is stored under its session (``call_ids.py``), so another tenant using the same
+id meets nothing, not even a "taken". ``start`` takes the client's call id; every other method
+takes the stored one (``stored_call_id``).
 
 When the gateway is distributed, calls it did not start itself (another replica, the CLI) are
 read from the shared store through ``RemoteCalls``, and followed through a mirror of their
@@ -25,6 +28,7 @@ from toolhub.errors import ErrorCode
 from toolhub.logs import call_context
 from toolhub.session import Session
 
+from .call_ids import stored_call_id
 from .calllog import CallLog, CallLogs
 from .metrics import UNKNOWN_TOOL, Metrics
 from .mirrors import Mirrors, RemoteCalls
@@ -58,12 +62,16 @@ class Calls:
     def start(
         self, session: Session, name: str, arguments: Any, call_id: str | None = None
     ) -> CallLog:
-        call_id = call_id or new_call_id()
+        """Start ``session``'s call ``call_id`` (the client's id; default a new one). The call
+        runs under its stored id (``stored_call_id``): it can conflict only with a call of this
+        session or, for the ``default`` tenant, of another of its sessions."""
+        client_id = call_id or new_call_id()
+        call_id = stored_call_id(session.session_id, client_id)
         previous = self.logs.get(call_id)
         if previous is not None and previous.session_id != session.session_id:
-            raise CallConflict(f"call id {call_id} is taken: choose another")
+            raise CallConflict(f"call id {client_id} is taken: choose another")
         if self.logs.running(call_id):
-            raise CallConflict(f"call {call_id} is still running")
+            raise CallConflict(f"call {client_id} is still running")
         log = self.logs.open(call_id, session.session_id)
         self._owners[call_id] = session
         # The task copies the context it is created in: its log lines name the call.

@@ -27,6 +27,8 @@ from toolhub.core import ToolContext, ToolError
 from toolhub.tenancy import client_session_id
 from toolhub.toolset import ExternalHandler, ExternalSpec
 
+from .call_ids import client_call_id
+
 MAX_ERROR_TEXT = 2000
 
 
@@ -68,7 +70,7 @@ def forward_handler(spec: ExternalSpec) -> ExternalHandler:
         payload = {
             "name": spec.name,
             "arguments": arguments,
-            "call_id": ctx.call_id,
+            "call_id": client_call_id(ctx.session_id, ctx.call_id),
             "session_id": client_session_id(ctx.session_id),
         }
         vetted = await vet_target(url, private_ok=private_ok)

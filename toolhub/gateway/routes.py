@@ -4,7 +4,9 @@ probes and metrics.
 
 Every session route names the session by the client's id and reaches it only through the
 caller's tenant (``_session``): another tenant's session answers 404, exactly as one that does
-not exist, whether its id was guessed or read. Responses name sessions by the client's id.
+not exist, whether its id was guessed or read. A call id in a route is the client's, looked up
+as the session's stored call id (``call_ids.py``). Responses name sessions and calls by the
+client's ids.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from toolhub.tenancy.principal import Principal, client_session_id
 from toolhub.toolset import STRICT_FORMATS, ExternalSpec
 
 from . import sse
+from .call_ids import shown, stored_call_id
 from .calls import CallConflict
 from .forward import forward_handler, forward_source, vet_target
 from .metrics import CONTENT_TYPE
@@ -198,6 +201,7 @@ async def call_tool(
     try:
         log = gw.calls.start(session, body.name, body.arguments, body.call_id)
     except CallConflict as err:
+        logger.warning("principal %s: call refused: %s", principal(request), err)
         raise HTTPException(409, str(err)) from None
 
     async def cancel() -> object:
@@ -231,10 +235,11 @@ async def _disconnected(request: Request) -> None:
 @router.get("/v1/sessions/{session_id}/calls/{call_id}", responses=_404)
 async def call_record(session_id: str, call_id: str, request: Request) -> dict[str, Any]:
     session = await _session(request, session_id)
-    record = await gateway(request).calls.record(call_id, session)
+    cid = stored_call_id(session.session_id, call_id)
+    record = await gateway(request).calls.record(cid, session)
     if record is None:
         raise HTTPException(404, f"session {session_id!r} has no call {call_id!r}")
-    return {**record, "session_id": session_id}
+    return {**shown(record, cid, call_id), "session_id": session_id}
 
 
 @router.get(
@@ -258,7 +263,7 @@ async def call_events(
     except ValueError:
         raise HTTPException(400, "Last-Event-ID must be a non-negative integer") from None
     session = await _session(request, session_id)
-    log = await gw.calls.follow(call_id, session.session_id)
+    log = await gw.calls.follow(stored_call_id(session.session_id, call_id), session.session_id)
     if log is None:
         raise HTTPException(404, f"session {session_id!r} has no call {call_id!r}")
     return sse.EventStream(log, after, keepalive_s=gw.settings.keepalive_s)
@@ -272,7 +277,8 @@ async def call_events(
 )
 async def cancel_call(session_id: str, call_id: str, request: Request) -> Any:
     session = await _session(request, session_id)
-    outcome = await gateway(request).calls.cancel(call_id, session.session_id)
+    cid = stored_call_id(session.session_id, call_id)
+    outcome = await gateway(request).calls.cancel(cid, session.session_id)
     if outcome is None:
         raise HTTPException(404, f"session {session_id!r} has no call {call_id!r}")
     return JSONResponse(Cancelled(call_id=call_id, cancelled=outcome).model_dump(), status_code=202)
@@ -303,9 +309,10 @@ async def unscoped_call(call_id: str) -> Response:
 )
 async def answer(session_id: str, call_id: str, body: Answers, request: Request) -> Delivered:
     session = await _session(request, session_id)
-    if not await gateway(request).calls.owns(call_id, session):
+    cid = stored_call_id(session.session_id, call_id)
+    if not await gateway(request).calls.owns(cid, session):
         raise HTTPException(404, f"session {session_id!r} has no call {call_id!r}")
-    if not await asyncio.to_thread(session.answer, call_id, body.answers):
+    if not await asyncio.to_thread(session.answer, cid, body.answers):
         raise HTTPException(409, f"call {call_id!r} has no open question")
     return Delivered(call_id=call_id, delivered=True)
 

@@ -128,6 +128,37 @@ seccompProfile:
 {{- default (include "toolhub.secretName" .) .Values.fleetKey.existingSecret }}
 {{- end }}
 
+{{/* The gateway's named API keys: a Secret the operator made from `toolhub keys create
+--file keys.json`, mounted read-only (a directory, not a subPath, so an update of the Secret
+reaches the running gateway, which re-reads the file when it changes). */}}
+{{- define "toolhub.keysEnv" -}}
+{{- if .Values.auth.keys.existingSecret }}
+- name: TOOLHUB_KEYS_FILE
+  value: /etc/toolhub-keys/keys.json
+{{- end }}
+{{- end }}
+
+{{- define "toolhub.keysVolumeMounts" -}}
+{{- if .Values.auth.keys.existingSecret }}
+- name: keys
+  mountPath: /etc/toolhub-keys
+  readOnly: true
+{{- end }}
+{{- end }}
+
+{{- define "toolhub.keysVolumes" -}}
+{{- with .Values.auth.keys.existingSecret }}
+- name: keys
+  secret:
+    secretName: {{ . }}
+    # Readable by the pod's group (fsGroup 10001) only.
+    defaultMode: 0440
+    items:
+      - key: {{ $.Values.auth.keys.secretKey }}
+        path: keys.json
+{{- end }}
+{{- end }}
+
 {{- define "toolhub.flowerSecret" -}}
 {{- default (include "toolhub.secretName" .) .Values.flower.existingSecret }}
 {{- end }}
@@ -194,8 +225,18 @@ expands $(REDIS_PASSWORD) inside TOOLHUB_REDIS_URL: the password never appears i
   value: {{ printf "%s://%s%s:%s/%s" $scheme $userinfo (include "toolhub.redisHost" .) (include "toolhub.redisPort" .) (include "toolhub.redisDatabase" .) | quote }}
 {{- end }}
 
+{{/* Name of the ConfigMap with the operator policy, or "" when there is none (the strict
+defaults). */}}
+{{- define "toolhub.policyConfigMap" -}}
+{{- if .Values.config.policyExistingConfigMap }}
+{{- .Values.config.policyExistingConfigMap }}
+{{- else if .Values.config.policy }}
+{{- printf "%s-policy" (include "toolhub.fullname" .) }}
+{{- end }}
+{{- end }}
+
 {{/* Env shared by the gateway and the workers; the gateway signs with the fleet key, the
-workers verify with it. */}}
+workers verify with it; both load the same operator policy. */}}
 {{- define "toolhub.commonEnv" -}}
 {{ include "toolhub.redisEnv" . | trim }}
 - name: TOOLHUB_FLEET_KEY
@@ -205,6 +246,10 @@ workers verify with it. */}}
       key: {{ .Values.fleetKey.secretKey }}
 - name: TOOLHUB_CONFIG
   value: /etc/toolhub/toolset.yaml
+{{- if include "toolhub.policyConfigMap" . }}
+- name: TOOLHUB_POLICY
+  value: /etc/toolhub-policy/policy.yaml
+{{- end }}
 - name: TOOLHUB_WORKSPACE
   value: {{ .Values.workspace.mountPath | quote }}
 - name: TOOLHUB_LOG_FORMAT
@@ -226,6 +271,14 @@ workers verify with it. */}}
     items:
       - key: {{ ternary .root.Values.config.existingConfigMapKey "toolset.yaml" (not (empty .root.Values.config.existingConfigMap)) }}
         path: toolset.yaml
+{{- with include "toolhub.policyConfigMap" .root }}
+- name: policy
+  configMap:
+    name: {{ . }}
+    items:
+      - key: {{ ternary $.root.Values.config.policyExistingConfigMapKey "policy.yaml" (not (empty $.root.Values.config.policyExistingConfigMap)) }}
+        path: policy.yaml
+{{- end }}
 - name: workspace
 {{- if .root.Values.workspace.persistence.enabled }}
   persistentVolumeClaim:
@@ -241,6 +294,11 @@ workers verify with it. */}}
 - name: config
   mountPath: /etc/toolhub
   readOnly: true
+{{- if include "toolhub.policyConfigMap" . }}
+- name: policy
+  mountPath: /etc/toolhub-policy
+  readOnly: true
+{{- end }}
 - name: workspace
   mountPath: {{ .Values.workspace.mountPath }}
 {{- end }}
@@ -272,6 +330,9 @@ affinity:
 
 {{- define "toolhub.podAnnotations" -}}
 checksum/config: {{ toYaml .Values.config.toolset | sha256sum }}
+{{- with .Values.config.policy }}
+checksum/policy: {{ toYaml . | sha256sum }}
+{{- end }}
 {{- with .Values.podAnnotations }}
 {{ toYaml . }}
 {{- end }}
