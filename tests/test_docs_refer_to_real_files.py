@@ -21,7 +21,7 @@ DOCS = sorted(
 )
 NOT_SHIPPED = ("CONTRACT.md", "ARCHITECTURE.md", "peers-and-pitfalls", "seed-tool-system")
 #: Named on purpose although not in the repository: what the user creates.
-USER_FILES = {"compose/.env"}
+USER_FILES = {"compose/.env", "compose/keys/keys.json"}
 _TOP = "toolhub|workers|tests|bench|docs|compose|helm"
 PATH = re.compile(rf"`((?:{_TOP})/[\w./-]+?)(?:::[\w\[\]-]+)?`")
 LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
