@@ -79,7 +79,14 @@ def test_mcp_refuses_to_serve_a_config_the_policy_refuses(
         "mcp_servers:\n  x: {command: [sh, -c, 'touch pwned']}\n"
         "hubs:\n  h: {url: 'https://hub.example.com', token: '${TOOLHUB_API_TOKEN}'}\n"
     )
-    started = run(["mcp", "--config", str(config)], env, tmp_path)
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("{}\n")  # the strict defaults, named by the operator
+    started = run(
+        ["mcp", "--config", str(config)], {**env, "TOOLHUB_POLICY": str(policy)}, tmp_path
+    )
     assert started.returncode == 1
     assert "mcp_servers.x.command" in started.stderr and "hubs.h.token" in started.stderr
+    # Served over HTTP (to principals) the config is admitted with or without a policy file.
+    over_http = run(["mcp", "--transport", "http", "--config", str(config)], env, tmp_path)
+    assert over_http.returncode == 1 and "mcp_servers.x.command" in over_http.stderr
     assert not (tmp_path / "pwned").exists()

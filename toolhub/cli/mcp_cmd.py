@@ -5,7 +5,10 @@ Over stdio nothing but protocol frames reaches stdout; messages go to stderr.
 
 The config it serves is admitted against the operator policy (``TOOLHUB_POLICY``) first, for
 the default tenant with the workspace as its root: a config the policy refuses does not start,
-and the violations are listed. ``${VAR}`` then expands only the policy's ``env_vars``.
+and the violations are listed. ``${VAR}`` then expands only the policy's ``env_vars``. One case
+is left as it was: over stdio, with no fleet and no policy file, the one user who spawned it is
+the operator and the config is theirs, so it is served as written (toolhub's own ``TOOLHUB_*``
+variables still never expand).
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ def mcp(
     """Serve the tool set over the Model Context Protocol."""
     from toolhub.http_guard import UnsafeBind, check_bind, flag_env
     from toolhub.mcp.transports import run_http, run_stdio
+    from toolhub.tenancy.policy import POLICY_ENV
 
     if not 0 < port < 65536:
         fail(f"--port must be 1-65535, got {port}")
@@ -58,7 +62,9 @@ def mcp(
         except UnsafeBind as err:
             fail(str(err))
     ws = (workspace or Path(os.environ.get("TOOLHUB_WORKSPACE", "."))).resolve()
-    with open_session(admitted(config, ws), ws, redis=redis, session_id=session) as sess:
+    own = transport is Transport.stdio and redis is None and not os.environ.get(POLICY_ENV)
+    served = load_config(config) if own else admitted(config, ws)
+    with open_session(served, ws, redis=redis, session_id=session) as sess:
         for warning in sess.warnings:
             stderr.print(f"[yellow]warning:[/] {warning}", highlight=False)
         if transport is Transport.stdio:
@@ -66,6 +72,17 @@ def mcp(
             return
         stderr.print(f"toolhub MCP server on http://{host}:{port}/mcp", highlight=False)
         run_http(sess, host=host, port=port, token=token)
+
+
+def load_config(config: Path | None) -> ToolSetConfig:
+    """The user's own config as written, or exit 1 listing what is malformed."""
+    from toolhub.core import ConfigError
+    from toolhub.toolset import ToolSetConfig
+
+    try:
+        return ToolSetConfig.load(config)
+    except ConfigError as err:
+        violations_table(err)
 
 
 def admitted(config: Path | None, workspace: Path) -> ToolSetConfig:
