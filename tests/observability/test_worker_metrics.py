@@ -61,6 +61,10 @@ def test_counters_move_by_exactly_the_calls_made(live, connect, store, tmp_path:
         ),
         5,
     )
+    # A caller may have its result a moment before the worker counts the run it finished.
+    wait_until(
+        lambda: moved(before, scrape_all(live), CALLS, tool="Test:noop", outcome="ok") == n, 5
+    )
     after = scrape_all(live)
 
     assert moved(before, after, CALLS, tool="Test:noop", outcome="ok") == n

@@ -162,7 +162,9 @@ def test_a_flood_of_slow_templates_drains_and_the_pool_recovers() -> None:
     pool = RenderPool(budget_s=0.25)
     elapsed, errors = _flood(pool, 8)
     assert len(errors) == 8 and all("took longer than 0.25 s" in e for e in errors)
-    assert elapsed < 8 / pool.processes * (0.25 + 0.5)  # budget plus a restart, per round
+    # Each render is killed at its budget (unbounded, these payloads run for minutes); the
+    # bound leaves a busy machine room for the restarts.
+    assert elapsed < 8 / pool.processes * (0.25 + 0.5) * 5
     assert pool.render("${{ 'after' }}", {}) == "after"
     pool.close()
 
