@@ -1,16 +1,20 @@
 """MCP servers in a distributed session (``Session.connect``). A streamable-HTTP server's tools
 are listed, validated and called like any tool while the built-in calls of the same session run
-on the workers. A stdio server is refused: the dispatcher would start it on its own host (the
-gateway's), so the config fails with a violation naming the server, and nothing starts."""
+on the workers. A stdio server runs on the workers only, inside the session's sandbox: the
+dispatcher shows the tools a worker published and sends their calls to the workers; one the
+workers' policy does not grant is refused with a violation naming it, and nothing starts."""
 
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 
+from tests.distributed.helpers import worker_pid
 from tests.distributed.plugin_tools import CONFIG, make_builder
 from tests.fixtures_stack import shared_stack
 from toolhub import ConfigError, Session
@@ -20,6 +24,8 @@ from toolhub.mcp.transports import http_app
 pytestmark = pytest.mark.timeout(120)
 
 TOKEN = "remote-token"
+#: The stdio server the workers' policy grants (tests/fleet_policy.yaml), with its command.
+TIME = {"time": {"command": ["python", "-m", "mcp_server_time"]}}
 
 
 @pytest.fixture
@@ -55,20 +61,59 @@ def test_an_http_server_in_a_distributed_session(
     assert "far__ticks" not in session.toolset.entries
 
 
-def test_a_stdio_server_is_refused_on_a_fleet(
+def _ancestors(pid: int) -> list[int]:
+    """``pid``'s parent, its parent, ... up to init."""
+    chain = []
+    process: psutil.Process | None = psutil.Process(pid).parent()
+    while process is not None:
+        chain.append(process.pid)
+        process = process.parent()
+    return chain
+
+
+def test_a_stdio_server_runs_on_a_worker_and_its_tools_reach_the_dispatcher(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    stack = shared_stack(request)
+    config = {**CONFIG, "mcp_servers": TIME}
+    (tmp_path / "ws").mkdir()
+    with Session.connect(stack.url, config, tmp_path / "ws", builder=make_builder()) as session:
+        names = {d["function"]["name"] for d in session.definitions("openai")}
+        assert {"time__get_current_time", "time__convert_time"} <= names
+        now = session.call_sync("time__get_current_time", {"timezone": "UTC"})
+        assert not now.is_error, now.prompt_text
+        assert "UTC" in now.prompt_text
+        record = session.record_sync(now.call_id)
+        assert record is not None
+        workers = {w.pid for w in stack.workers}
+        assert worker_pid(record) in workers, "the call ran on a worker"
+        servers = [
+            p.pid
+            for p in psutil.process_iter(["cmdline"])
+            if "mcp_server_time" in " ".join(p.info["cmdline"] or ())
+            and os.getpid() in _ancestors(p.pid)
+        ]
+        assert servers, "the server runs"
+        for server in servers:
+            assert workers & set(_ancestors(server)), "started by a worker, not the dispatcher"
+    assert "time__get_current_time" not in session.toolset.entries
+
+
+def test_a_stdio_server_outside_the_policy_is_refused_and_nothing_starts(
     request: pytest.FixtureRequest, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     stack = shared_stack(request)
     marker = tmp_path / "started"
     config = {**CONFIG, "mcp_servers": {"local": {"command": ["touch", str(marker)]}}}
     with (
-        caplog.at_level(logging.WARNING, "toolhub.assembly"),
+        caplog.at_level(logging.WARNING, "toolhub.mcp.fleet"),
         pytest.raises(ConfigError) as refused,
     ):
         Session.connect(stack.url, config, tmp_path, session_id="acme~s1", builder=make_builder())
     (violation,) = refused.value.violations
     assert violation.field_path == "mcp_servers.local.command"
-    assert "'local'" in violation.message and "not yet supported on a fleet" in violation.message
+    assert "'local' not started on the fleet's workers" in violation.message
+    assert "refused by the operator policy" in violation.message
     assert not marker.exists(), "nothing was started"
     logged = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert any("tenant acme" in line and "local" in line for line in logged)
