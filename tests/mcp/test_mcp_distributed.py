@@ -11,15 +11,19 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import psutil
 import pytest
 
 from tests.distributed.helpers import worker_pid
 from tests.distributed.plugin_tools import CONFIG, make_builder
-from tests.fixtures_stack import shared_stack
+from tests.fixtures_stack import FLEET_POLICY, shared_stack
 from toolhub import ConfigError, Session
-from toolhub.gateway import ThreadedServer
+from toolhub.gateway import GatewaySettings, ThreadedServer, create_app
+from toolhub.gateway.distributed import distributed_parts
 from toolhub.mcp.transports import http_app
+from toolhub.sandbox import probe
+from toolhub.toolset import ConfigSource
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -95,7 +99,11 @@ def test_a_stdio_server_runs_on_a_worker_and_its_tools_reach_the_dispatcher(
         ]
         assert servers, "the server runs"
         for server in servers:
-            assert workers & set(_ancestors(server)), "started by a worker, not the dispatcher"
+            chain = [server, *_ancestors(server)]
+            assert workers & set(chain), "started by a worker, not the dispatcher"
+            if probe().available:  # the workers confine with bubblewrap: the server is inside
+                below = chain[: min(chain.index(pid) for pid in workers & set(chain))]
+                assert any(psutil.Process(pid).name() == "bwrap" for pid in below), below
     assert "time__get_current_time" not in session.toolset.entries
 
 
@@ -122,3 +130,35 @@ def test_a_stdio_server_outside_the_policy_is_refused_and_nothing_starts(
         ticks = session.call_sync("ticks", {"n": 1})
         assert not ticks.is_error and ticks.output is not None
         assert ticks.output.value["worker_pid"] != 0
+
+
+def test_a_gateway_on_redis_serves_an_operator_granted_stdio_server_from_the_workers(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The tenant names the granted server without a command; the gateway's admission gives it
+    the operator's, the workers run it, the gateway lists and calls its tools. A server the
+    policy does not grant is refused by the gateway's admission; nothing starts."""
+    stack = shared_stack(request)
+    monkeypatch.setenv("TOOLHUB_POLICY", str(FLEET_POLICY))  # the gateway's, as the workers'
+    builder = make_builder()
+
+    def factory(config: ConfigSource, workspace: Path, session_id: str) -> Session:
+        return Session.connect(stack.url, config, workspace, session_id=session_id, builder=builder)
+
+    settings = GatewaySettings(workspace=tmp_path, redis_url=stack.url)
+    app = create_app(settings, factory=factory, **distributed_parts(stack.url))
+    marker = tmp_path / "started"
+    with ThreadedServer(app) as server, httpx.Client(base_url=server.url, timeout=90) as client:
+        granted = {**CONFIG, "mcp_servers": {"time": {}}}
+        made = client.post("/v1/sessions", json={"config": granted, "session_id": "gw-time"})
+        assert made.status_code == 201, made.text
+        tools = client.get("/v1/sessions/gw-time/tools").json()
+        assert "time__get_current_time" in {t["function"]["name"] for t in tools}
+        call = {"name": "time__get_current_time", "arguments": {"timezone": "UTC"}}
+        answer = client.post("/v1/sessions/gw-time/calls", json=call).json()
+        assert answer["error"] is None, answer
+        other = {**CONFIG, "mcp_servers": {"other": {"command": ["touch", str(marker)]}}}
+        refused = client.post("/v1/sessions", json={"config": other, "session_id": "gw-other"})
+        assert refused.status_code == 422, refused.text
+        assert "mcp_servers.other" in refused.text and "policy" in refused.text
+    assert not marker.exists(), "nothing was started"
