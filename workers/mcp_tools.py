@@ -22,6 +22,8 @@ from toolhub.core import ToolError
 from toolhub.distributed.mcp_tools import PublishedTools, publish
 from toolhub.distributed.store import RedisStore
 from toolhub.mcp.fleet_tools import listed_tools, on_relisted, stdio_servers
+from toolhub.redaction import redact
+from toolhub.sandbox import SandboxUnavailable
 from toolhub.tenancy import tenant_of_session
 from toolhub.toolset import ToolSet
 
@@ -57,14 +59,15 @@ def answer_request(toolsets: ToolSets, session_id: str, config_hash: str) -> Non
     servers) and publish their tools, or why nothing was started."""
     try:
         runtime = toolsets.get(session_id, config_hash)
-    except ToolError as refused:
+    except (ToolError, SandboxUnavailable) as refused:
+        why = redact(str(refused))
         logger.warning(
             "session %s (tenant %s): stdio MCP servers not started: %s",
             session_id,
             tenant_of_session(session_id),
-            refused.detail,
+            why,
         )
-        _publish(toolsets.store, session_id, config_hash, PublishedTools(refused=refused.detail))
+        _publish(toolsets.store, session_id, config_hash, PublishedTools(refused=why))
         return
     if runtime.publish_tools is not None:
         runtime.publish_tools()
