@@ -29,7 +29,7 @@ from toolhub.backends import (
 )
 from toolhub.backends.tool_index import EnabledToolNames, InMemoryToolIndex, ToolEntry, ToolIndex
 from toolhub.backends.worktrees import GitWorktrees
-from toolhub.core import ConfigError, ConfigViolation, Container, Params, ToolError
+from toolhub.core import ConfigError, Container, Params, ToolError
 from toolhub.errors import ErrorCode
 from toolhub.sandbox import Mechanism, SandboxPolicy, default_settings, enforce
 from toolhub.tasks import BackgroundTasks, LocalBackgroundTasks
@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from redis import Redis
 
     from toolhub.distributed.settings import Settings
+    from toolhub.distributed.store import RedisStore
     from toolhub.executors import Executor
     from toolhub.hub.attach import AttachedSources
     from toolhub.state import DebouncedWriter
@@ -210,7 +211,11 @@ def assemble(
     wire_tool_catalog(toolset)
     from toolhub.hub.attach import attach_toolset_sources
 
-    sources = attach_toolset_sources(toolset, session_id=session_id, workspace=workspace)
+    # A fleet's dispatcher starts no stdio MCP server: workers do (``toolhub/mcp/fleet_tools.py``).
+    stdio = fleet is None or fleet.runs_calls
+    sources = attach_toolset_sources(
+        toolset, session_id=session_id, workspace=workspace, stdio=stdio
+    )
     warnings = [*builder.plugin_errors, *(w.message for w in toolset.warnings)]
     if sources is not None:
         warnings += sources.warnings
@@ -328,8 +333,10 @@ def connected_parts(
 ) -> SessionParts:
     """The ``Session`` of ``Session.connect``: the assembled tool set on the fleet behind
     ``redis_url``, its state read from Redis, the session stored for the workers (config by
-    hash), and the Celery executor. ``RedisUnavailable`` when Redis cannot be reached;
-    ``ConfigError`` for a config naming a stdio MCP server (``refuse_stdio_on_fleet``)."""
+    hash), and the Celery executor. The config's stdio MCP servers run on the workers only:
+    once the session is stored, a worker starts them and publishes their tools, which are shown
+    here (``toolhub.mcp.fleet_tools.worker_stdio_tools``; ``ConfigError`` when the workers
+    refuse them or none answers). ``RedisUnavailable`` when Redis cannot be reached."""
     from redis.exceptions import RedisError
 
     from toolhub.distributed.settings import Settings
@@ -342,7 +349,6 @@ def connected_parts(
     store, app = shared_backend(settings)
     cfg = ToolSetConfig.load(config)
     sid = session_id or workspace_session_id(root)
-    refuse_stdio_on_fleet(cfg, sid)
     parts = assemble(
         cfg,
         workspace=root,
@@ -352,12 +358,18 @@ def connected_parts(
         fleet=Fleet(store.client, app, settings),
     )
     assert parts.state is not None
+    warnings = parts.warnings
     try:
         version = parts.state.load_into(parts.toolset.container)
         config_hash = store.put_session(sid, cfg, str(root))
+        if any(server.command for server in cfg.mcp_servers.values()):
+            warnings = [*warnings, *_show_worker_tools(parts, store, app, sid, config_hash)]
     except RedisError as exc:
         parts.close_sources()
         raise RedisUnavailable(redis_url, exc) from None
+    except (ConfigError, RedisUnavailable):
+        parts.close_sources()
+        raise
     executor = CeleryExecutor(
         parts.toolset,
         store,
@@ -369,34 +381,19 @@ def connected_parts(
         state=parts.state,
         state_version=version,
     )
-    return SessionParts(parts.toolset, executor, sid, root, parts.warnings, parts.sources)
+    return SessionParts(parts.toolset, executor, sid, root, warnings, parts.sources)
 
 
-def refuse_stdio_on_fleet(config: ToolSetConfig, session_id: str) -> None:
-    """A fleet's dispatcher (``Session.connect``, so a gateway on Redis) starts no stdio MCP
-    server: it would run on the dispatcher's host, beside the gateway's secrets, outside every
-    worker's sandbox, for as long as the session lives. Until workers start them and publish
-    their tools, such a config is refused (``ConfigError``, one violation per server), before
-    anything is started or stored. Streamable-HTTP servers (``url``) are unaffected."""
-    stdio = sorted(name for name, server in config.mcp_servers.items() if server.command)
-    if not stdio:
-        return
-    logger.warning(
-        "session %s (tenant %s): refused stdio MCP server(s) %s: not supported on a fleet",
-        session_id,
-        tenant_of_session(session_id),
-        ", ".join(stdio),
-    )
-    raise ConfigError(
-        [
-            ConfigViolation(
-                "(config)",
-                f"stdio MCP server {name!r} refused: stdio MCP servers are not yet supported "
-                "on a fleet (the dispatcher would start it on its own host); use a "
-                "streamable-HTTP `url`",
-                category="mcp_stdio_on_fleet",
-                field_path=f"mcp_servers.{name}.command",
-            )
-            for name in stdio
-        ]
-    )
+def _show_worker_tools(
+    parts: Assembled, store: RedisStore, app: Celery, session_id: str, config_hash: str
+) -> list[str]:
+    """The tools of the session's stdio MCP servers, as a worker running them lists them, shown
+    in its tool set and removed when its sources close; returns the warnings."""
+    from toolhub.hub.attach import AttachedSources
+    from toolhub.mcp.fleet_tools import worker_stdio_tools
+
+    shown, warnings = worker_stdio_tools(parts.toolset, store, app, session_id, config_hash)
+    if parts.sources is None:
+        parts.sources = AttachedSources()
+    parts.sources.connections.append(shown)
+    return warnings

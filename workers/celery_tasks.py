@@ -1,8 +1,10 @@
-"""The Celery tasks. Both check the message's fleet signature and age (``refusals.py``), then
-hand it to the worker runtime, and refuse it after all when its claim finds its run finished
-(``replayed``); neither returns anything through Celery (``ignore_result``): results travel
-on toolhub's own channel. What Celery (and so Flower) is told of the call comes last, once its
-record is written (``outcomes.py``): SUCCESS, FAILURE with the error kind, or REVOKED."""
+"""The Celery tasks. Each checks the message's fleet signature and age (``refusals.py``) before
+anything else. A call (``toolhub.execute``, ``toolhub.background``) is then handed to the
+worker runtime, and refused after all when its claim finds its run finished (``replayed``);
+none returns anything through Celery (``ignore_result``): results travel on toolhub's own
+channel. What Celery (and so Flower) is told of a call comes last, once its record is written
+(``outcomes.py``): SUCCESS, FAILURE with the error kind, or REVOKED. ``toolhub.mcp_tools``
+asks for the tools of a session's stdio MCP servers (``mcp_tools.py``)."""
 
 from __future__ import annotations
 
@@ -11,12 +13,13 @@ from typing import Any
 
 from celery import Celery, Task
 
-from toolhub.distributed.celery_app import BACKGROUND_TASK, EXECUTE_TASK
+from toolhub.distributed.celery_app import BACKGROUND_TASK, EXECUTE_TASK, MCP_TOOLS_TASK
 from toolhub.errors import ErrorCode
 from toolhub.logs import call_context
 
 from .background import run_background
 from .calls import run_call
+from .mcp_tools import answer_request
 from .metrics import tool_label
 from .outcomes import Ended, report
 from .refusals import REFUSED, REPLAYED, Refusals
@@ -34,8 +37,9 @@ Body = Callable[[WorkerRuntime, dict[str, Any]], Ended]
 def register_tasks(
     app: Celery, runtime: Callable[[], WorkerRuntime], refusals: Callable[[], Refusals]
 ) -> None:
-    """Register ``toolhub.execute`` and ``toolhub.background``; ``runtime`` and ``refusals``
-    return the process's ``WorkerRuntime`` and ``Refusals`` (created on first use)."""
+    """Register ``toolhub.execute``, ``toolhub.background`` and ``toolhub.mcp_tools``;
+    ``runtime`` and ``refusals`` return the process's ``WorkerRuntime`` and ``Refusals``
+    (created on first use)."""
     tasks: dict[str, Task] = {}
 
     def run(name: str, body: Body, message: dict[str, Any]) -> str:
@@ -56,8 +60,17 @@ def register_tasks(
     def background(**message: Any) -> str:
         return run(BACKGROUND_TASK, run_background, message)
 
+    def mcp_tools(**message: Any) -> str:
+        """A dispatcher asks for the tools of a session's stdio MCP servers: no call, no
+        record; the answer is the published list (``mcp_tools.py``)."""
+        if not refusals().admit(MCP_TOOLS_TASK, message, _queue(tasks[MCP_TOOLS_TASK])):
+            return REFUSED
+        answer_request(runtime().toolsets, message["session_id"], message["config_hash"])
+        return "published"
+
     tasks[EXECUTE_TASK] = app.task(name=EXECUTE_TASK, **TASK_OPTIONS)(execute)
     tasks[BACKGROUND_TASK] = app.task(name=BACKGROUND_TASK, **TASK_OPTIONS)(background)
+    tasks[MCP_TOOLS_TASK] = app.task(name=MCP_TOOLS_TASK, **TASK_OPTIONS)(mcp_tools)
 
 
 def _queue(task: Task) -> str:

@@ -3,11 +3,13 @@
 A worker rebuilds exactly the tool set the dispatcher validated against: the config is fetched
 by the hash the message carries and assembled by the same code as the dispatcher's
 (``toolhub/assembly.py``: workspace, local and Redis-backed resources, compare-and-set state,
-the config's MCP servers and hubs, so a meta-tool running on the worker reaches their tools).
-Its sources are disconnected when the tool set leaves the cache. The cache is bounded
-(``TOOLHUB_WORKER_SESSIONS``, 256, least recently used out), and a tool set still running a
-call when it leaves is only retired: it is closed when its last call ends, so an eviction
-never cancels a call (``LocalExecutor.close`` cancels what runs) nor cuts its MCP sources.
+the config's MCP servers and hubs, so a meta-tool running on the worker reaches their tools;
+stdio servers start here only, inside the session's sandbox, and their tools are published for
+the dispatchers: ``mcp_tools.py``). Its sources are disconnected, and its stdio servers
+stopped, when the tool set leaves the cache. The cache is bounded (``TOOLHUB_WORKER_SESSIONS``,
+256, least recently used out), and a tool set still running a call when it leaves is only
+retired: it is closed when its last call ends, so an eviction never cancels a call
+(``LocalExecutor.close`` cancels what runs) nor cuts its MCP sources.
 
 The stored config is admitted again against the worker's own operator policy
 (``TOOLHUB_POLICY``) for the session's tenant (read from its id), with the tenant's root judged
@@ -47,6 +49,7 @@ from toolhub.tenancy import OperatorPolicy, admit, tenant_of_session
 from toolhub.tenancy.admission import stored_tenant_root
 from toolhub.toolset import ToolSet, ToolSetBuilder, ToolSetConfig
 
+from .mcp_tools import tools_publisher
 from .session_records import session_dir, verified_config, verified_session
 
 logger = logging.getLogger("toolhub.worker")
@@ -72,6 +75,8 @@ class SessionRuntime:
     state: RedisStateSync
     workspace: Path
     sources: AttachedSources | None = None
+    #: With stdio MCP servers: publishes their tools for the dispatchers (``mcp_tools.py``).
+    publish_tools: Callable[[], None] | None = None
 
     def close(self) -> None:
         self.executor.close()
@@ -227,6 +232,7 @@ class ToolSets:
             logger.warning("session %s: %s", session_id, warning)
         logger.info("built tool set for session %s (config %s)", session_id, config_hash)
         toolset = parts.toolset
+        publisher = tools_publisher(self.store, session_id, config_hash, toolset, parts.sources)
         return SessionRuntime(
-            toolset, LocalExecutor(toolset), parts.state, workspace, parts.sources
+            toolset, LocalExecutor(toolset), parts.state, workspace, parts.sources, publisher
         )

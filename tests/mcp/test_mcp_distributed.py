@@ -1,25 +1,35 @@
 """MCP servers in a distributed session (``Session.connect``). A streamable-HTTP server's tools
 are listed, validated and called like any tool while the built-in calls of the same session run
-on the workers. A stdio server is refused: the dispatcher would start it on its own host (the
-gateway's), so the config fails with a violation naming the server, and nothing starts."""
+on the workers. A stdio server runs on the workers only, inside the session's sandbox: the
+dispatcher shows the tools a worker published and sends their calls to the workers; one the
+workers' policy does not grant is refused with a violation naming it, and nothing starts."""
 
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
+import psutil
 import pytest
 
+from tests.distributed.helpers import worker_pid
 from tests.distributed.plugin_tools import CONFIG, make_builder
-from tests.fixtures_stack import shared_stack
+from tests.fixtures_stack import FLEET_POLICY, shared_stack
 from toolhub import ConfigError, Session
-from toolhub.gateway import ThreadedServer
+from toolhub.gateway import GatewaySettings, ThreadedServer, create_app
+from toolhub.gateway.distributed import distributed_parts
 from toolhub.mcp.transports import http_app
+from toolhub.sandbox import probe
+from toolhub.toolset import ConfigSource
 
 pytestmark = pytest.mark.timeout(120)
 
 TOKEN = "remote-token"
+#: The stdio server the workers' policy grants (tests/fleet_policy.yaml), with its command.
+TIME = {"time": {"command": ["python", "-m", "mcp_server_time"]}}
 
 
 @pytest.fixture
@@ -55,20 +65,63 @@ def test_an_http_server_in_a_distributed_session(
     assert "far__ticks" not in session.toolset.entries
 
 
-def test_a_stdio_server_is_refused_on_a_fleet(
+def _ancestors(pid: int) -> list[int]:
+    """``pid``'s parent, its parent, ... up to init."""
+    chain = []
+    process: psutil.Process | None = psutil.Process(pid).parent()
+    while process is not None:
+        chain.append(process.pid)
+        process = process.parent()
+    return chain
+
+
+def test_a_stdio_server_runs_on_a_worker_and_its_tools_reach_the_dispatcher(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    stack = shared_stack(request)
+    config = {**CONFIG, "mcp_servers": TIME}
+    (tmp_path / "ws").mkdir()
+    with Session.connect(stack.url, config, tmp_path / "ws", builder=make_builder()) as session:
+        names = {d["function"]["name"] for d in session.definitions("openai")}
+        assert {"time__get_current_time", "time__convert_time"} <= names
+        now = session.call_sync("time__get_current_time", {"timezone": "UTC"})
+        assert not now.is_error, now.prompt_text
+        assert "UTC" in now.prompt_text
+        record = session.record_sync(now.call_id)
+        assert record is not None
+        workers = {w.pid for w in stack.workers}
+        assert worker_pid(record) in workers, "the call ran on a worker"
+        servers = [
+            p.pid
+            for p in psutil.process_iter(["cmdline"])
+            if "mcp_server_time" in " ".join(p.info["cmdline"] or ())
+            and os.getpid() in _ancestors(p.pid)
+        ]
+        assert servers, "the server runs"
+        for server in servers:
+            chain = [server, *_ancestors(server)]
+            assert workers & set(chain), "started by a worker, not the dispatcher"
+            if probe().available:  # the workers confine with bubblewrap: the server is inside
+                below = chain[: min(chain.index(pid) for pid in workers & set(chain))]
+                assert any(psutil.Process(pid).name() == "bwrap" for pid in below), below
+    assert "time__get_current_time" not in session.toolset.entries
+
+
+def test_a_stdio_server_outside_the_policy_is_refused_and_nothing_starts(
     request: pytest.FixtureRequest, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     stack = shared_stack(request)
     marker = tmp_path / "started"
     config = {**CONFIG, "mcp_servers": {"local": {"command": ["touch", str(marker)]}}}
     with (
-        caplog.at_level(logging.WARNING, "toolhub.assembly"),
+        caplog.at_level(logging.WARNING, "toolhub.mcp.fleet"),
         pytest.raises(ConfigError) as refused,
     ):
         Session.connect(stack.url, config, tmp_path, session_id="acme~s1", builder=make_builder())
     (violation,) = refused.value.violations
     assert violation.field_path == "mcp_servers.local.command"
-    assert "'local'" in violation.message and "not yet supported on a fleet" in violation.message
+    assert "'local' not started on the fleet's workers" in violation.message
+    assert "refused by the operator policy" in violation.message
     assert not marker.exists(), "nothing was started"
     logged = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert any("tenant acme" in line and "local" in line for line in logged)
@@ -77,3 +130,35 @@ def test_a_stdio_server_is_refused_on_a_fleet(
         ticks = session.call_sync("ticks", {"n": 1})
         assert not ticks.is_error and ticks.output is not None
         assert ticks.output.value["worker_pid"] != 0
+
+
+def test_a_gateway_on_redis_serves_an_operator_granted_stdio_server_from_the_workers(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The tenant names the granted server without a command; the gateway's admission gives it
+    the operator's, the workers run it, the gateway lists and calls its tools. A server the
+    policy does not grant is refused by the gateway's admission; nothing starts."""
+    stack = shared_stack(request)
+    monkeypatch.setenv("TOOLHUB_POLICY", str(FLEET_POLICY))  # the gateway's, as the workers'
+    builder = make_builder()
+
+    def factory(config: ConfigSource, workspace: Path, session_id: str) -> Session:
+        return Session.connect(stack.url, config, workspace, session_id=session_id, builder=builder)
+
+    settings = GatewaySettings(workspace=tmp_path, redis_url=stack.url)
+    app = create_app(settings, factory=factory, **distributed_parts(stack.url))
+    marker = tmp_path / "started"
+    with ThreadedServer(app) as server, httpx.Client(base_url=server.url, timeout=90) as client:
+        granted = {**CONFIG, "mcp_servers": {"time": {}}}
+        made = client.post("/v1/sessions", json={"config": granted, "session_id": "gw-time"})
+        assert made.status_code == 201, made.text
+        tools = client.get("/v1/sessions/gw-time/tools").json()
+        assert "time__get_current_time" in {t["function"]["name"] for t in tools}
+        call = {"name": "time__get_current_time", "arguments": {"timezone": "UTC"}}
+        answer = client.post("/v1/sessions/gw-time/calls", json=call).json()
+        assert answer["error"] is None, answer
+        other = {**CONFIG, "mcp_servers": {"other": {"command": ["touch", str(marker)]}}}
+        refused = client.post("/v1/sessions", json={"config": other, "session_id": "gw-other"})
+        assert refused.status_code == 422, refused.text
+        assert "mcp_servers.other" in refused.text and "policy" in refused.text
+    assert not marker.exists(), "nothing was started"

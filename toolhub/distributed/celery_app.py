@@ -28,6 +28,9 @@ from .settings import ALL_QUEUES, QUEUES, Settings
 
 EXECUTE_TASK = "toolhub.execute"
 BACKGROUND_TASK = "toolhub.background"
+#: A dispatcher asks a worker to start a session's stdio MCP servers and publish their tools
+#: (``toolhub/distributed/mcp_tools.py``).
+MCP_TOOLS_TASK = "toolhub.mcp_tools"
 
 
 def celery_config(settings: Settings) -> dict[str, Any]:

@@ -15,6 +15,11 @@ class Keys:
     def state(self, sid: str) -> str:
         return f"{self.prefix}session:{sid}:state"
 
+    def mcp_tools(self, sid: str, config_hash: str) -> str:
+        """The tool lists of a session's stdio MCP servers, as a worker running them published
+        them (``mcp_tools.py``)."""
+        return f"{self.prefix}mcp-tools:{sid}:{config_hash}"
+
     def config(self, config_hash: str) -> str:
         """A config by its hash, so a worker always builds exactly the config a call was
         dispatched with, even after the session's config changed."""

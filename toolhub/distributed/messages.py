@@ -12,9 +12,9 @@ message that kombu and Celery can take without failing: kombu's Redis envelope (
 fields kombu's channel and QoS read), Celery's protocol-2 headers (the ones its strategy and
 ``Request`` interpret, with the types they expect), a msgpack body decoded as kombu decodes
 it (``[[], kwargs, embed]``, no callbacks or chords: toolhub sends none) and kwargs that are
-a toolhub call message of the task the headers name (``EXECUTE_FIELDS``,
-``BACKGROUND_FIELDS``). Anything else raises ``PoisonMessage``, the only exception it raises
-(a bounded fuzz holds it to that: ``tests/distributed/test_message_fuzz.py``); the worker
+a toolhub message of the task the headers name (``EXECUTE_FIELDS``, ``BACKGROUND_FIELDS``,
+``MCP_TOOLS_FIELDS``). Anything else raises ``PoisonMessage``, the only exception it raises (a
+bounded fuzz holds it to that: ``tests/distributed/test_message_fuzz.py``); the worker
 moves such an item to the dead-letter list (``deadletter.py``) instead of delivering it.
 
 Unknown extra headers and kwargs are let through, so a newer dispatcher that adds a field is
@@ -33,7 +33,7 @@ from typing import Any
 import msgpack
 from kombu.utils import json as kombu_json
 
-from .celery_app import BACKGROUND_TASK, EXECUTE_TASK
+from .celery_app import BACKGROUND_TASK, EXECUTE_TASK, MCP_TOOLS_TASK
 
 #: ``PoisonMessage.reason``: the item is not even a JSON envelope with a decodable body.
 UNDECODABLE = "undecodable"
@@ -143,6 +143,12 @@ BACKGROUND_FIELDS: dict[str, Check] = {
     "timeout_s": NUMBER,
     "max_attempts": (int,),
 }
+#: Fields of a request to publish a session's stdio MCP tools (``mcp_tools.py``).
+MCP_TOOLS_FIELDS: dict[str, Check] = {
+    "task": _equals(MCP_TOOLS_TASK),
+    "session_id": _id,
+    "config_hash": _id,
+}
 #: ``subagent``: a background sub-agent's request (``task``), run instead of ``command``;
 #: ``iat``: the signed issue time (``signing.py``).
 OPTIONAL_FIELDS: dict[str, Check] = {
@@ -155,6 +161,7 @@ OPTIONAL_FIELDS: dict[str, Check] = {
 TASKS: dict[str, dict[str, Check]] = {
     EXECUTE_TASK: EXECUTE_FIELDS,
     BACKGROUND_TASK: BACKGROUND_FIELDS,
+    MCP_TOOLS_TASK: MCP_TOOLS_FIELDS,
 }
 #: Celery's workflow fields of the body's third part: toolhub sends none of them, and Celery
 #: would build and run signatures from whatever they held.

@@ -18,6 +18,10 @@ Format: ``v1:<kid>:<hex HMAC-SHA256>``, compared in constant time. The MAC cover
   (``task``, absent for ``toolhub.execute``), so a message cannot run as another task.
 * a session record: its id, workspace and config hash. The config itself is checked against
   its hash by the worker (``workers/toolsets.py``), so it needs no signature of its own.
+* the tool lists of a session's stdio MCP servers (``mcp_tools.py``): the only thing workers
+  sign, since they produce it themselves (it is what their servers listed), never copied from
+  Redis. The MAC covers the session id, config hash and the list, so a writer of Redis cannot
+  put tool names or descriptions before a model, nor move a list to another session.
 
 ``kid`` is a fingerprint of the key, not a secret: a refusal names the key a message was
 signed with. ``TOOLHUB_FLEET_KEY_PREVIOUS`` is accepted as well while a new key rolls out.
@@ -60,6 +64,7 @@ MIN_KEY_CHARS = 32
 VERSION = "v1"
 _MESSAGE = b"toolhub:message:v1\0"
 _SESSION = b"toolhub:session:v1\0"
+_MCP_TOOLS = b"toolhub:mcp-tools:v1\0"
 #: ``SignatureRefused.reason``: no signature at all, or one that does not verify.
 UNSIGNED = "unsigned"
 BAD_SIGNATURE = "bad_signature"
@@ -151,6 +156,15 @@ class FleetKeys:
         data = pack([sid, info.get("workspace", ""), info.get("config_hash", "")])
         self._verify(f"session {sid!r}", _SESSION, data, info.get("sig"))
 
+    def sign_mcp_tools(self, sid: str, config_hash: str, body: str) -> str:
+        return self.current.sign(_MCP_TOOLS, pack([sid, config_hash, body]))
+
+    def verify_mcp_tools(self, sid: str, config_hash: str, body: str, sig: object) -> None:
+        """``SignatureRefused`` unless ``body`` (the published tool lists of ``sid``'s stdio
+        MCP servers) was signed by a holder of a fleet key for this session and config."""
+        data = pack([sid, config_hash, body])
+        self._verify(f"MCP tool list of session {sid!r}", _MCP_TOOLS, data, sig)
+
     def _verify(self, what: str, domain: bytes, data: bytes, sig: object) -> None:
         if not isinstance(sig, str) or not sig:
             raise SignatureRefused(UNSIGNED, f"the {what} is not signed")
@@ -198,3 +212,9 @@ def sign_session(sid: str, workspace: str, config_hash: str) -> str:
     """The ``sig`` field of a session record; empty (unsigned) when no key is set."""
     keys = fleet_keys()
     return "" if keys is None else keys.sign_session(sid, workspace, config_hash)
+
+
+def sign_mcp_tools(sid: str, config_hash: str, body: str) -> str:
+    """The signature of a published stdio MCP tool list; empty (unsigned) when no key is set."""
+    keys = fleet_keys()
+    return "" if keys is None else keys.sign_mcp_tools(sid, config_hash, body)

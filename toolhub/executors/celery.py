@@ -9,7 +9,9 @@ backend, no subscription per call left behind. External tools are the exception:
 handlers live in this process, so they run here, through the embedded executor. Except the
 tools of a config MCP server that offers tasks (``mcp_servers.<name>.tasks``): the workers
 connect to that server too, and there the call gets a record and a lease, so its remote task
-outlives this process and the worker polling it (``toolhub/mcp/task_resume.py``).
+outlives this process and the worker polling it (``toolhub/mcp/task_resume.py``). And the tools
+of a stdio server: only workers run it (``toolhub/mcp/fleet_tools.py``), so its calls go to
+them like a built-in's.
 """
 
 from __future__ import annotations
@@ -76,13 +78,15 @@ class CeleryExecutor:
         return None
 
     def _runs_here(self, entry: Entry) -> bool:
-        """An external tool whose handler exists only in this process."""
+        """An external tool whose handler exists only in this process: not a tool of a config
+        MCP server that the workers run (a stdio one) or connect to as well (one with
+        ``tasks``)."""
         if not entry.external:
             return False
         handle = entry.handle
         server = handle.spec.source.get("mcp") if isinstance(handle, ExternalTool) else None
         config = self.toolset.config.mcp_servers.get(server) if isinstance(server, str) else None
-        return config is None or not config.tasks
+        return config is None or not (config.tasks or config.command)
 
     async def result(self, prepared: Prepared) -> CallResult:
         """``stream``'s end without its generators: while in flight, the call holds this

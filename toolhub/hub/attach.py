@@ -25,19 +25,23 @@ class AttachedSources:
 
 
 def attach_toolset_sources(
-    toolset: ToolSet, *, session_id: str, workspace: Path | None = None
+    toolset: ToolSet, *, session_id: str, workspace: Path | None = None, stdio: bool = True
 ) -> AttachedSources | None:
-    """None when the tool set's config names no MCP server and no hub (nothing is imported or
-    started then). MCP stdio servers run in ``workspace``."""
+    """None when the tool set's config names no MCP server and no hub to attach (nothing is
+    imported or started then). MCP stdio servers run in ``workspace``; with ``stdio`` False
+    (a fleet's dispatcher: workers run them, ``toolhub/mcp/fleet_tools.py``) none starts."""
     config = toolset.config
-    if not config.mcp_servers and not config.hubs:
+    servers = {
+        name: server for name, server in config.mcp_servers.items() if stdio or not server.command
+    }
+    if not servers and not config.hubs:
         return None
     attached = AttachedSources()
-    if config.mcp_servers:
+    if servers:
         from toolhub.mcp.client import attach_mcp_servers_sync
 
         cwd = str(workspace) if workspace is not None else None
-        mcp = attach_mcp_servers_sync(toolset, config.mcp_servers, cwd=cwd)
+        mcp = attach_mcp_servers_sync(toolset, servers, cwd=cwd)
         attached.connections.append(mcp)
         attached.warnings += mcp.warnings
     if config.hubs:

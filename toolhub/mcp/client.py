@@ -18,7 +18,7 @@ import asyncio
 import contextlib
 import logging
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
@@ -211,6 +211,8 @@ class ServerLink:
         lost = self.owner.sources.set_group(f"mcp:{self.name}", specs)
         for name in lost:
             self.owner.warn(f"MCP tool {name!r} not shown: the name is taken or mode is not `all`")
+        for listener in self.owner.listed_listeners:
+            listener(self.name)
 
     async def stop(self) -> None:
         self._stop.set()
@@ -281,6 +283,8 @@ class McpConnections:
         self.warnings: list[str] = []
         self.loop = BackgroundLoop()
         self.links: dict[str, ServerLink] = {}
+        #: Called with a server's name each time its tools were listed (on the loop's thread).
+        self.listed_listeners: list[Callable[[str], None]] = []
         self._runs: list[Any] = []
         self._closed = False
         for name, config in servers.items():
