@@ -6,6 +6,7 @@ and cancels are out of the other's reach even from a session of the same id."""
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -64,14 +65,17 @@ def fleet(
         server.stop()
 
 
+def tenant_client(key: dict[str, str], url: str, tenant: str) -> httpx.Client:
+    auth = {"Authorization": f"Bearer {key[tenant]}"}
+    return httpx.Client(base_url=url, timeout=60, headers=auth)
+
+
 def test_two_tenants_on_two_replicas_and_real_workers(
     fleet: tuple[Stack, Path, list[str], dict[str, str]],
 ) -> None:
     stack, root, (first, second), key = fleet
 
-    def client(url: str, tenant: str) -> httpx.Client:
-        auth = {"Authorization": f"Bearer {key[tenant]}"}
-        return httpx.Client(base_url=url, timeout=60, headers=auth)
+    client = functools.partial(tenant_client, key)
 
     with (
         client(first, "acme") as a1,
@@ -143,9 +147,7 @@ def test_two_tenants_run_the_same_call_id_at_once_on_real_workers(
     workers, stored apart, each read back (by either replica) as the client's own."""
     stack, _, (first, second), key = fleet
 
-    def client(url: str, tenant: str) -> httpx.Client:
-        auth = {"Authorization": f"Bearer {key[tenant]}"}
-        return httpx.Client(base_url=url, timeout=60, headers=auth)
+    client = functools.partial(tenant_client, key)
 
     with (
         client(first, "acme") as a1,
