@@ -361,7 +361,10 @@ def connected_parts(
     warnings = parts.warnings
     try:
         version = parts.state.load_into(parts.toolset.container)
-        config_hash = store.put_session(sid, cfg, str(root))
+        config_hash = cfg.config_hash()
+        store.put_session(
+            sid, config=cfg.model_dump_json(), config_hash=config_hash, workspace=str(root)
+        )
         if any(server.command for server in cfg.mcp_servers.values()):
             warnings = [*warnings, *_show_worker_tools(parts, store, app, sid, config_hash)]
     except RedisError as exc:

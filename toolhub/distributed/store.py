@@ -30,7 +30,6 @@ from toolhub.distributed.records import TERMINAL_STATUSES, CallRecords, decode_r
 from toolhub.distributed.settings import Settings
 from toolhub.distributed.signing import sign_session
 from toolhub.errors import ErrorCode, ToolhubError
-from toolhub.toolset import ToolSetConfig
 
 
 class CallNotFound(ToolhubError, LookupError):
@@ -67,13 +66,12 @@ class RedisStore:
 
     # -- sessions ----------------------------------------------------------------------------------
 
-    def put_session(self, sid: str, config: ToolSetConfig, workspace: str) -> str:
-        """Store the session's config (and the config by hash); returns the hash. Both expire
-        after ``session_ttl_seconds`` unless used: every call refreshes them (and the
-        session's state and task index) in its dispatch script. With a fleet key the record
-        is signed (``signing.py``): workers build no tool set from an unsigned one."""
-        config_hash = config.config_hash()
-        text = config.model_dump_json()
+    def put_session(self, sid: str, *, config: str, config_hash: str, workspace: str) -> None:
+        """Store the session's config (its JSON, as the caller serialized it) and the config by
+        its hash. Both expire after ``session_ttl_seconds`` unless used: every call refreshes
+        them (and the session's state and task index) in its dispatch script. With a fleet key
+        the record is signed (``signing.py``): workers build no tool set from an unsigned one."""
+        text = config
         ttl = self.settings.session_ttl_seconds
         key = self.keys.session(sid)
         pipe = self.client.pipeline()
@@ -91,7 +89,6 @@ class RedisStore:
         pipe.set(self.keys.config(config_hash), text, ex=ttl)
         pipe.expire(self.keys.state(sid), ttl)
         pipe.execute()
-        return config_hash
 
     def has_session(self, sid: str) -> bool:
         return bool(self.client.exists(self.keys.session(sid)))

@@ -222,7 +222,13 @@ class CeleryExecutor:
         if created == 2:
             # The session sat unused past its TTL and its stored config expired: store it
             # again (the workers build from it) and dispatch once more.
-            self.store.put_session(self.session_id, self.toolset.config, self.workspace)
+            config = self.toolset.config
+            self.store.put_session(
+                self.session_id,
+                config=config.model_dump_json(),
+                config_hash=config.config_hash(),
+                workspace=self.workspace,
+            )
             created = await self.store.dispatches.create_and_enqueue(keys, args)
         return created
 
