@@ -14,12 +14,12 @@ import pytest
 
 from toolhub import Session, ToolError
 from toolhub.core import CapabilityMode, ErrorKind
-from toolhub.subagents import SubagentDepth, SubagentRequest, SubagentRunner
-from toolhub.subagents.session_runner import (
+from toolhub.session_runner import (
     SessionSubagentRunner,
     SubagentCancelled,
     SubagentTranscript,
 )
+from toolhub.subagents import SubagentDepth, SubagentRequest, SubagentRunner
 
 CHILD = {"tools": [{"id": "Main:read_file"}, {"id": "Main:write_file"}, {"id": "Main:bash"}]}
 

@@ -36,9 +36,7 @@ from toolhub.assembly import toolhub_home
 from toolhub.backends.capture import CapturedOutput, OutputCapture
 from toolhub.core import ToolError
 from toolhub.session import Session
-from toolhub.toolset import ConfigSource, ToolSetBuilder, ToolSetConfig
-
-from .base import (
+from toolhub.subagents.base import (
     ProgressCallback,
     SubagentDepth,
     SubagentRequest,
@@ -47,6 +45,7 @@ from .base import (
     too_many_subagents,
     unknown_subagent,
 )
+from toolhub.toolset import ConfigSource, ToolSetBuilder, ToolSetConfig
 
 logger = logging.getLogger("toolhub.subagents")
 

@@ -18,8 +18,8 @@ from pathlib import Path
 from toolhub import Container, Session
 from toolhub.assembly import toolhub_home
 from toolhub.backends import SessionInfo
+from toolhub.session_runner import SessionSubagentRunner, SubagentTranscript
 from toolhub.subagents import SubagentRunner
-from toolhub.subagents.session_runner import SessionSubagentRunner, SubagentTranscript
 from toolhub.toolset import ToolSetBuilder
 
 CHILD_TOOLS = {"tools": [{"id": "Main:read_file"}, {"id": "Main:write_file"}]}

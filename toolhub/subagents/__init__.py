@@ -1,8 +1,8 @@
 """Sub-agents for the ``task`` tool: the protocol a host implements, and the typed errors.
 
 ``base.SubagentRunner`` is what ``task`` takes from the container; the reference runner
-(``session_runner.SessionSubagentRunner``, a child toolhub ``Session`` driven by a host
-callback) is imported from its module, since it builds sessions and sits above the tools.
+(``toolhub.session_runner.SessionSubagentRunner``, a child toolhub ``Session`` driven by a
+host callback) lives beside the session, since it builds sessions and sits above the tools.
 """
 
 from .base import (

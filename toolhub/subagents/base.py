@@ -7,9 +7,9 @@ process boundaries unchanged: a worker runs the same request a dispatcher valida
 waits on the agent. Every run has a sub-agent id; a runner that keeps the transcript under that
 id can continue it (``resume_from``).
 
-The reference runner (``session_runner.SessionSubagentRunner``, imported from its module: it
-builds a toolhub ``Session`` and so sits above the tools) drives a child session with a host
-callback.
+The reference runner (``toolhub/session_runner.py``, ``SessionSubagentRunner``: it builds a
+toolhub ``Session`` and so sits beside the session, above the tools) drives a child session
+with a host callback.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ ProgressCallback = Callable[[str], None]
 HOW_TO_PROVIDE = (
     "the host must put a SubagentRunner into the session's container, e.g. "
     "`session.resources.set(SessionSubagentRunner(agent), SubagentRunner)` "
-    "(toolhub.subagents.session_runner); on a fleet, provide it on the workers through a "
+    "(toolhub.session_runner); on a fleet, provide it on the workers through a "
     "plugin's `builder.provide(SubagentRunner, factory)`"
 )
 
