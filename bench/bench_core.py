@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pydantic import BaseModel
 
 from toolhub import Session, Tool, ToolContext, ToolKind, ToolSetBuilder
+from toolhub.tools import CATALOG
 
 
 class NoopArgs(BaseModel):
@@ -50,7 +51,7 @@ def p50s_us(fns: dict[str, tuple[Callable[[], object], int]], rounds: int = 30) 
 
 
 def main() -> None:
-    builder = ToolSetBuilder(plugins=False).register(Noop)
+    builder = ToolSetBuilder(CATALOG, plugins=False).register(Noop)
     with tempfile.TemporaryDirectory() as ws, tempfile.TemporaryDirectory() as state:
         session = Session.embedded(
             {"tools": [{"id": "Main:noop"}]}, ws, state_dir=state, builder=builder

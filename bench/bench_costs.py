@@ -40,11 +40,12 @@ sys.path.insert(0, str(REPO))
 from tests.fixtures_stack import STACK_ENV, Stack  # noqa: E402
 from toolhub import Session, ToolSetBuilder  # noqa: E402
 from toolhub.tasks import BackgroundTasks  # noqa: E402
+from toolhub.tools import CATALOG  # noqa: E402
 from toolhub.tools.read_file import ReadFileArgs  # noqa: E402
 from toolhub.toolset.external import ExternalSpec  # noqa: E402
 
 SIZES = (24, 100, 500)
-DEFAULT_IDS = [t.id for t in ToolSetBuilder().build().config.tools]
+DEFAULT_IDS = [t.id for t in ToolSetBuilder(CATALOG).build().config.tools]
 CAPACITY = 256
 READ = {"path": "a.txt", "limit": 10}
 #: Background tasks a session ran before the timed calls; the first is the in-run baseline.
@@ -87,7 +88,7 @@ def _unused_handler(arguments: dict[str, Any], ctx: Any) -> Any:
 
 
 def toolset_curve() -> list[dict[str, float]]:
-    builder = ToolSetBuilder()
+    builder = ToolSetBuilder(CATALOG)
     rows = []
     for size in SIZES:
         specs = external_specs(size - 24)

@@ -30,6 +30,7 @@ from toolhub.executors import Executor
 from toolhub.executors.deadline import bounded, bounded_result
 from toolhub.loop_thread import LoopThread
 from toolhub.state import DebouncedWriter
+from toolhub.tools import CATALOG
 from toolhub.toolset import (
     ConfigSource,
     ExternalHandler,
@@ -55,7 +56,7 @@ def default_builder() -> ToolSetBuilder:
     global _default_builder
     with _builder_lock:
         if _default_builder is None:
-            _default_builder = ToolSetBuilder()
+            _default_builder = ToolSetBuilder(CATALOG)
         return _default_builder
 
 

@@ -47,6 +47,7 @@ from toolhub.redaction import redact
 from toolhub.state.redis import RedisStateSync
 from toolhub.tenancy import OperatorPolicy, admit, tenant_of_session
 from toolhub.tenancy.admission import stored_tenant_root
+from toolhub.tools import CATALOG
 from toolhub.toolset import ToolSet, ToolSetBuilder, ToolSetConfig
 
 from .mcp_tools import tools_publisher
@@ -58,7 +59,7 @@ logger = logging.getLogger("toolhub.worker")
 def worker_builder(settings: Settings) -> ToolSetBuilder:
     """Built-ins (unless ``TOOLHUB_BUILTINS=0``), entry-point plugins, and the plugin modules
     named in ``TOOLHUB_PLUGINS`` (``module`` with a ``register(builder)``, or ``module:func``)."""
-    builder = ToolSetBuilder(builtins=settings.builtins)
+    builder = ToolSetBuilder(CATALOG if settings.builtins else None)
     for spec in settings.plugins:
         module_name, _, attr = spec.partition(":")
         register: Callable[[ToolSetBuilder], Any] = getattr(

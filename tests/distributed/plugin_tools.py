@@ -215,4 +215,4 @@ def register(builder: ToolSetBuilder) -> None:
 
 def make_builder() -> ToolSetBuilder:
     """What the tests' dispatchers use: these tools only, no entry-point plugins."""
-    return ToolSetBuilder(builtins=False, plugins=False).register(*TOOLS)
+    return ToolSetBuilder(plugins=False).register(*TOOLS)

@@ -94,7 +94,7 @@ class Ask(Tool[AskArgs, AskOutput]):
 
 
 def make_builder() -> ToolSetBuilder:
-    builder = ToolSetBuilder(builtins=False, plugins=False)
+    builder = ToolSetBuilder(plugins=False)
     builder.register(Echo, Count, Nap, Ask)
     builder.set_default_tools(TOOL_IDS)
     return builder

@@ -22,6 +22,7 @@ from toolhub import Session
 from toolhub.gateway import GatewaySettings, ThreadedServer, create_app
 from toolhub.gateway.client import GatewayClient
 from toolhub.tenancy.keys import KeyFile
+from toolhub.tools import CATALOG
 from toolhub.toolset import ConfigSource, ToolSetBuilder
 
 pytestmark = pytest.mark.timeout(120)
@@ -62,7 +63,7 @@ def fleet(tmp_path: Path) -> Iterator[Fleet]:
         "acme-2": keys.create("acme", "agent-2")[1],
         "globex": keys.create("globex")[1],
     }
-    builder = ToolSetBuilder(plugins=False)
+    builder = ToolSetBuilder(CATALOG, plugins=False)
     builder.register(Echo, Count)
 
     def factory(config: ConfigSource, workspace: Path, session_id: str) -> Session:
@@ -269,7 +270,7 @@ def test_whoami_names_the_tenant_and_key(fleet: Fleet) -> None:
 def test_without_keys_the_gateway_is_one_tenant_as_before(tmp_path: Path) -> None:
     root = tmp_path / "root"
     root.mkdir()
-    builder = ToolSetBuilder(builtins=True, plugins=False)
+    builder = ToolSetBuilder(CATALOG, plugins=False)
 
     def factory(config: ConfigSource, workspace: Path, session_id: str) -> Session:
         state = tmp_path / "state" / session_id

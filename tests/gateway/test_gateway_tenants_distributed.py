@@ -23,6 +23,7 @@ from toolhub.distributed.shared import shared_backend
 from toolhub.gateway import GatewaySettings, ThreadedServer, create_app
 from toolhub.gateway.distributed import distributed_parts
 from toolhub.tenancy.keys import KeyFile
+from toolhub.tools import CATALOG
 from toolhub.toolset import ConfigSource, ToolSetBuilder
 
 pytestmark = pytest.mark.timeout(180)
@@ -46,7 +47,7 @@ def fleet(
     root.mkdir()
     keys = KeyFile(tmp_path / "keys.json")
     made = {tenant: keys.create(tenant)[1] for tenant in ("acme", "globex")}
-    builder = ToolSetBuilder(plugins=False).register(*TOOLS)
+    builder = ToolSetBuilder(CATALOG, plugins=False).register(*TOOLS)
 
     def factory(config: ConfigSource, workspace: Path, session_id: str) -> Session:
         return Session.connect(stack.url, config, workspace, session_id=session_id, builder=builder)

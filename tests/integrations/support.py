@@ -72,7 +72,7 @@ class Snapshot(Tool[SnapshotArgs, SnapshotOutput]):
 
 def make_builder() -> ToolSetBuilder:
     """The distributed suite's tools (the workers have them too) and ``Snapshot``."""
-    return ToolSetBuilder(builtins=False, plugins=False).register(*TOOLS, Snapshot)
+    return ToolSetBuilder(plugins=False).register(*TOOLS, Snapshot)
 
 
 def assert_live_worker_progress(

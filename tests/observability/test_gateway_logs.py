@@ -57,7 +57,7 @@ def test_gateway_calls_name_themselves_in_log_lines(tmp_path: Path):
     handler.setFormatter(JsonFormatter())
     logger = logging.getLogger("tests.observability.chatty")
     logger.addHandler(handler)
-    builder = ToolSetBuilder(builtins=False, plugins=False).register(Chatty)
+    builder = ToolSetBuilder(plugins=False).register(Chatty)
     session = Session.embedded({"tools": [{"id": "Obs:chatty"}]}, tmp_path, builder=builder)
 
     async def go() -> None:

@@ -15,12 +15,12 @@ import pytest
 
 from toolhub import Session
 from toolhub.core import ErrorKind, Progress
-from toolhub.subagents import SubagentRunner
-from toolhub.subagents.session_runner import (
+from toolhub.session_runner import (
     SessionSubagentRunner,
     SubagentCancelled,
     SubagentTranscript,
 )
+from toolhub.subagents import SubagentRunner
 
 TOOLS = ["Main:task", "Main:task_output", "Main:wait_tasks", "Main:kill_task", "Main:read_file"]
 CHILD_TOOLS = {
@@ -362,9 +362,10 @@ def test_requirements_task_needs_the_task_tools_and_satisfies_them() -> None:
 
 
 def test_a_builder_provider_gives_every_tool_set_a_runner(tmp_path: Path) -> None:
+    from toolhub.tools import CATALOG
     from toolhub.toolset import ToolSetBuilder
 
-    builder = ToolSetBuilder(plugins=False)
+    builder = ToolSetBuilder(CATALOG, plugins=False)
     made: list[object] = []
 
     def factory(container: object) -> SessionSubagentRunner:

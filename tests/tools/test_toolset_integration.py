@@ -12,7 +12,7 @@ import pytest
 
 from toolhub.core import CallResult, Progress
 from toolhub.session import Session
-from toolhub.tools import BUILTIN_TOOLS, DEFAULT_TOOL_IDS, PRESETS
+from toolhub.tools import BUILTIN_TOOLS, CATALOG, DEFAULT_TOOL_IDS, PRESETS
 from toolhub.toolset import ToolSetBuilder
 
 TASK_TOOLS = [{"id": "Main:task_output"}, {"id": "Main:wait_tasks"}, {"id": "Main:kill_task"}]
@@ -20,7 +20,7 @@ TASK_TOOLS = [{"id": "Main:task_output"}, {"id": "Main:wait_tasks"}, {"id": "Mai
 
 @pytest.fixture(scope="module")
 def builder() -> ToolSetBuilder:
-    return ToolSetBuilder(plugins=False)
+    return ToolSetBuilder(CATALOG, plugins=False)
 
 
 def categories(builder: ToolSetBuilder, tools: list[dict[str, Any]]) -> list[tuple[str, str]]:

@@ -6,7 +6,7 @@ from toolhub.toolset import ToolSetBuilder
 
 @pytest.fixture
 def builder() -> ToolSetBuilder:
-    b = ToolSetBuilder(builtins=False, plugins=False).register(*ALL, ReadA, ReadB)
+    b = ToolSetBuilder(plugins=False).register(*ALL, ReadA, ReadB)
     b.register_preset("legacy", {"Main:writer": "legacy-1"})
     b.set_default_tools(["Main:echo", "Main:noop"])
     return b

@@ -52,7 +52,7 @@ def installed_plugin(tmp_path, monkeypatch):
 
 
 def test_entry_point_plugins_register_tools_and_failures_are_reported(installed_plugin):
-    builder = ToolSetBuilder(builtins=False)
+    builder = ToolSetBuilder()
     toolset = builder.build({"tools": [{"id": "Acme:greet"}]})
     result = toolset.execute_sync(toolset.prepare("greet", {"name": "Ada"}, "c"))
     assert result.prompt_text == "hello Ada"
@@ -60,7 +60,5 @@ def test_entry_point_plugins_register_tools_and_failures_are_reported(installed_
 
 
 def test_without_plugins_the_tool_is_unknown(installed_plugin):
-    report = ToolSetBuilder(builtins=False, plugins=False).validate(
-        {"tools": [{"id": "Acme:greet"}]}
-    )
+    report = ToolSetBuilder(plugins=False).validate({"tools": [{"id": "Acme:greet"}]})
     assert [v.category for v in report.violations] == ["tool_not_found"]

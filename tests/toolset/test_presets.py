@@ -18,7 +18,7 @@ import pytest
 
 from toolhub import ConfigError, Session
 from toolhub.core import CapabilityMode, ToolKind
-from toolhub.tools import TOOLSET_PRESETS
+from toolhub.tools import CATALOG, TOOLSET_PRESETS
 from toolhub.toolset import ToolSetBuilder
 
 TOOLHUB = str(Path(sys.executable).with_name("toolhub"))
@@ -26,7 +26,7 @@ TOOLHUB = str(Path(sys.executable).with_name("toolhub"))
 
 @pytest.fixture(scope="module")
 def builder() -> ToolSetBuilder:
-    return ToolSetBuilder(plugins=False)
+    return ToolSetBuilder(CATALOG, plugins=False)
 
 
 def cats(report: Any) -> list[str]:
@@ -144,7 +144,7 @@ def test_behavior_presets_still_pin_versions(builder: ToolSetBuilder) -> None:
 
 
 def test_preset_names_cannot_clash(builder: ToolSetBuilder) -> None:
-    fresh = ToolSetBuilder(builtins=False, plugins=False)
+    fresh = ToolSetBuilder(plugins=False)
     fresh.register_toolset_preset("mine", [{"id": "Main:read_file"}], "one tool")
     with pytest.raises(ValueError, match="tool-set preset"):
         fresh.register_preset("mine", {})

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from tests.sample_tools import ALL, ReadA, ReadB
 from toolhub.toolset import ToolSetBuilder
 
-BUILDER = ToolSetBuilder(builtins=False, plugins=False).register(*ALL, ReadA, ReadB)
+BUILDER = ToolSetBuilder(plugins=False).register(*ALL, ReadA, ReadB)
 NAMES = st.text(string.ascii_letters + string.digits + "_-", min_size=1, max_size=12)
 
 

@@ -17,6 +17,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from toolhub.core import ConfigError, TemplateRenderError
 from toolhub.core.template_limits import tool_names
+from toolhub.tools import CATALOG
 from toolhub.toolset import ToolSetBuilder
 from toolhub.toolset.render_process import RENDER_BUDGET_S, RenderPool
 
@@ -232,7 +233,7 @@ def test_an_override_past_the_budget_is_a_violation(builder: ToolSetBuilder) -> 
 def test_the_builtin_catalog_renders_as_before() -> None:
     """Every built-in description renders as the plain sandbox (no limits) rendered it, and an
     override with the same text — rendered in a render process — gives the same definitions."""
-    builder = ToolSetBuilder(plugins=False)
+    builder = ToolSetBuilder(CATALOG, plugins=False)
     toolset = builder.build(None)
     plain = ImmutableSandboxedEnvironment(
         variable_start_string="${{",

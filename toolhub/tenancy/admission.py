@@ -24,6 +24,7 @@ from typing import Any
 
 from toolhub.core import ConfigError, ConfigViolation
 from toolhub.redaction import redact
+from toolhub.tools import CATALOG
 from toolhub.toolset.builder import ToolSetBuilder
 from toolhub.toolset.config import ConfigSource, McpServerConfig, ToolConfig, ToolSetConfig
 from toolhub.toolset.merge import baseline_tools
@@ -43,7 +44,7 @@ DEFAULT_PRESET = "current"
 @functools.cache
 def installed_registry() -> Registry:
     """What this process can build: the built-ins and the entry-point plugins."""
-    return ToolSetBuilder().registry
+    return ToolSetBuilder(CATALOG).registry
 
 
 def admit(

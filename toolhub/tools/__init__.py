@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from toolhub.core import Reminder, Tool
+from toolhub.toolset.catalog import Catalog
 
 from .ask_user import TOOLS as _ask_user
 from .background import REMINDERS as _background_reminders
@@ -106,9 +107,19 @@ DEFAULT_TOOL_IDS: list[str] = [
     "Main:monitor",
 ]
 
+#: The built-in catalog: what ``ToolSetBuilder(CATALOG)`` starts from.
+CATALOG = Catalog(
+    tools=BUILTIN_TOOLS,
+    reminders=BUILTIN_REMINDERS,
+    presets=PRESETS,
+    toolset_presets=TOOLSET_PRESETS,
+    default_tool_ids=DEFAULT_TOOL_IDS,
+)
+
 __all__ = [
     "BUILTIN_REMINDERS",
     "BUILTIN_TOOLS",
+    "CATALOG",
     "DEFAULT_TOOL_IDS",
     "PRESETS",
     "TOOLSET_PRESETS",

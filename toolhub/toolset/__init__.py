@@ -2,6 +2,7 @@
 merge pipeline and definition formats."""
 
 from .builder import PLUGIN_GROUP, ToolSetBuilder
+from .catalog import Catalog
 from .config import (
     ConfigSource,
     HubConfig,
@@ -20,6 +21,7 @@ __all__ = [
     "FORMATS",
     "PLUGIN_GROUP",
     "STRICT_FORMATS",
+    "Catalog",
     "ConfigSource",
     "Definition",
     "Entry",

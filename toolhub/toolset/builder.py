@@ -1,5 +1,6 @@
-"""The tool-set builder: registers built-ins, plugins and reminders, validates a configuration
-and produces the immutable ``ToolSet`` (seed sections 7 and 9)."""
+"""The tool-set builder: registers the catalog it is given (``catalog.py``), plugins and
+reminders, validates a configuration and produces the immutable ``ToolSet`` (seed sections 7
+and 9)."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from toolhub.core.requirements import EvalContext
 from toolhub.core.schema import rename_properties
 from toolhub.core.tool import ListContext
 
+from .catalog import Catalog
 from .config import ConfigSource, ToolConfig, ToolSetConfig
 from .external import ExternalSpec
 from .formats import Definition
@@ -44,27 +46,14 @@ class ToolSetBuilder:
     receives the builder and registers its tools, reminders or presets.
     """
 
-    def __init__(self, *, builtins: bool = True, plugins: bool = True) -> None:
+    def __init__(self, catalog: Catalog | None = None, *, plugins: bool = True) -> None:
+        """``catalog``: the tools to start from (the built-ins are ``toolhub.tools.CATALOG``;
+        none: only what is registered here and what the plugins add)."""
         self.registry = Registry()
         self.plugin_errors: list[str] = []
         self.providers: list[tuple[Any, Callable[[Container], Any]]] = []
-        if builtins:
-            from toolhub.tools import (
-                BUILTIN_REMINDERS,
-                BUILTIN_TOOLS,
-                DEFAULT_TOOL_IDS,
-                PRESETS,
-                TOOLSET_PRESETS,
-            )
-
-            self.register(*BUILTIN_TOOLS)
-            for reminder in BUILTIN_REMINDERS:
-                self.register_reminder(reminder)
-            for name, pins in PRESETS.items():
-                self.register_preset(name, pins)
-            for name, preset in TOOLSET_PRESETS.items():
-                self.register_toolset_preset(name, preset["tools"], preset.get("description", ""))
-            self.registry.default_tools = list(DEFAULT_TOOL_IDS)
+        if catalog is not None:
+            self._add(catalog)
         if plugins:
             self._load_plugins()
 
@@ -107,6 +96,16 @@ class ToolSetBuilder:
     def set_default_tools(self, fq_ids: Iterable[str]) -> ToolSetBuilder:
         self.registry.default_tools = list(fq_ids)
         return self
+
+    def _add(self, catalog: Catalog) -> None:
+        self.register(*catalog.tools)
+        for reminder in catalog.reminders:
+            self.register_reminder(reminder)
+        for name, pins in catalog.presets.items():
+            self.register_preset(name, dict(pins))
+        for name, preset in catalog.toolset_presets.items():
+            self.register_toolset_preset(name, preset["tools"], preset.get("description", ""))
+        self.registry.default_tools = list(catalog.default_tool_ids)
 
     def _load_plugins(self) -> None:
         for ep in entry_points(group=PLUGIN_GROUP):
