@@ -9,25 +9,26 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
-from toolhub.gateway.calllog import LoggedEvent
+from toolhub.core import CallResult, Progress
+from toolhub.gateway.calllog import Item
 from toolhub.gateway.mirrors import Mirrors
 
 
 class ScriptedRemote:
-    """Serves one call of session ``s``: the events put on ``feed``; an exception put there
+    """Serves one call of session ``s``: the items put on ``feed``; an exception put there
     is raised to the mirror, as a lost Redis would be."""
 
     def __init__(self) -> None:
         self.follows = 0
-        self.feed: asyncio.Queue[LoggedEvent | Exception] = asyncio.Queue()
+        self.feed: asyncio.Queue[Item | Exception] = asyncio.Queue()
 
-    async def follow(self, call_id: str, session_id: str) -> AsyncIterator[LoggedEvent] | None:
+    async def follow(self, call_id: str, session_id: str) -> AsyncIterator[Item] | None:
         if session_id != "s":
             return None
         self.follows += 1
         return self._events()
 
-    async def _events(self) -> AsyncIterator[LoggedEvent]:
+    async def _events(self) -> AsyncIterator[Item]:
         while True:
             item = await self.feed.get()
             if isinstance(item, Exception):
@@ -49,8 +50,8 @@ def test_one_follow_per_call_and_every_open_checks_the_session() -> None:
         second = await mirrors.open("c", "s")
         assert first is not None and first is second and remote.follows == 1
         assert await mirrors.open("c", "other") is None
-        await remote.feed.put(LoggedEvent(1, "progress", {"n": 1}))
-        await remote.feed.put(LoggedEvent(2, "result", {"is_error": False}))
+        await remote.feed.put(Progress.custom("n", 1))
+        await remote.feed.put(CallResult(name="t", prompt_text="done"))
         await asyncio.sleep(0.01)
         assert [e.seq for e in first.events] == [1, 2] and first.done
         assert await mirrors.open("c", "s") is first, "a finished mirror is kept for replay"
@@ -68,7 +69,7 @@ def test_a_mirror_whose_source_fails_is_cut_and_opened_afresh() -> None:
         assert log is not None
         heard: list[int | None] = []
         log.listen(lambda e: heard.append(e.seq if e else None))
-        await remote.feed.put(LoggedEvent(1, "progress", {"n": 1}))
+        await remote.feed.put(Progress.custom("n", 1))
         await remote.feed.put(ConnectionError("Redis went away"))
         await asyncio.sleep(0.01)
         assert heard == [1, None], "the stream heard the event, then that its source was cut"

@@ -19,6 +19,7 @@ import pytest
 import uvicorn
 
 from tests.gateway.support import session_factory, sse_events
+from toolhub.core import CallResult, Progress
 from toolhub.gateway import GatewaySettings, create_app, sse
 from toolhub.gateway.calllog import CallLogs, LoggedEvent
 
@@ -147,8 +148,15 @@ class _PausedSend:
         self.bodies.append(message["body"])
 
 
-def _event(seq: int, kind: str = "progress") -> LoggedEvent:
-    return LoggedEvent(seq, kind, {"n": seq})  # type: ignore[arg-type]
+DONE = CallResult(name="t", prompt_text="done")
+
+
+def _progress(n: int) -> Progress:
+    return Progress.custom("n", n)
+
+
+def _event(seq: int) -> LoggedEvent:
+    return LoggedEvent(seq, _progress(seq))
 
 
 def test_a_slow_follower_queues_in_order_and_the_others_are_written_at_once() -> None:
@@ -160,10 +168,10 @@ def test_a_slow_follower_queues_in_order_and_the_others_are_written_at_once() ->
         log.listen(fast_follower.on_event)
         slow.drained.clear()
         for seq in range(1, 4):
-            log.append("progress", {"n": seq})
+            log.append(_progress(seq))
         assert len(fast.bodies) == 3, "the fast follower was written in the appending step"
         assert slow.bodies == []
-        log.append("result", {"done": True})
+        log.append(DONE)
         assert fast_follower.ended.done() and fast_follower.ended.result() is True
         assert not slow_follower.ended.done()
         slow.drained.set()
@@ -196,11 +204,11 @@ def test_a_backlog_past_its_limit_drops_the_follower(monkeypatch: pytest.MonkeyP
 def test_listen_replays_then_hears_live_events_and_the_result_ends_it() -> None:
     async def body() -> None:
         log = CallLogs().open("c", "s")
-        log.append("progress", {"n": 1})
+        log.append(_progress(1))
         heard: list[int | None] = []
         stop = log.listen(lambda e: heard.append(e.seq if e else None), after=0)
-        log.append("progress", {"n": 2})
-        log.append("result", {})
+        log.append(_progress(2))
+        log.append(DONE)
         log_after = CallLogs().open("d", "s")
         cut: list[LoggedEvent | None] = []
         log_after.listen(cut.append)

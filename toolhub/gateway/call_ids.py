@@ -12,7 +12,7 @@ it always stored, and its sessions share one id space, as before); no client id 
 or ``/``, so none of them is ever a named tenant's stored id.
 
 Everything the client reads names the call by its own id again (``shown``): the logged
-events (``CallLog.append``), the record, and the ``call_id`` an ``input_required`` payload or
+events (``LoggedEvent.data``), the record, and the ``call_id`` an ``input_required`` payload or
 a forwarded call carries.
 """
 

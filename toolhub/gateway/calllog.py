@@ -1,36 +1,75 @@
 """The in-process event log of a call: every item it streamed, numbered from 1, kept after the
-call ends so a client can replay it and resume with ``Last-Event-ID``.
+call ends so a client can replay it and resume with ``Last-Event-ID``. It is the one event
+source of the gateway: every SSE stream and every JSON waiter of a call reads its log, whether
+the call runs here (``calls.py``) or on another replica (``mirrors.py``), and both fill it the
+same way (``CallLog.feed``).
 
 This is what the Redis stream ``call:{cid}:events`` is for a distributed call; an embedded
-gateway keeps the same shape in memory so resumption works without Redis too. Readers register a
-listener that ``append`` calls in place (``listen``: the SSE streams, so one appended event
-reaches every stream without waking a task per stream), or await the result (``result``: a
-JSON call).
+gateway keeps the same shape in memory so resumption works without Redis too. The log keeps
+each item as it arrived (a ``Progress``, or the ``CallResult`` that ends the call); what a
+client reads of it (``LoggedEvent.data``: docs/interfaces.md) is made once, by its first
+reader. Readers register a listener that ``append`` calls in place (``listen``: the SSE
+streams, so one appended event reaches every stream without waking a task per stream), or
+await the result (``result``: a JSON call).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from toolhub.core import CallResult, Progress, closing
+
 from .call_ids import client_call_id, shown
 
+logger = logging.getLogger("toolhub.gateway.calllog")
+
 EventKind = Literal["progress", "result"]
+#: An item of a call's stream, as the session or the store hands it over.
+Item = Progress | CallResult
 #: Hears each event, or None when the log's source ended without a result (``CallLog.cut``).
 Listener = Callable[["LoggedEvent | None"], None]
 
 
-@dataclass(frozen=True, slots=True)
+def wire_data(item: Item) -> dict[str, Any]:
+    """What a client reads of an item (docs/interfaces.md): ``Progress.to_dict()``, or
+    ``CallResult.to_dict()`` plus ``is_error``."""
+    if isinstance(item, CallResult):
+        return {**item.to_dict(), "is_error": item.is_error}
+    return item.to_dict()
+
+
 class LoggedEvent:
-    seq: int
-    kind: EventKind
-    data: dict[str, Any]
-    #: the SSE frame, made once however many clients follow the call (``sse.encode``)
-    _frame: list[bytes] = field(default_factory=list, init=False, repr=False, compare=False)
+    """One event of a call's log: its number and its item as it arrived. ``data``, the item as
+    the client reads it (naming the call by ``names``' client id, when the stored id differs),
+    is made at its first reader and kept."""
+
+    __slots__ = ("_data", "_frame", "item", "names", "seq")
+
+    def __init__(self, seq: int, item: Item, names: tuple[str, str] | None = None) -> None:
+        self.seq = seq
+        self.item = item
+        #: (stored call id, client call id), when they differ (``call_ids.shown``)
+        self.names = names
+        self._data: dict[str, Any] | None = None
+        #: the SSE frame, made once however many clients follow the call (``sse.encode``)
+        self._frame: list[bytes] = []
+
+    @property
+    def kind(self) -> EventKind:
+        return "result" if isinstance(self.item, CallResult) else "progress"
+
+    @property
+    def data(self) -> dict[str, Any]:
+        if self._data is None:
+            data = wire_data(self.item)
+            self._data = data if self.names is None else shown(data, *self.names)
+        return self._data
 
 
 @dataclass
@@ -52,18 +91,34 @@ class CallLog:
     def done(self) -> bool:
         return self.finished_at is not None
 
-    def append(self, kind: EventKind, data: dict[str, Any]) -> LoggedEvent:
+    async def feed(self, items: AsyncIterator[Item]) -> None:
+        """Log ``items`` up to the result: the one way a log is filled, whether they come from
+        the session running the call here or from the store (a call of another replica). When
+        they end or fail without a result the log is ``cut``; ``items`` is closed either way."""
+        try:
+            async with closing(items) as source:
+                async for item in source:
+                    self.append(item)
+                    if self.done:
+                        return
+        except Exception as exc:
+            logger.warning("call %s: lost its event source: %s", self.call_id, exc)
+        finally:
+            if not self.done:
+                self.cut()
+
+    def append(self, item: Item) -> LoggedEvent:
         if self.done:
             raise RuntimeError(f"call {self.call_id} already has its result")
-        if self.client_id != self.call_id:
-            data = shown(data, self.call_id, self.client_id)
-        event = LoggedEvent(len(self.events) + 1, kind, data)
+        names = None if self.client_id == self.call_id else (self.call_id, self.client_id)
+        event = LoggedEvent(len(self.events) + 1, item, names)
         self.events.append(event)
-        if kind == "result":
+        last = isinstance(item, CallResult)
+        if last:
             self.finished_at = time.monotonic()
         for listener in tuple(self._listeners.values()):
             listener(event)
-        if kind == "result":
+        if last:
             self._listeners.clear()
         return event
 
@@ -85,8 +140,8 @@ class CallLog:
         return stop
 
     def cut(self) -> None:
-        """The source of this log ended without a result (a mirror lost its call's stream):
-        every listener hears ``None`` and is gone; the log is not ``done``."""
+        """The source of this log ended without a result (``feed``: a mirror lost its call's
+        stream): every listener hears ``None`` and is gone; the log is not ``done``."""
         listeners = tuple(self._listeners.values())
         self._listeners.clear()
         for listener in listeners:

@@ -1,6 +1,6 @@
-"""Calls started through the gateway: each runs as its own task that drains the session's stream
-into the call's event log, so the call neither depends on nor dies with the HTTP request that
-started it. A client that disconnects can come back to
+"""Calls started through the gateway: each runs as its own task that feeds the session's stream
+into the call's event log (``CallLog.feed``), so the call neither depends on nor dies with the
+HTTP request that started it. A client that disconnects can come back to
 ``/v1/sessions/{sid}/calls/{cid}/events``; the call is cancelled only when a client asks
 (``DELETE``, or ``cancel_on_disconnect``).
 
@@ -13,7 +13,7 @@ takes the stored one (``stored_call_id``).
 
 When the gateway is distributed, calls it did not start itself (another replica, the CLI) are
 read from the shared store through ``RemoteCalls``, and followed through a mirror of their
-events (``mirrors.py``).
+events (``mirrors.py``): a log like this gateway's own, fed the same way from the store.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import AsyncIterator
 from typing import Any
 
 from toolhub.core import CallResult, Progress, ToolError, new_call_id
@@ -29,7 +30,7 @@ from toolhub.logs import call_context
 from toolhub.session import Session
 
 from .call_ids import stored_call_id
-from .calllog import CallLog, CallLogs
+from .calllog import CallLog, CallLogs, Item
 from .metrics import UNKNOWN_TOOL, Metrics
 from .mirrors import Mirrors, RemoteCalls
 
@@ -38,10 +39,6 @@ logger = logging.getLogger("toolhub.gateway.calls")
 
 class CallConflict(RuntimeError):
     """A call with this id is still running."""
-
-
-def result_dict(result: CallResult) -> dict[str, Any]:
-    return {**result.to_dict(), "is_error": result.is_error}
 
 
 def outcome_of(result: CallResult) -> str:
@@ -74,43 +71,46 @@ class Calls:
             raise CallConflict(f"call {client_id} is still running")
         log = self.logs.open(call_id, session.session_id)
         self._owners[call_id] = session
+        items = self._run(session, name, arguments, call_id)
         # The task copies the context it is created in: its log lines name the call.
         with call_context(call_id, session.session_id, name):
-            task = asyncio.create_task(self._drain(session, name, arguments, log), name=call_id)
+            task = asyncio.create_task(log.feed(items), name=call_id)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return log
 
-    async def _drain(self, session: Session, name: str, arguments: Any, log: CallLog) -> None:
+    async def _run(
+        self, session: Session, name: str, arguments: Any, call_id: str
+    ) -> AsyncIterator[Item]:
+        """The session's stream of the call, ending with exactly one result whatever happens
+        to it (a crash, the gateway's shutdown, a stream without a result), counted in the
+        metrics."""
         tool = name if name in session.toolset.entries else UNKNOWN_TOOL
         started = time.perf_counter()
         self.metrics.in_flight.inc()
         result: CallResult | None = None
         try:
-            async for item in session.stream(name, arguments, call_id=log.call_id):
+            async for item in session.stream(name, arguments, call_id=call_id):
                 if isinstance(item, Progress):
-                    log.append("progress", item.to_dict())
+                    yield item
                 else:
                     result = item
         except asyncio.CancelledError:
             result = CallResult.failure(
-                name, ToolError.cancelled("The gateway shut down."), call_id=log.call_id
+                name, ToolError.cancelled("The gateway shut down."), call_id=call_id
             )
         except Exception as exc:
-            logger.exception("call %s (%s) crashed", log.call_id, name)
+            logger.exception("call %s (%s) crashed", call_id, name)
             error = ToolError.execution(f"internal error: {type(exc).__name__}")
-            result = CallResult.failure(name, error, call_id=log.call_id)
+            result = CallResult.failure(name, error, call_id=call_id)
         finally:
-            if result is None:
-                result = CallResult.failure(
-                    name,
-                    ToolError.custom(ErrorCode.STREAM_NO_TERMINAL, "no result"),
-                    call_id=log.call_id,
-                )
-            log.append("result", result_dict(result))
             self.metrics.in_flight.dec()
-            self.metrics.observe_call(tool, outcome_of(result), time.perf_counter() - started)
-            self._owners.pop(log.call_id, None)
+            self._owners.pop(call_id, None)
+        if result is None:
+            error = ToolError.custom(ErrorCode.STREAM_NO_TERMINAL, "no result")
+            result = CallResult.failure(name, error, call_id=call_id)
+        self.metrics.observe_call(tool, outcome_of(result), time.perf_counter() - started)
+        yield result
 
     def _local(self, call_id: str, session_id: str) -> CallLog | None:
         log = self.logs.get(call_id)

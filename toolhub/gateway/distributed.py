@@ -16,13 +16,14 @@ from typing import Any
 
 from redis.exceptions import RedisError
 
+from toolhub.core import closing
 from toolhub.distributed.settings import ALL_QUEUES, Settings
 from toolhub.distributed.shared import shared_backend
-from toolhub.distributed.store import CallNotFound, RedisStore
+from toolhub.distributed.store import RedisStore
 from toolhub.session import Session
 from toolhub.toolset import ToolSetConfig
 
-from .calllog import LoggedEvent
+from .calllog import Item
 from .sessions import SessionFactory, WorkspaceError, resolve_workspace
 
 logger = logging.getLogger("toolhub.gateway.distributed")
@@ -41,20 +42,15 @@ class StoreCalls:
     def __init__(self, store: RedisStore) -> None:
         self.store = store
 
-    async def follow(self, call_id: str, session_id: str) -> AsyncIterator[LoggedEvent] | None:
+    async def follow(self, call_id: str, session_id: str) -> AsyncIterator[Item] | None:
         if await self.record(call_id, session_id) is None:
             return None
-        return self._events(call_id)
+        return self._items(call_id)
 
-    async def _events(self, call_id: str) -> AsyncIterator[LoggedEvent]:
-        try:
-            async for event in self.store.follow(call_id, must_exist=False):
-                data = event.item.to_dict()
-                if event.terminal:
-                    data["is_error"] = data.get("error") is not None
-                yield LoggedEvent(event.seq, "result" if event.terminal else "progress", data)
-        except CallNotFound:
-            return
+    async def _items(self, call_id: str) -> AsyncIterator[Item]:
+        async with closing(self.store.follow(call_id, must_exist=False)) as events:
+            async for event in events:
+                yield event.item
 
     async def record(self, call_id: str, session_id: str) -> dict[str, Any] | None:
         found = await asyncio.to_thread(self.store.get_record, call_id)

@@ -1,7 +1,8 @@
 """Calls of another replica (or the CLI), followed once per gateway process into a log of its
-own, so that every SSE stream of such a call here reads that log (``sse.py``) exactly as it
-reads a call this gateway started: one Redis subscription and one replay per call, not one
-per stream, and each event written to every stream in one pass.
+own, so that every SSE stream or JSON waiter of such a call here reads that log exactly as it
+reads a call this gateway started, and the log is fed the same way (``CallLog.feed``, from
+the store's items instead of the session's): one Redis subscription and one replay per call,
+not one per stream, and each event written to every stream in one pass.
 
 A mirror follows its call from the first event to the result. A finished mirror is kept like
 a finished call's log (bounded, oldest first), so late followers replay from memory. One whose
@@ -12,21 +13,19 @@ its streams end without a result, and the next follower opens a fresh mirror.
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import AsyncIterator
 from typing import Any, Protocol
 
-from .calllog import CallLog, CallLogs, LoggedEvent
-
-logger = logging.getLogger("toolhub.gateway.mirrors")
+from .calllog import CallLog, CallLogs, Item
 
 
 class RemoteCalls(Protocol):
     """The shared store of a distributed deployment, as the gateway reads it. ``None`` means
     no call with this id belongs to ``session_id`` (whether or not another session has one)."""
 
-    async def follow(self, call_id: str, session_id: str) -> AsyncIterator[LoggedEvent] | None:
-        """The call's events from the first, live until the result."""
+    async def follow(self, call_id: str, session_id: str) -> AsyncIterator[Item] | None:
+        """The call's items from the first, live until the result, as the store hands them
+        over."""
 
     async def record(self, call_id: str, session_id: str) -> dict[str, Any] | None: ...
 
@@ -44,29 +43,25 @@ class Mirrors:
         session has no such call."""
         log = self.logs.get(call_id)
         if log is None:
-            events = await self.remote.follow(call_id, session_id)
-            if events is None:
+            items = await self.remote.follow(call_id, session_id)
+            if items is None:
                 return None
             log = self.logs.get(call_id)  # another request may have opened it meanwhile
             if log is None:
                 log = self.logs.open(call_id, session_id)
-                task = asyncio.create_task(self._copy(events, log), name=f"mirror:{call_id}")
+                task = asyncio.create_task(self._mirror(log, items), name=f"mirror:{call_id}")
                 self._tasks.add(task)
                 task.add_done_callback(self._tasks.discard)
         return log if log.session_id == session_id else None
 
-    async def _copy(self, events: AsyncIterator[LoggedEvent], log: CallLog) -> None:
+    async def _mirror(self, log: CallLog, items: AsyncIterator[Item]) -> None:
+        """Feed the mirror; one cut without a result is forgotten, so the next follower opens
+        a fresh one."""
         try:
-            async for event in events:
-                log.append(event.kind, event.data)
-                if event.kind == "result":
-                    return
-        except Exception as exc:
-            logger.warning("call %s: lost its event stream: %s", log.call_id, exc)
+            await log.feed(items)
         finally:
             if not log.done:
                 self.logs.discard(log.call_id)
-                log.cut()
 
     async def shutdown(self) -> None:
         for task in list(self._tasks):
