@@ -158,11 +158,6 @@ class SandboxPolicy:
     def read_only_paths(self) -> tuple[Path, ...]:
         return tuple(p if p.is_absolute() else self.workspace / p for p in self.read_only)
 
-    def with_hidden(self, paths: Iterable[Path | str]) -> SandboxPolicy:
-        """The same policy hiding ``paths`` too (another session's workspace, a state dir)."""
-        extra = tuple(Path(p) for p in paths if Path(p) not in self.hidden)
-        return replace(self, hidden=(*self.hidden, *extra))
-
     def with_readable(self, paths: Iterable[Path | str]) -> SandboxPolicy:
         """The same policy with ``paths`` readable too (a language server's installation)."""
         extra = tuple(Path(p) for p in paths if Path(p) not in self.readable)
