@@ -5,11 +5,11 @@ A full (generation 2) collection walks every tracked object. A worker's or a gat
 heap is large (Celery, kombu, pydantic, the tool registry), so a full collection of it stops the
 process for tens of milliseconds, and every progress line and SSE frame waiting in that process
 waits as long: one such pause alone can exceed the progress-latency target. Those objects live
-as long as the process, so scanning them finds nothing. ``gc.freeze()`` takes them out of every later
-collection: full collections then walk only what the process made since (the calls in flight)
-and are triggered by that growth alone. The price is bounded: an object alive at the freeze
-that later becomes part of an unreachable cycle is never freed (startup objects rarely do);
-everything made after the freeze is collected as before.
+as long as the process, so scanning them finds nothing. ``gc.freeze()`` takes them out of every
+later collection: full collections then walk only what the process made since (the calls in
+flight) and are triggered by that growth alone. The price is bounded: an object alive at the
+freeze that later becomes part of an unreachable cycle is never freed (startup objects rarely
+do); everything made after the freeze is collected as before.
 
 Freezing shrinks each full collection; ``space_full_collections`` makes them rare. CPython
 starts a full collection once ten generation-1 collections have passed and the objects that

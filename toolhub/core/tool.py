@@ -154,7 +154,6 @@ class ToolContext:
 class Capabilities:
     read_only: bool
     streaming: bool = False
-    supports_cancel: bool = True
     timeout_ms: int | None = None
 
 

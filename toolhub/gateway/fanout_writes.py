@@ -2,11 +2,11 @@
 
 An event of a call with a thousand followers is a thousand socket writes (``sse.py``). Under
 ``bench/bench_sse_followers.py`` most of the gateway's time is the kernel's part of those writes
-(TCP, and the loopback delivery to each reader), not Python; written one at a time they keep
-one core busy while the others mostly wait. Here the direct frame writes of a turn are queued, and the first of the turn
-schedules one flush for the end of it: a large batch is split between the loop's thread and
-helper threads, each writing with ``os.write`` (which lets go of the GIL for the system call);
-a small one is written by the loop's thread alone.
+(TCP, and the loopback delivery to each reader), not Python; written one at a time they keep one
+core busy while the others mostly wait. Here the direct frame writes of a turn are queued, and
+the first of the turn schedules one flush for the end of it: a large batch is split between the
+loop's thread and helper threads, each writing with ``os.write`` (which lets go of the GIL for
+the system call); a small one is written by the loop's thread alone.
 
 Three rules keep this as safe as writing through the transport:
 
