@@ -15,7 +15,7 @@ toolhub and raw Celery in interleaved rounds, so each mark between a call's star
 belongs to that call. Prints the median of every phase on both sides.
 
 No target: this is the instrument behind the raw-Celery verdicts of ``bench_distributed.py``
-(docs/benchmarks.md, round seven). A mark costs its worker a clock read and a list append.
+(docs/benchmarks.md). A mark costs its worker a clock read and a list append.
 """
 
 from __future__ import annotations

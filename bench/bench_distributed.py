@@ -10,11 +10,9 @@ machine hits every side alike; the table shows the median of the rounds):
 
 * no-op round trip (sequential calls): ``session.call("noop")`` vs ``noop.delay().get()``,
   each round's calls taken in blocks of ``--block`` a side, in turn; 2,000 a side, so that a
-  round's p99 is its twentieth slowest call: a slow phase of the machine of some tens of
-  milliseconds slows every call of one side's block made meanwhile, and with 500 a side (the
-  fifth slowest) one such cluster decided a round (1.18x and 1.05x beside a median of 0.64x,
-  round twelve); with 1,000 still 2 rounds of 50 (1.03x and 0.92x, beside a median of
-  0.70x, round thirteen);
+  round's p99 is its twentieth slowest call: a slow phase of the machine slows every call of
+  one side's block made meanwhile, and with fewer calls a side one such cluster alone can
+  decide a round;
 * throughput of concurrent no-op calls (all in flight at once), two bursts a side per round:
   toolhub, the baselines, then the same in reverse, each side's throughput its calls over
   its bursts' time;
@@ -217,10 +215,10 @@ def interleaved_round_trips(
     """One round's sequential calls, ``calls`` a side, in blocks of ``block`` taken in turn
     (toolhub, then each baseline, again and again).
 
-    The machine's slow phases last seconds. With 500 calls a side in one block each, a phase
-    could fall on one side only (one run of 2026-12-05: rounds at p50 0.82x, 0.89x and
-    1.58x). Blocks of 100 keep each side's workers busy (calls alternated one by one slowed
-    both sides by about 60%, round seven) while every side samples the same phases."""
+    The machine's slow phases last seconds. With each side's calls in one block, a phase
+    could fall on one side only. Blocks of 100 keep each side's workers busy (calls alternated
+    one by one leave each side's workers idle between calls) while every side samples the same
+    phases."""
     samples: dict[str, list[float]] = {"toolhub": [], **{label: [] for label in labels.values()}}
     loop = asyncio.new_event_loop()
     try:

@@ -3,21 +3,19 @@
     .venv/bin/python bench/bench_sse_followers.py [--followers 1000] [--seconds 20]
 
 A local stack (redis-server, one worker, ``toolhub serve`` as its own process) runs one ``bash``
-call that prints its clock every 100 ms; ``--followers`` clients follow the call's events
-(``GET /v1/sessions/{sid}/calls/{cid}/events``), split over two client processes so that the
-clients' own parsing does not hold one core. Latency is the arrival time of a line at a
-follower minus the time the command printed it (same host clock). The baseline measured in the
-same run is a single follower: what one stream costs with no crowd. Targets: p99 <= 20 ms with
-all followers attached, over 20 s of lines. Each line reaches every follower, so over 10 s
-(about 70 lines after the first 2 s) a single line delayed for all of them is 1,000 of some
-70,000 lags, more than the 1% above the p99, and can set it alone: one run of round thirteen
-had 39.5 ms (p50 13.4 ms, one follower alone 5.1 ms) against 13.4-19.9 ms in its fourteen
-others. The gateway's memory per open stream is reported, and so are its full
-garbage collections while the followers were there (``toolhub_gc_pause_seconds`` from its
-``/metrics``, read before they attach and after they leave, never in between: rendering
-``/metrics`` allocates enough to move the next collection). With 1,000 streams open, one full
-collection stops the gateway for tens of milliseconds and delays every line then in flight; when
-it falls after the first seconds, it is in the p99.
+call that prints its clock every 100 ms; ``--followers`` clients follow the call's events (``GET
+/v1/sessions/{sid}/calls/{cid}/events``), split over two client processes so that the clients'
+own parsing does not hold one core. Latency is the arrival time of a line at a follower minus
+the time the command printed it (same host clock). The baseline measured in the same run is a
+single follower: what one stream costs with no crowd. Targets: p99 <= 20 ms with all followers
+attached, over 20 s of lines. Each line reaches every follower, so over a shorter run a single
+line delayed for all of them is more than the 1% above the p99 and can set it alone; over 20 s
+it takes two. The gateway's memory per open stream is reported, and so are its full garbage
+collections while the followers were there (``toolhub_gc_pause_seconds`` from its ``/metrics``,
+read before they attach and after they leave, never in between: rendering ``/metrics`` allocates
+enough to move the next collection). With 1,000 streams open, one full collection stops the
+gateway for tens of milliseconds and delays every line then in flight; when it falls after the
+first seconds, it is in the p99.
 """
 
 from __future__ import annotations

@@ -8,8 +8,10 @@ Each call is a ``bash`` command that appends one line per run to its own side-ef
 call). Calls go out in bursts while a chaos thread SIGKILLs a random worker every few seconds
 (the harness plays the supervisor and restarts it), SIGKILLs Redis once and restarts it on the
 same port (append-only file), and SIGKILLs the dispatcher once (a new one collects the old
-one's calls by id). Before the load, a take-before-claim probe SIGKILLs a worker 30-90 ms after
-a burst is enqueued; during it, a background command runs through a SIGKILL of its worker.
+one's calls by id). Before the load, a take-before-claim probe freezes a worker until it holds
+a message it has not claimed, then SIGKILLs it (``chaos_probe.py``; Celery's side: a SIGKILL
+30-90 ms after the burst); during the load, a background command runs through a SIGKILL of its
+worker.
 The same calls and faults then hit a plain Celery app (late acks, reject on worker lost).
 
 Prints both systems side by side and exits non-zero when toolhub misses a bar:

@@ -1,8 +1,9 @@
 """The take-before-claim probe of the chaos run's toolhub side (``bench/chaos_toolhub.py``).
 
 A worker that dies after kombu took a message off the queue but before it claimed the call
-used to leave the call queued forever. The probe aims a SIGKILL at that window (milliseconds
-wide) and checks that every call it caught is re-enqueued and answered within about a lease.
+leaves the call queued with no worker on it until the sweep re-enqueues it. The probe aims a
+SIGKILL at that window (milliseconds wide) and checks that every call it caught is re-enqueued
+and answered within about a lease.
 """
 
 from __future__ import annotations

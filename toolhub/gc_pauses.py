@@ -3,17 +3,17 @@
 A full (generation 2) collection stops every thread of the process while it walks every
 tracked object, and every progress line and SSE frame waiting in that process waits as long.
 Freezing the startup heap (``process_heap.py``) took the largest ones away, but what a process
-makes while it serves is still walked: a gateway holding 1,000 open SSE streams (about 150
-tracked objects each, mostly the ASGI stack's suspended coroutines) paused 73-90 ms per full
-collection on the project's machine (docs/benchmarks.md, round nine). Prometheus's stock
+makes while it serves is still walked: a gateway holding 1,000 open SSE streams (mostly the
+ASGI stack's suspended coroutines) stops for tens of milliseconds per full collection.
+Prometheus's stock
 ``GCCollector`` counts collections but not how long they stop the process; this does.
 
 The recorder is one ``gc.callbacks`` hook per process. A collection can start inside any code,
 including code that holds a metrics lock on the same thread, so the hook takes no lock and
 calls nothing that might: it only adds to plain per-generation counters (the GIL keeps each
 update whole), and the collector turns them into a histogram when ``/metrics`` is scraped. Its
-cost is a Python call at the start and the end of each collection, a microsecond or so against
-collections of tens of microseconds and more.
+cost is a Python call at the start and the end of each collection, small against the
+collection itself.
 """
 
 from __future__ import annotations

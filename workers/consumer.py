@@ -3,7 +3,7 @@
 Celery buffers task events (``task-received``, ``task-started``, ``task-succeeded`` …) and asks
 the consumer to flush them; the stock consumer flushes at once, so every event of every call
 costs a wake-up of the consumer's event loop and a ``PUBLISH`` on the thread that also
-receives the messages (measured: about a third of that thread's time with no-op calls). This
+receives the messages (with no-op calls, a large share of that thread's time). This
 consumer flushes at most every ``EVENT_FLUSH_SECONDS``, as one ``task.multi`` message: the
 event batch Celery's receivers — Flower among them — already understand. Events are unchanged,
 in order, and at most that much later; the batch still waiting at shutdown is flushed by
@@ -13,8 +13,7 @@ The stock dispatcher also flushes by itself whenever 24 events are waiting, from
 thread sent the 24th: under load that is a pool thread, every eight calls, each flush a
 publish taken under the dispatcher's lock while the other threads wait to send. Its limit is
 raised to ``EVENT_BUFFER_LIMIT`` here, so the window does the flushing and the limit only
-bounds the memory a burst can hold (issue 18: 740 → 685 us of worker CPU per no-op call in
-1,000-call bursts, docs/benchmarks.md round eleven).
+bounds the memory a burst can hold.
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 Every call costs its worker a claim, a Redis round trip before the tool starts: it hands over
 the session state, marks the call running, counts the attempt, and stops a cancelled call or
-a second delivery. For a no-op it was a sixth of the call's time and the whole gap to the
-p50 target against raw Celery (docs/benchmarks.md, round nine). Here the tool runs first, on
+a second delivery. For a short read-only call that round trip is a large share of the call's
+time. Here the tool runs first, on
 the session state this worker already holds, and one script then claims and finishes the
 call together (``CLAIM_AND_FINISH``), only if nothing happened meanwhile: the call is still
 queued under this message, never attempted, no cancel asked, and the session state is still

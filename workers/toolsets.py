@@ -160,12 +160,6 @@ class ToolSets:
             if done is not None:
                 done.close()
 
-    @property
-    def sizes(self) -> tuple[int, int]:
-        """(cached, retired but still running a call): for the memory bench and tests."""
-        with self._lock:
-            return len(self._cache), len(self._retired)
-
     def _evict(self) -> list[SessionRuntime]:
         """Under the lock: drop the least recently used beyond capacity; returns those to
         close now (the busy ones are retired instead)."""

@@ -8,7 +8,6 @@ from toolhub.core import (
     resolve_version,
     wrap_reminders,
 )
-from toolhub.core.templates import strip_markers
 
 R = TemplateRenderer(by_kind={"read": "view_file"}, params={"read": {"offset": "start_line"}})
 
@@ -33,10 +32,6 @@ def test_conditional_sections_omit_absent_tools():
     text = "${% if tools.by_kind.read %}read with ${{ tools.by_kind.read }}${% endif %}"
     assert R.render(text) == "read with view_file"
     assert TemplateRenderer().render(text) == ""
-
-
-def test_strip_template_markers_keeps_plain_text():
-    assert strip_markers("a ${{ x }} b ${% if y %}c${% endif %} {{ d }}") == "a  b c {{ d }}"
 
 
 def test_sandbox_refuses_attribute_escapes():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from .base import Answers
@@ -16,7 +16,6 @@ class _Pending:
     questions: list[dict[str, Any]]
     answers: Answers | None = None
     withdrawn: bool = False
-    posted_at: float = field(default_factory=time.time)
 
 
 class LocalAnswerBox:

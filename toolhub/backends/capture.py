@@ -24,7 +24,6 @@ class CapturedOutput:
     tail: bytes
     total_bytes: int
     log_path: Path | None
-    log_truncated: bool = False
 
     @property
     def contiguous(self) -> bool:
@@ -128,9 +127,7 @@ class OutputCapture:
             tail = b"".join(self._tail)
             if len(tail) > self.keep_bytes:
                 tail = tail[-self.keep_bytes :]
-            return CapturedOutput(
-                bytes(self._head), tail, self._total, self.log_path, self._log_truncated
-            )
+            return CapturedOutput(bytes(self._head), tail, self._total, self.log_path)
 
     def close(self) -> None:
         with self._lock:

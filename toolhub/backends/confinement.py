@@ -13,7 +13,6 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-import toolhub.sandbox
 from toolhub.sandbox import Mechanism, SandboxPolicy, bwrap_argv, landlock_argv, scrubbed_env
 from toolhub.sandbox.bwrap import SANDBOX_HOME, SANDBOX_TMP
 from toolhub.sandbox.installs import install_roots
@@ -21,7 +20,6 @@ from toolhub.sandbox.proxy import PROXY_PORT, egress_proxy, proxy_env
 
 #: Where the egress proxy's unix socket appears inside a bwrap sandbox.
 BRIDGE_SOCKET = "/run/toolhub-egress.sock"
-BRIDGE = Path(toolhub.sandbox.__file__).resolve().parent / "bridge.py"
 
 
 def unconfined_env(

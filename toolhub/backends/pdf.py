@@ -155,7 +155,7 @@ def open_pdf(handle: BinaryIO) -> Iterator[PdfReader]:
     """The document read from ``handle`` (an open, seekable file; it stays open and must not
     change while the block runs). ``PdfOpenError`` when it cannot be opened."""
     with _LOCK:
-        import pypdfium2  # a 40 ms import: paid by the first PDF, not by every toolhub import
+        import pypdfium2  # a slow import: paid by the first PDF, not by every toolhub import
 
         try:
             document = pypdfium2.PdfDocument(handle)

@@ -1,7 +1,7 @@
 """One bwrap sandbox per session policy, shared by that session's commands in this process.
 
-Starting a sandbox is most of what a sandboxed command costs to start (about 7 ms of the
-machine's CPU, against well under 1 ms for the fork and exec of its shell), and a worker hosting
+Starting a sandbox is most of what a sandboxed command costs to start (namespaces and mounts,
+against a fork and an exec for its shell), and a worker hosting
 hundreds of long commands spends its cores on starting sandboxes while the output of the
 commands already running waits for them. So the sandbox is started once per policy (the bwrap
 argv names the policy whole: the session's workspace, its private tmp, what is hidden, the

@@ -3,10 +3,10 @@
 When hundreds of calls reach a worker together, every pool thread is in the CPU-bound part of
 a command start at the same moment (the sandbox argv, the cgroup, the output log, the request
 to the launcher). Under the GIL they take turns, and a reader thread that only has a line of
-another command's output to forward waits behind all of them: progress lines printed during
-a burst of 500 starts reached the caller 50-60 ms late. Let through two at a time, the other
-starts wait on a semaphore instead of on the GIL, and the lines go through between them
-(bench/bench_long_commands.py; docs/benchmarks.md, round five).
+another command's output to forward waits behind all of them, and progress lines printed
+during a burst of starts reach the caller late. Let through two at a time, the other starts
+wait on a semaphore instead of on the GIL, and the lines go through between them
+(``bench/bench_long_commands.py`` measures it).
 
 A start that waits on something outside this process (the sandbox launcher's answer, for up
 to ``START_TIMEOUT_S``) gives its place up while it waits (``released``): a stopped launcher

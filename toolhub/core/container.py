@@ -213,10 +213,6 @@ class Container:
         """Bumped on every change, so a persistence writer can skip clean snapshots."""
         return self._version
 
-    def persisted_ids(self) -> dict[str, str]:
-        """resource id → category of every persisted key."""
-        return {p.resource_id: p.category for p in self._persisted.values()}
-
     def serialize(self) -> dict[str, dict[str, Any]]:
         """``{"params": {id: json}, "state": {id: json}}`` of every persisted value present."""
         out: dict[str, dict[str, Any]] = {"params": {}, "state": {}}

@@ -35,11 +35,6 @@ def has_markers(text: str) -> bool:
     return "${{" in text or "${%" in text
 
 
-def strip_markers(text: str) -> str:
-    """The template with every placeholder removed (for display where nothing can render)."""
-    return _MARKERS.sub("", text)
-
-
 @dataclass(frozen=True)
 class TemplateRenderer:
     """Renders against the tool set's names: ``tools.by_kind.<kind>`` → the client name of the

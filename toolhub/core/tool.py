@@ -93,15 +93,6 @@ class CancelToken:
         if self._cancelled:
             raise ToolError.cancelled()
 
-    def wait_sync(self, timeout: float | None = None) -> bool:
-        """Block (a thread) until cancelled or ``timeout``; True when cancelled."""
-        event = threading.Event()
-        remove = self.on_cancel(event.set)
-        try:
-            return event.wait(timeout)
-        finally:
-            remove()
-
     async def wait(self, timeout: float | None = None) -> bool:
         """Wait (asynchronously) until cancelled or ``timeout``; True when cancelled."""
         loop = asyncio.get_running_loop()
@@ -163,7 +154,6 @@ class ToolContext:
 class Capabilities:
     read_only: bool
     streaming: bool = False
-    supports_cancel: bool = True
     timeout_ms: int | None = None
 
 

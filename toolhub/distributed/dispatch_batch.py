@@ -1,14 +1,13 @@
 """The dispatches of one event-loop turn, sent to Redis as one pipeline.
 
 A process that starts many calls at once (an agent fanning out, a gateway under a burst, a
-``gather`` of calls) used to run each call's record-and-enqueue script as its own blocking
-round trip on its event loop: 500 calls held the loop for 500 round trips, one after another,
-and no progress of any call already running reached its caller meanwhile (the first lines of
-500 long commands arrived 0.6 s late, ``bench/bench_long_commands.py``). Here each dispatch is
+``gather`` of calls) would hold its event loop for one blocking round trip per call if each
+record-and-enqueue script ran alone, and no progress of any call already running would reach
+its caller meanwhile. Here each dispatch is
 queued, and the first of a turn schedules one flush for the next turn: every script queued by
 then has been written on one connection, and the flush reads their replies (one stall of the
-loop) and gives each caller its own. A lone call pays two more turns of the loop (tens of
-microseconds), no extra round trip.
+loop) and gives each caller its own. A lone call pays two more turns of the loop, no extra
+round trip.
 
 A large turn is written in slices of ``SEND_EVERY`` as its dispatches come, not all at its
 end, so that Redis and the workers start on the first calls while the loop still prepares
@@ -39,9 +38,9 @@ from .evalsha import read_replies, run_pipeline, send_scripts
 from .records import CallRecords
 from .replies import untyped
 
-#: A turn's dispatches are written as soon as this many wait, not all at its end: a ``gather``
-#: of 1,000 calls otherwise kept Redis and the workers idle while this loop prepared every
-#: one of them (a fifth to a third of the burst's time; docs/benchmarks.md, round thirteen).
+#: A turn's dispatches are written as soon as this many wait, not all at its end: otherwise a
+#: ``gather`` of 1,000 calls keeps Redis and the workers idle while this loop prepares every
+#: one of them.
 SEND_EVERY = 32
 
 

@@ -9,9 +9,9 @@ then runs those commands itself, in the same round trip (``scripts.CREATE_AND_EN
 message reaches the queue if and only if the record was created, and workers (and Flower)
 receive an ordinary Celery message.
 
-Capturing still runs Celery's and kombu's whole per-message path (~125 µs of Python, more than
-the round trip it saves, and on the dispatcher's event-loop thread). ``MessageTemplate`` keeps
-one captured message per (task, queue) and re-fills only what varies per call (~11 µs); it
+Capturing still runs Celery's and kombu's whole per-message path (more Python than the round
+trip it saves costs, and on the dispatcher's event-loop thread). ``MessageTemplate`` keeps
+one captured message per (task, queue) and re-fills only what varies per call; it
 verifies itself against a second capture when made and is not used if it cannot rebuild it.
 
 The capture uses kombu 5.7's publish-batch hook (``Producer._batch_local.current`` and the

@@ -5,9 +5,8 @@ item an emit: three or more script calls on the worker's critical path. Every di
 record-and-enqueue script, in a pipeline with the others of its loop turn. Through redis-py
 (``Script.__call__``, ``Pipeline.evalsha``) each goes through ``execute_command``: argument
 encoding one by one in Python, the client's retry wrapper, hooks, response callbacks. Packing
-the commands with hiredis and writing them on a pooled connection costs 45-60 us less per
-claim (p50 195-217 us through ``Script``, 151-159 us here) and 18 us less per dispatch in a
-batch of 50 (47-48 us, 29-30 us); docs/benchmarks.md, round seven.
+the commands with hiredis and writing them on a pooled connection skips those layers for the
+calls made on every distributed call.
 
 The connection, its timeouts, reconnection and error types are still redis-py's. What the
 packed path does not handle goes back to the stock one. Redis may not know the script (after

@@ -5,8 +5,8 @@ for a caller that waits for a result).
 Frames arrive on the call's pub/sub channel; every event also sits in the call's stream, so a
 resync, a gap in the sequence numbers or a long silence costs a read of the stream, never an
 event. A cursor is a plain object the caller awaits, not an async generator: a call that only
-waits for its result holds no generator frames while in flight (issue 18: the objects each
-in-flight call holds are what brings a busy dispatcher's full garbage collections).
+waits for its result holds no generator frames while in flight (the objects each in-flight
+call holds are what brings a busy dispatcher's full garbage collections).
 """
 
 from __future__ import annotations

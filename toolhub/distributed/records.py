@@ -212,8 +212,8 @@ class CallRecords:
     def claim(self, message: dict[str, Any], worker: str) -> Claim:
         """Claim the call for this attempt. The terminals the script writes when the call's
         worker was lost too often, or a cancel was requested, go only with a second claim
-        that the first one asked for (``terminal``): every claim used to build and send both
-        (12 us and 1.4 KB, for a branch almost no claim takes)."""
+        that the first one asked for (``terminal``), so a claim does not build and send two
+        terminals for a branch almost no claim takes."""
         cid = message["call_id"]
         keys = self.call_keys(cid, message["session_id"])
         head = [
@@ -278,8 +278,8 @@ class CallRecords:
     def renew(self, leases: list[tuple[str, int]]) -> list[int]:
         """Renew several leases, one script call per ``RENEW_BATCH``: per call 0 (this attempt
         lost the call), 1 (renewed) or 2 (renewed, but a cancel was requested). One command
-        for hundreds of calls costs the worker a fraction of a pipeline of one script call each
-        (250 leases: 3.1 ms of CPU, with the GIL held, every sixth of a lease)."""
+        for hundreds of calls costs the worker (with the GIL held) a fraction of a pipeline of
+        one script call each."""
         codes: list[int] = []
         for at in range(0, len(leases), RENEW_BATCH):
             batch = leases[at : at + RENEW_BATCH]

@@ -1,7 +1,7 @@
 """A bare Redis pub/sub connection: one socket, hiredis parsing, nothing else.
 
 The dispatcher's hub reads every progress frame of every call it follows; redis-py's pub/sub
-object costs tens of microseconds per message in bookkeeping this hub does not need. Here a
+object spends per message on bookkeeping this hub does not need. Here a
 read is ``poll`` + ``recv`` + hiredis, and commands are written whole under a lock, so other
 threads may (un)subscribe while the reader thread blocks.
 """

@@ -1,7 +1,7 @@
 """The embedded executor: runs the tool pipeline in the caller's process.
 
 Blocking tools run in a worker thread so the event loop stays free; plain sync tools called
-through ``call_sync`` run inline, which is what makes an embedded call cost microseconds.
+through ``call_sync`` run inline, with no thread hand-over, which keeps an embedded call cheap.
 Cancellation never waits on the tool: the call's token fires its kill callbacks at once and the
 caller gets its ``cancelled`` terminal immediately, whatever the tool is still doing.
 """

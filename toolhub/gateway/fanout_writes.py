@@ -1,13 +1,12 @@
 """The SSE frames of one event-loop turn, written to their sockets on more than one core.
 
-An event of a call with a thousand followers is a thousand socket writes (``sse.py``). Profiled
-under ``bench/bench_sse_followers.py`` (perf, 1,000 followers on loopback), 70% of the
-gateway's time went to the kernel's part of those writes (TCP, and the loopback delivery to
-each reader) and under 5% to Python; one write at a time kept one core busy while the other
-mostly waited. Here the direct frame writes of a turn are queued, and the first of the turn
-schedules one flush for the end of it: a large batch is split between the loop's thread and
-helper threads, each writing with ``os.write`` (which lets go of the GIL for the system call);
-a small one is written by the loop's thread alone.
+An event of a call with a thousand followers is a thousand socket writes (``sse.py``). Under
+``bench/bench_sse_followers.py`` most of the gateway's time is the kernel's part of those writes
+(TCP, and the loopback delivery to each reader), not Python; written one at a time they keep one
+core busy while the others mostly wait. Here the direct frame writes of a turn are queued, and
+the first of the turn schedules one flush for the end of it: a large batch is split between the
+loop's thread and helper threads, each writing with ``os.write`` (which lets go of the GIL for
+the system call); a small one is written by the loop's thread alone.
 
 Three rules keep this as safe as writing through the transport:
 
@@ -29,8 +28,8 @@ import os
 import weakref
 from concurrent.futures import Future, ThreadPoolExecutor
 
-#: A batch at least this large is shared with the helpers; below it, a helper's hand-over
-#: (tens of microseconds) costs more than it saves.
+#: A batch at least this large is shared with the helpers; below it, handing a share to a
+#: helper costs more than it saves.
 PARALLEL_FROM = 128
 #: Helper threads: one fewer than the cores, at most three (none on one core).
 HELPERS = min(3, (os.cpu_count() or 1) - 1)

@@ -1,14 +1,13 @@
 """The gateway's most frequent request answered without FastAPI's router: ``POST
 /v1/sessions/{session_id}/calls``, a JSON body, a JSON result.
 
-Why: traced call by call (bench/bench_gateway.py's stack, marks at each layer), FastAPI's
-own path took most of what the gateway adds to a call. Between uvicorn reading the request and
-the route's first line went ~750 us of a ~4.6 ms call on a slow phase of the machine: the
-exception and exit-stack middleware, the router trying each route's pattern, reading and
-parsing the body, and solving the route's dependencies (the body model, the query, the
-request). This middleware sits inside ``Guard`` (the host, token and size checks are made)
-and ``RequestMetrics`` (the request is counted under the route's template), reads the body,
-validates it with the route's own model and starts the call as the route would.
+Why: traced call by call (bench/bench_gateway.py's stack, marks at each layer), FastAPI's own
+path took most of what the gateway adds to a call, between uvicorn reading the request and the
+route's first line: the exception and exit-stack middleware, the router trying each route's
+pattern, reading and parsing the body, and solving the route's dependencies (the body model, the
+query, the request). This middleware sits inside ``Guard`` (the host, token and size checks are
+made) and ``RequestMetrics`` (the request is counted under the route's template), reads the
+body, validates it with the route's own model and starts the call as the route would.
 
 It scopes the session as the route does: the id in the path is the client's, looked up under
 the tenant of the principal the ``Guard`` left in the scope, so another tenant's session is not

@@ -5,9 +5,9 @@ client saw. Comment lines keep idle connections open through proxies.
 Every stream reads the call's in-memory log (``calllog.py``; a call of another replica is
 mirrored into one, ``calls.py``). A new event is written to every stream of the call from the
 step that appends it: the frame is encoded once and handed to each follower's connection in
-one pass (``Follower.write``), with no task woken per follower. With a thousand followers of
-one call, a task (or two) per follower and event was most of the gateway's time, and the last
-follower heard of each event a hundred milliseconds after the first. A follower whose
+one pass (``Follower.write``), with no task woken per follower: with a thousand followers of
+one call, a task per follower and event would be most of the gateway's time, and the last
+follower would hear of each event long after the first. A follower whose
 connection is slow (its transport stopped taking bytes) gets its frames queued and written by a
 task of its own once the connection drains, so it never holds up the others; past
 ``MAX_BACKLOG_BYTES`` queued it is dropped, and resumes with ``Last-Event-ID``.
@@ -18,7 +18,7 @@ message, the coroutine and the checks around it, as long as the connection takes
 it pushes back, or under any other server, frames go through ``send`` as above. The direct
 writes of one turn of the loop leave together at its end, shared between the loop's thread and
 helper threads when there are many (``fanout_writes.py``): with 1,000 followers a pass is
-1,000 socket writes, and the kernel's side of them, not Python, was most of its time.
+1,000 socket writes, and the kernel's side of them, not Python, is most of its time.
 """
 
 from __future__ import annotations

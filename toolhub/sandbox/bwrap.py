@@ -79,12 +79,6 @@ def find_bwrap() -> str:
     return found
 
 
-def sandbox_home(policy: SandboxPolicy) -> str:
-    """``HOME`` of a confined command: a directory of its private tmp, so tools' dotfiles
-    (caches, histories) land neither in the workspace nor in the worker's home."""
-    return SANDBOX_HOME
-
-
 def bwrap_argv(
     policy: SandboxPolicy,
     argv: Sequence[str],

@@ -1,9 +1,10 @@
 """Inside a session's shared bwrap sandbox: ``python -I -S launcher.py <fd>``.
 
-Starting a sandbox costs the machine about 7 ms of CPU (namespaces, ``/dev``, ``/proc`` and the
-bind mounts); a shell command inside one costs a fork and an exec. So a worker keeps one
-sandbox per session policy (``toolhub.backends.sandbox_host``) and this launcher, its first
-process, starts each command in it on request, over the unix socket inherited as ``<fd>``:
+Starting a sandbox costs the machine far more CPU than a command's own start (namespaces,
+``/dev``, ``/proc`` and the bind mounts); a shell command inside one costs a fork and an exec.
+So a worker keeps one sandbox per session policy (``toolhub.backends.sandbox_host``) and this
+launcher, its first process, starts each command in it on request, over the unix socket
+inherited as ``<fd>``:
 
 * ``{"op": "start", "id", "argv", "env", "cwd", "rlimits"}`` with the command's output pipe
   attached: fork a child in a session of its own that waits; answer ``{"id", "pid"}`` with a

@@ -26,11 +26,10 @@ set.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
 
 
 class SandboxMode(StrEnum):
@@ -158,11 +157,6 @@ class SandboxPolicy:
     def read_only_paths(self) -> tuple[Path, ...]:
         return tuple(p if p.is_absolute() else self.workspace / p for p in self.read_only)
 
-    def with_hidden(self, paths: Iterable[Path | str]) -> SandboxPolicy:
-        """The same policy hiding ``paths`` too (another session's workspace, a state dir)."""
-        extra = tuple(Path(p) for p in paths if Path(p) not in self.hidden)
-        return replace(self, hidden=(*self.hidden, *extra))
-
     def with_readable(self, paths: Iterable[Path | str]) -> SandboxPolicy:
         """The same policy with ``paths`` readable too (a language server's installation)."""
         extra = tuple(Path(p) for p in paths if Path(p) not in self.readable)
@@ -179,39 +173,3 @@ class SandboxPolicy:
     def unconfined(self) -> SandboxPolicy:
         """The same policy in ``full`` mode: what a worker that may not refuse falls back to."""
         return replace(self, mode=SandboxMode.FULL)
-
-    def to_wire(self) -> dict[str, Any]:
-        """JSON-ready form, for handing a command with its confinement to another process on
-        the same host (a worker to its background-command holder)."""
-        return {
-            "workspace": str(self.workspace),
-            "mode": self.mode.value,
-            "tmp_dir": None if self.tmp_dir is None else str(self.tmp_dir),
-            "read_only": [str(p) for p in self.read_only],
-            "hidden": [str(p) for p in self.hidden],
-            "network": self.network,
-            "env": list(self.env),
-            "scrub_env": self.scrub_env,
-            "mechanism": self.mechanism.value,
-            "readable": [str(p) for p in self.readable],
-            "allowed_hosts": list(self.allowed_hosts),
-            "writable": [str(p) for p in self.writable],
-        }
-
-    @classmethod
-    def from_wire(cls, data: Mapping[str, Any]) -> SandboxPolicy:
-        tmp = data.get("tmp_dir")
-        return cls(
-            workspace=Path(data["workspace"]),
-            mode=SandboxMode(data["mode"]),
-            tmp_dir=None if tmp is None else Path(tmp),
-            read_only=tuple(Path(p) for p in data["read_only"]),
-            hidden=tuple(Path(p) for p in data["hidden"]),
-            network=bool(data["network"]),
-            env=tuple(data["env"]),
-            scrub_env=bool(data["scrub_env"]),
-            mechanism=Mechanism(data.get("mechanism", "auto")),
-            readable=tuple(Path(p) for p in data.get("readable", ())),
-            allowed_hosts=tuple(data.get("allowed_hosts", ())),
-            writable=tuple(Path(p) for p in data.get("writable", ())),
-        )

@@ -53,8 +53,3 @@ def _probe(binary: str) -> SandboxSupport:
         message = done.stderr.decode(errors="replace").strip() or f"exit {done.returncode}"
         return SandboxSupport(False, binary, f"{binary} cannot create a sandbox here: {message}")
     return SandboxSupport(True, binary)
-
-
-def clear_cache() -> None:
-    """Forget the answers (tests that change what the probe sees)."""
-    _probe.cache_clear()

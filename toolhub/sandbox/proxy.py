@@ -89,7 +89,6 @@ class EgressProxy:
     unix_path: Path
     tcp_port: int = 0
     refused: int = 0
-    connected: int = 0
     _loop: asyncio.AbstractEventLoop = field(default_factory=asyncio.new_event_loop)
 
     def start(self) -> EgressProxy:
@@ -145,7 +144,6 @@ class EgressProxy:
         except (OSError, TimeoutError) as exc:
             await self._refuse(writer, 502, f"cannot reach {host}:{port}: {exc}")
             return
-        self.connected += 1
         if rest is None:
             writer.write(b"HTTP/1.1 200 Connection Established\r\n\r\n")
         else:

@@ -39,10 +39,6 @@ class Principal:
         if not _TENANT.match(self.tenant):
             raise ValueError(f"tenant name {self.tenant!r} does not match {TENANT_PATTERN}")
 
-    @property
-    def is_default(self) -> bool:
-        return self.tenant == DEFAULT_TENANT
-
     def __str__(self) -> str:
         return f"{self.tenant}/{self.key_id}"
 

@@ -8,10 +8,10 @@ and length bounds. Regular expressions (``pattern``, ``patternProperties``, rege
 are left to the server: a hostile pattern could make the dispatcher backtrack for ever. A
 schema that is not valid JSON Schema is not checked at all (the server still validates).
 
-Checking a schema against the meta-schema costs ~3 ms, so it is not paid at registration (a
-server with 500 tools took 1.3 s to register) but at a tool's first call, and compiled checks
-are shared by schema text (``for_schema``): every session of a fleet that attaches the same
-MCP server compiles each of its schemas once per process.
+Checking a schema against the meta-schema is slow, so it is not paid at registration (a
+server with hundreds of tools would take seconds to register) but at a tool's first call, and
+compiled checks are shared by schema text (``for_schema``): every session of a fleet that
+attaches the same MCP server compiles each of its schemas once per process.
 """
 
 from __future__ import annotations

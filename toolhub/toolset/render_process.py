@@ -45,7 +45,7 @@ from toolhub.core.templates import has_markers
 
 logger = logging.getLogger("toolhub.templates")
 
-#: Wall-clock seconds one client template may take (a real description takes well under 1 ms).
+#: Wall-clock seconds one client template may take (far more than a real description needs).
 RENDER_BUDGET_S = 1.0
 #: Address space of a render process (it needs about 25 MiB).
 MEMORY_LIMIT = 256 * 1024 * 1024

@@ -117,7 +117,6 @@ class PageText:
 
     text: str
     title: str | None
-    is_text: bool
 
 
 def page_text(page: FetchedPage) -> PageText:
@@ -130,10 +129,10 @@ def page_text(page: FetchedPage) -> PageText:
         for tag in soup(_DROPPED_TAGS):
             tag.decompose()
         markdown = MarkdownConverter(heading_style="ATX", bullets="-").convert_soup(soup)
-        return PageText(_tidy(markdown), title or None, True)
+        return PageText(_tidy(markdown), title or None)
     if not kind or kind.startswith(TEXT_TYPES) or kind.endswith(("+json", "+xml")):
-        return PageText(page.body.decode(page.charset or "utf-8", "replace"), None, True)
-    return PageText(f"[{len(page.body)} bytes of `{kind}` content, not shown as text]", None, False)
+        return PageText(page.body.decode(page.charset or "utf-8", "replace"), None)
+    return PageText(f"[{len(page.body)} bytes of `{kind}` content, not shown as text]", None)
 
 
 def _tidy(markdown: str) -> str:
