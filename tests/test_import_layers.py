@@ -122,7 +122,7 @@ def test_layers_below_the_session_never_import_it() -> None:
             "distributed",
             "store",
             "executors",
-            "hub",
+            "sources",
             "mcp",
         }
     ]
