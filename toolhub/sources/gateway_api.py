@@ -84,12 +84,9 @@ class GatewayClient:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _json(self, response: httpx.Response) -> Any:
-        return _json(response)
-
     def whoami(self) -> dict[str, str]:
         """``{tenant, key_id}``: who this client's token or key names."""
-        return self._json(self.http.get("/v1/whoami"))  # type: ignore[no-any-return]
+        return _json(self.http.get("/v1/whoami"))  # type: ignore[no-any-return]
 
     def create_session(
         self,
@@ -99,20 +96,20 @@ class GatewayClient:
         session_id: str | None = None,
     ) -> dict[str, Any]:
         body = {"config": config, "workspace": workspace, "session_id": session_id}
-        return self._json(self.http.post("/v1/sessions", json=body))  # type: ignore[no-any-return]
+        return _json(self.http.post("/v1/sessions", json=body))  # type: ignore[no-any-return]
 
     def tools(
         self, session_id: str, format: str = "openai", *, strict: bool = False
     ) -> list[dict[str, Any]]:
         params = {"format": format, **({"strict": "true"} if strict else {})}
         response = self.http.get(f"/v1/sessions/{session_id}/tools", params=params)
-        return self._json(response)  # type: ignore[no-any-return]
+        return _json(response)  # type: ignore[no-any-return]
 
     def call(
         self, session_id: str, name: str, arguments: Any = None, call_id: str | None = None
     ) -> dict[str, Any]:
         body = {"name": name, "arguments": arguments, "call_id": call_id}
-        return self._json(self.http.post(f"/v1/sessions/{session_id}/calls", json=body))  # type: ignore[no-any-return]
+        return _json(self.http.post(f"/v1/sessions/{session_id}/calls", json=body))  # type: ignore[no-any-return]
 
     def stream(
         self, session_id: str, name: str, arguments: Any = None, call_id: str | None = None
@@ -135,22 +132,22 @@ class GatewayClient:
     def _events(self, source: EventSource) -> Iterator[SseEvent]:
         if source.response.status_code >= 400:
             source.response.read()
-            self._json(source.response)
+            _json(source.response)
         yield from sse_events(source)
 
     def record(self, session_id: str, call_id: str) -> dict[str, Any]:
         path = f"/v1/sessions/{session_id}/calls/{call_id}"
-        return self._json(self.http.get(path))  # type: ignore[no-any-return]
+        return _json(self.http.get(path))  # type: ignore[no-any-return]
 
     def cancel(self, session_id: str, call_id: str) -> bool:
         path = f"/v1/sessions/{session_id}/calls/{call_id}"
-        return bool(self._json(self.http.delete(path))["cancelled"])
+        return bool(_json(self.http.delete(path))["cancelled"])
 
     def answer(self, session_id: str, call_id: str, answers: Any) -> bool:
         response = self.http.post(
             f"/v1/sessions/{session_id}/answers/{call_id}", json={"answers": answers}
         )
-        return bool(self._json(response)["delivered"])
+        return bool(_json(response)["delivered"])
 
 
 class AsyncGatewayClient:
