@@ -42,8 +42,8 @@ import httpx
 
 from toolhub import Progress, Session
 from toolhub.gateway import GatewaySettings, ThreadedServer, create_app
-from toolhub.gateway.client import parse_sse
 from toolhub.gateway.server import free_port
+from toolhub.sources.gateway_api import parse_sse
 from toolhub.stack.local import LocalStack
 
 REPO = Path(__file__).resolve().parent.parent
@@ -282,7 +282,7 @@ def main() -> None:
     parser.add_argument("--skip-distributed", action="store_true")
     args = parser.parse_args()
     # This process's Redis follower reconnects (and says so) once the stack is stopped.
-    logging.getLogger("toolhub.hub").setLevel(logging.ERROR)
+    logging.getLogger("toolhub.sources.hub").setLevel(logging.ERROR)
     workspace = Path(tempfile.mkdtemp(prefix="toolhub-bench-"))
     (workspace / "bench.txt").write_text("".join(f"line {i}\n" for i in range(20)))
     rows = []

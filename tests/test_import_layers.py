@@ -52,21 +52,6 @@ LAYERS: list[tuple[str, ...]] = [
     ("cli",),
 ]
 
-# The move of toolhub/hub/, the MCP-client half of toolhub/mcp/ and hub/env.py into
-# toolhub/sources/ and toolhub/env_refs.py is on another branch. Until it is merged:
-#: packages still under their old name, and the layer each sits in meanwhile;
-PENDING_PLACES: dict[str, str] = {"hub": "sources"}
-#: layers' packages that do not exist yet;
-PENDING_ABSENT: set[str] = {"sources", "env_refs"}
-#: and the upward imports (importer, imported) that move away with them.
-PENDING: set[tuple[str, str]] = {
-    ("toolhub.hub.attach", "toolhub.mcp.client"),
-    ("toolhub.tenancy.policy", "toolhub.hub.env"),
-    ("toolhub.tenancy.remote", "toolhub.hub.env"),
-    ("toolhub.assembly", "toolhub.mcp.fleet_tools"),
-}
-
-
 def _modules() -> dict[str, Path]:
     found = {}
     for path in [*(ROOT / "toolhub").rglob("*.py"), *(ROOT / "workers").rglob("*.py")]:
@@ -170,7 +155,6 @@ def _unit(module: str) -> str:
 
 
 LAYER_OF = {name: number for number, names in enumerate(LAYERS, 1) for name in names}
-LAYER_OF |= {old: LAYER_OF[new] for old, new in PENDING_PLACES.items()}
 
 
 def _upward(graph: dict[str, set[str]], layer_of: dict[str, int]) -> list[str]:
@@ -196,36 +180,23 @@ def _units(graph: dict[str, set[str]]) -> dict[str, set[str]]:
     return units
 
 
-def _without_pending(graph: dict[str, set[str]]) -> dict[str, set[str]]:
-    return {m: {d for d in deps if (m, d) not in PENDING} for m, deps in graph.items()}
-
-
 def test_every_package_has_a_layer() -> None:
     present = {_unit(module) for module in MODULES}
-    listed = (set(LAYER_OF) - PENDING_ABSENT - set(PENDING_PLACES.values())) | set(PENDING_PLACES)
+    listed = set(LAYER_OF)
     assert sorted(present - listed) == [], "put each new package in LAYERS"
     assert sorted(listed - present) == [], "LAYERS names a package that does not exist"
 
 
 def test_imports_point_down_the_layers() -> None:
-    assert _upward(_without_pending(_graph()), LAYER_OF) == []
+    assert _upward(_graph(), LAYER_OF) == []
 
 
 def test_packages_import_each_other_without_circles() -> None:
-    assert _cycles(_units(_without_pending(_graph()))) == []
+    assert _cycles(_units(_graph())) == []
 
 
 def test_no_import_circles() -> None:
     assert _cycles(_graph()) == []
-
-
-def test_pending_is_still_pending() -> None:
-    """What waits for the move names what is still there: once the move is merged, these fail
-    until the PENDING names are emptied."""
-    graph = _graph()
-    assert {(m, d) for m, d in PENDING if d not in graph.get(m, set())} == set()
-    assert {_unit(m) for m in MODULES} & PENDING_ABSENT == set()
-    assert set(PENDING_PLACES) <= {_unit(m) for m in MODULES}
 
 
 def test_the_checker_finds_an_upward_import() -> None:

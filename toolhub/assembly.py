@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from toolhub.distributed.settings import Settings
     from toolhub.distributed.store import RedisStore
     from toolhub.executors import Executor
-    from toolhub.hub.attach import AttachedSources
+    from toolhub.sources.attach import AttachedSources
     from toolhub.state import DebouncedWriter
     from toolhub.state.redis import RedisStateSync
 
@@ -209,9 +209,10 @@ def assemble(
     toolset = builder.build(config, container=container, session_id=session_id)
     configure_sandbox(container, workspace=workspace, session_dir=session_dir)
     wire_tool_catalog(toolset)
-    from toolhub.hub.attach import attach_toolset_sources
+    from toolhub.sources.attach import attach_toolset_sources
 
-    # A fleet's dispatcher starts no stdio MCP server: workers do (``toolhub/mcp/fleet_tools.py``).
+    # A fleet's dispatcher starts no stdio MCP server: workers do
+    # (``toolhub/sources/mcp_fleet_tools.py``).
     stdio = fleet is None or fleet.runs_calls
     sources = attach_toolset_sources(
         toolset, session_id=session_id, workspace=workspace, stdio=stdio
@@ -231,9 +232,9 @@ def _install_fleet_resources(
     lost one polls the task instead of calling the tool again), and attach compare-and-set
     state (returned)."""
     from toolhub.answers.redis import RedisAnswerBox
-    from toolhub.backends.remote_tasks import RemoteTaskLedger
+    from toolhub.backends.remote_task_ledger import RemoteTaskLedger
     from toolhub.distributed.keys import Keys
-    from toolhub.distributed.remote_tasks import RedisRemoteTaskLedger
+    from toolhub.distributed.redis_task_ledger import RedisRemoteTaskLedger
     from toolhub.state.redis import RedisStateSync
     from toolhub.tasks.redis import RedisBackgroundTasks
 
@@ -335,7 +336,7 @@ def connected_parts(
     ``redis_url``, its state read from Redis, the session stored for the workers (config by
     hash), and the Celery executor. The config's stdio MCP servers run on the workers only:
     once the session is stored, a worker starts them and publishes their tools, which are shown
-    here (``toolhub.mcp.fleet_tools.worker_stdio_tools``; ``ConfigError`` when the workers
+    here (``toolhub.sources.mcp_fleet_tools.worker_stdio_tools``; ``ConfigError`` when the workers
     refuse them or none answers). ``RedisUnavailable`` when Redis cannot be reached."""
     from redis.exceptions import RedisError
 
@@ -392,8 +393,8 @@ def _show_worker_tools(
 ) -> list[str]:
     """The tools of the session's stdio MCP servers, as a worker running them lists them, shown
     in its tool set and removed when its sources close; returns the warnings."""
-    from toolhub.hub.attach import AttachedSources
-    from toolhub.mcp.fleet_tools import worker_stdio_tools
+    from toolhub.sources.attach import AttachedSources
+    from toolhub.sources.mcp_fleet_tools import worker_stdio_tools
 
     shown, warnings = worker_stdio_tools(parts.toolset, store, app, session_id, config_hash)
     if parts.sources is None:

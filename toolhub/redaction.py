@@ -2,7 +2,7 @@
 in URL query strings, replaced before a warning, a log line or an error reaches anyone.
 
 A config names its secrets by reference (``token: ${HUB_TOKEN}``, ``url:
-https://x/mcp?t=${T}``) and toolhub expands them at connect time (``toolhub.hub.env``). The
+https://x/mcp?t=${T}``) and toolhub expands them at connect time (``toolhub.env_refs``). The
 expanded value then travels inside URLs and command lines into exception texts (httpx puts
 the URL in its errors), session warnings and logs. So every value expanded from a reference
 is remembered here, process-wide, and ``redact`` replaces it with ``${NAME}``, the form the

@@ -41,7 +41,7 @@ from toolhub.toolset import (
 )
 
 if TYPE_CHECKING:
-    from toolhub.hub.attach import AttachedSources
+    from toolhub.sources.attach import AttachedSources
 
 T = TypeVar("T")
 
@@ -338,7 +338,7 @@ class Session:
 
     def _loop_thread(self) -> LoopThread:
         if self._loop is None:
-            self._loop = LoopThread()
+            self._loop = LoopThread("toolhub-session")
         return self._loop
 
     # -- dynamic tools, prompts, lifecycle -------------------------------------------------------

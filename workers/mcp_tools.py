@@ -1,13 +1,14 @@
 """The worker's side of stdio MCP servers on a fleet: it starts them, and says what they serve.
 
-A fleet's dispatcher starts no stdio server (``toolhub/mcp/fleet_tools.py``); it asks a worker
-with a signed ``toolhub.mcp_tools`` message. The worker builds the session's tool set as for a
-call (``ToolSets.get``: the signed session record, the stored config re-admitted against this
-worker's policy, the servers started inside the session's sandbox) and publishes their tools,
-signed with the fleet key (``toolhub/distributed/mcp_tools.py``). A tool set that is refused
-(policy, signature, sandbox) starts nothing and publishes why, so the dispatcher fails at once
-with the reason instead of waiting. A tool set with stdio servers writes its list again each
-time a server lists its tools again (``list_changed``), while it lives in this worker's cache.
+A fleet's dispatcher starts no stdio server (``toolhub/sources/mcp_fleet_tools.py``); it asks a
+worker with a signed ``toolhub.mcp_tools`` message. The worker builds the session's tool set as
+for a call (``ToolSets.get``: the signed session record, the stored config re-admitted against
+this worker's policy, the servers started inside the session's sandbox) and publishes their
+tools, signed with the fleet key (``toolhub/distributed/mcp_tools.py``). A tool set that is
+refused (policy, signature, sandbox) starts nothing and publishes why, so the dispatcher fails
+at once with the reason instead of waiting. A tool set with stdio servers writes its list again
+each time a server lists its tools again (``list_changed``), while it lives in this worker's
+cache.
 """
 
 from __future__ import annotations
@@ -21,14 +22,14 @@ from redis.exceptions import RedisError
 from toolhub.core import ToolError
 from toolhub.distributed.mcp_tools import PublishedTools, publish
 from toolhub.distributed.store import RedisStore
-from toolhub.mcp.fleet_tools import listed_tools, on_relisted, stdio_servers
 from toolhub.redaction import redact
 from toolhub.sandbox import SandboxUnavailable
+from toolhub.sources.mcp_fleet_tools import listed_tools, on_relisted, stdio_servers
 from toolhub.tenancy import tenant_of_session
 from toolhub.toolset import ToolSet
 
 if TYPE_CHECKING:
-    from toolhub.hub.attach import AttachedSources
+    from toolhub.sources.attach import AttachedSources
 
     from .toolsets import ToolSets
 

@@ -42,8 +42,8 @@ from toolhub.distributed.signing import FleetKeys
 from toolhub.distributed.store import RedisStore
 from toolhub.errors import ErrorCode
 from toolhub.executors.local import LocalExecutor
-from toolhub.hub.attach import AttachedSources
 from toolhub.redaction import redact
+from toolhub.sources.attach import AttachedSources
 from toolhub.state.redis import RedisStateSync
 from toolhub.tenancy import OperatorPolicy, admit, tenant_of_session
 from toolhub.tenancy.admission import stored_tenant_root

@@ -1,7 +1,7 @@
 """The MCP SDK's own client support for the tasks extension, and no more: ``ClientSession``
 declares the extension (``extensions=``) on a 2026-07-28 connection (``discover``) and sends
 any request (``send_request``); it has no models or polling for ``tasks/*``. The request
-models are toolhub's client's (``toolhub.mcp.remote_tasks``; fastmcp-tasks ships its own,
+models are toolhub's client's (``toolhub.sources.mcp_task_polling``; fastmcp-tasks ships its own,
 independently); answers are read as plain dicts, so the tests see the wire as sent."""
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from pydantic import BaseModel, ConfigDict
 
-from toolhub.mcp.remote_tasks import TASKS_EXTENSION as TASKS
-from toolhub.mcp.remote_tasks import CancelTask, GetTask, TaskRequestParams, UpdateTask
+from toolhub.sources.mcp_task_polling import TASKS_EXTENSION as TASKS
+from toolhub.sources.mcp_task_polling import CancelTask, GetTask, TaskRequestParams, UpdateTask
 
 ROOT = Path(__file__).resolve().parents[2]
 

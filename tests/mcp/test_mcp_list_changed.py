@@ -58,7 +58,7 @@ def growing_toolhub(tmp_path: Path) -> tuple[list[str], Path]:
     config = tmp_path / "toolset.yaml"
     config.write_text(
         "mcp_servers:\n"
-        f"  dyn: {{command: [python, -m, tests.mcp.changing_server, '{tmp_path}'],"
+        f"  dyn: {{command: [python, -m, tests.sources.changing_server, '{tmp_path}'],"
         f" env: {{PYTHONPATH: '{ROOT}'}}}}\n"
     )
     return toolhub_args(workspace, "--config", str(config)), workspace

@@ -33,7 +33,7 @@ from tests.mcp.stdio_support import (
     toolhub_args,
     toolhub_env,
 )
-from toolhub.mcp.results import OUTPUT_META_KEY
+from toolhub.sources.mcp_outcome import OUTPUT_META_KEY
 
 pytestmark = pytest.mark.timeout(90)
 

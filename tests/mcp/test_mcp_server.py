@@ -22,8 +22,8 @@ from mcp.shared.exceptions import MCPError
 from tests.gateway.support import make_builder
 from toolhub import Session
 from toolhub.gateway import ThreadedServer
-from toolhub.mcp.results import OUTPUT_META_KEY
 from toolhub.mcp.transports import http_app
+from toolhub.sources.mcp_outcome import OUTPUT_META_KEY
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from toolhub import env_refs
 from toolhub.core import ConfigError
-from toolhub.hub import env as hub_env
-from toolhub.hub.env import ExpansionRefused, expand_env, is_toolhub_secret
+from toolhub.env_refs import ExpansionRefused, expand_env, is_toolhub_secret
 from toolhub.sandbox.policy import SandboxMode
 from toolhub.tenancy import POLICY_ENV, OperatorPolicy
 
@@ -19,9 +19,9 @@ from toolhub.tenancy import POLICY_ENV, OperatorPolicy
 @pytest.fixture
 def unrestricted() -> Iterator[None]:
     """Expansion as a process with no policy has it, restored after the test."""
-    hub_env.restrict(None)
+    env_refs.restrict(None)
     yield
-    hub_env.restrict(None)
+    env_refs.restrict(None)
 
 
 def test_no_file_means_the_strict_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -99,7 +99,7 @@ def test_a_process_with_a_policy_expands_only_its_names(
     monkeypatch.setenv("HOME_DIR_SECRET", "other")
     OperatorPolicy(env_vars=["DOCS_TOKEN", "TOOLHUB_API_TOKEN"]).restrict_expansion()
     assert expand_env("${DOCS_TOKEN}") == "docs"
-    with caplog.at_level("WARNING", logger="toolhub.hub"), pytest.raises(ExpansionRefused):
+    with caplog.at_level("WARNING", logger="toolhub.env_refs"), pytest.raises(ExpansionRefused):
         expand_env("${HOME_DIR_SECRET}")
     assert "not in the policy's env_vars" in caplog.text and "other" not in caplog.text
     with pytest.raises(ExpansionRefused):

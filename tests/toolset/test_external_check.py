@@ -10,7 +10,7 @@ from typing import Any
 
 from toolhub import Session
 from toolhub.core import ToolContext
-from toolhub.hub.sources import ExternalSources, SourceTool
+from toolhub.sources.merge import ExternalSources, SourceTool
 from toolhub.toolset import ExternalSpec
 
 SCHEMA = {

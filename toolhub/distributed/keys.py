@@ -32,7 +32,7 @@ class Keys:
         return f"{self.prefix}call:{cid}:events"
 
     def remote_task(self, cid: str) -> str:
-        """The remote MCP task an attempt of the call is polling (``remote_tasks.py``). The
+        """The remote MCP task an attempt of the call is polling (``redis_task_ledger.py``). The
         scripts derive it from ``call``, so its name must stay ``call + ':remote'``."""
         return f"{self.prefix}call:{cid}:remote"
 

@@ -38,7 +38,7 @@ from .signing import FleetKeys, SignatureRefused, sign_mcp_tools, sign_message
 logger = logging.getLogger("toolhub.distributed.mcp_tools")
 
 #: How long a dispatcher waits for a worker's list: a queue wait, the tool set's build and each
-#: server's first connection attempt (``toolhub.mcp.client.CONNECT_TIMEOUT_S``) fit in it.
+#: server's first connection attempt (``toolhub.sources.mcp_link.CONNECT_TIMEOUT_S``) fit in it.
 WAIT_S = 60.0
 _POLL_S = 0.1
 

@@ -48,7 +48,7 @@ class Claim:
     state: dict[bytes, bytes] | None = None
     #: Attempts lost before this one: when > 0, this run repeats work that may have happened.
     lost: int = 0
-    #: This attempt takes up the remote task an earlier one recorded (``remote_tasks.py``):
+    #: This attempt takes up the remote task an earlier one recorded (``redis_task_ledger.py``):
     #: it repeats nothing, and its result says so itself.
     resumed: bool = False
 

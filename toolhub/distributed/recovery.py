@@ -5,7 +5,7 @@ Two ways a worker can lose a call, each found by its own index:
 * **While it ran** (``leases``): the lease stopped being renewed. Depending on the call's
   policy on worker loss (``on_lost``, from the tool's config) the sweep re-enqueues it as the
   next attempt (``rerun``) or fails it with ``worker_lost``, saying the command may have partly
-  run (``fail``). A lost attempt that recorded a remote MCP task (``remote_tasks.py``) is
+  run (``fail``). A lost attempt that recorded a remote MCP task (``redis_task_ledger.py``) is
   re-enqueued under either policy (``resume``): the next attempt polls that task instead of
   calling the tool again, so nothing runs twice.
 * **Before it claimed the call** (``pending``): kombu took the message off the queue and the

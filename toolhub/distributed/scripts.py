@@ -175,7 +175,7 @@ return 1
 # 'replayed': the run finished already and its record was reset since (the module docstring).
 # Returns {action, attempt} and, for 'run', the session state (saves the worker a round trip),
 # how many attempts were lost before this one, and 1 when this attempt takes up the remote
-# task an earlier one recorded (``remote_tasks.py``; counted in ``resumed``). A call whose
+# task an earlier one recorded (``redis_task_ledger.py``; counted in ``resumed``). A call whose
 # policy on worker loss is ``fail`` (``on_lost``) is never re-run here: 'lost_fail' tells the
 # worker to fail it (``FAIL_LOST``), a cold path that keeps the failure text off every claim;
 # one that left a remote task is resumed, whatever its policy.

@@ -9,9 +9,9 @@ backend, no subscription per call left behind. External tools are the exception:
 handlers live in this process, so they run here, through the embedded executor. Except the
 tools of a config MCP server that offers tasks (``mcp_servers.<name>.tasks``): the workers
 connect to that server too, and there the call gets a record and a lease, so its remote task
-outlives this process and the worker polling it (``toolhub/mcp/task_resume.py``). And the tools
-of a stdio server: only workers run it (``toolhub/mcp/fleet_tools.py``), so its calls go to
-them like a built-in's.
+outlives this process and the worker polling it (``toolhub/sources/mcp_task_resume.py``).
+And the tools of a stdio server: only workers run it (``toolhub/sources/mcp_fleet_tools.py``),
+so its calls go to them like a built-in's.
 """
 
 from __future__ import annotations

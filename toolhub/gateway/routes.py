@@ -21,8 +21,8 @@ from fastapi.responses import JSONResponse
 
 from toolhub.core import ConfigError, ToolError
 from toolhub.http_guard import principal_in
-from toolhub.hub.sources import ExternalSources, SourceTool
 from toolhub.session import Session
+from toolhub.sources.merge import ExternalSources, SourceTool
 from toolhub.tenancy import effective
 from toolhub.tenancy.principal import Principal, client_session_id
 from toolhub.toolset import STRICT_FORMATS, ExternalSpec

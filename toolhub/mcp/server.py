@@ -33,10 +33,10 @@ from mcp.shared.exceptions import MCPError
 import toolhub
 from toolhub.core import CallResult, Progress, new_call_id
 
+from .call_results import text_result, to_mcp_result
 from .changes import ToolListChanges
 from .elicit import answers_from, questions_message, questions_schema, unanswerable_text
 from .progress import ProgressRelay
-from .replies import text_result, to_mcp_result
 from .task_status import Listen
 from .tasks import (
     TASKS_EXTENSION,

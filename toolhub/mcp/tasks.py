@@ -47,9 +47,9 @@ from toolhub.core import CallResult, Progress, closing
 from toolhub.distributed.records import TERMINAL_STATUSES
 from toolhub.http_guard import principal_in
 
+from .call_results import to_mcp_result
 from .elicit import answers_from, questions_message, questions_schema
 from .progress import progress_message
-from .replies import to_mcp_result
 from .request_state import RequestStates, StateRefused
 from .task_records import TaskRecord, records_for
 

@@ -25,7 +25,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from toolhub.core import ConfigError, ConfigViolation
-from toolhub.hub.env import is_toolhub_secret, restrict
+from toolhub.env_refs import is_toolhub_secret, restrict
 from toolhub.sandbox.policy import SandboxMode
 
 #: The environment variable naming the policy file.

@@ -16,7 +16,7 @@ import httpx
 
 from toolhub.backends.providers.netguard import SCHEMES, parse_ip, refusal
 from toolhub.core import ConfigViolation
-from toolhub.hub.env import is_toolhub_secret, references
+from toolhub.env_refs import is_toolhub_secret, references
 
 from .policy import OperatorPolicy
 

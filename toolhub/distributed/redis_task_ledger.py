@@ -18,13 +18,13 @@ import logging
 from redis import Redis
 from redis.exceptions import RedisError
 
-from toolhub.backends.remote_tasks import CallAttempt, RemoteTask
+from toolhub.backends.remote_task_ledger import CallAttempt, RemoteTask
 from toolhub.core import ToolError
 from toolhub.errors import ErrorCode
 
 from .keys import Keys
 
-logger = logging.getLogger("toolhub.distributed.remote_tasks")
+logger = logging.getLogger("toolhub.distributed.redis_task_ledger")
 
 # KEYS: call, remote   ARGV: attempt, record
 # 1: recorded; 0: this attempt no longer owns the call (or its lease ran out).

@@ -13,8 +13,8 @@ import pytest
 
 from tests.gateway.support import make_builder
 from toolhub import CallResult, Progress, Session
-from toolhub.mcp.client import attach_mcp_servers
-from toolhub.mcp.naming import client_name
+from toolhub.sources.mcp_client import attach_mcp_servers
+from toolhub.sources.mcp_naming import client_name
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -24,7 +24,7 @@ TIME = {"time": {"command": ["python", "-m", "mcp_server_time", "--local-timezon
 
 def changing(tmp_path: Path) -> dict[str, Any]:
     return {
-        "command": [sys.executable, "-m", "tests.mcp.changing_server", str(tmp_path)],
+        "command": [sys.executable, "-m", "tests.sources.changing_server", str(tmp_path)],
         "env": {"PYTHONPATH": str(ROOT)},
     }
 

@@ -29,7 +29,7 @@ def attach_toolset_sources(
 ) -> AttachedSources | None:
     """None when the tool set's config names no MCP server and no hub to attach (nothing is
     imported or started then). MCP stdio servers run in ``workspace``; with ``stdio`` False
-    (a fleet's dispatcher: workers run them, ``toolhub/mcp/fleet_tools.py``) none starts."""
+    (a fleet's dispatcher: workers run them, ``toolhub/sources/mcp_fleet_tools.py``) none starts."""
     config = toolset.config
     servers = {
         name: server for name, server in config.mcp_servers.items() if stdio or not server.command
@@ -38,14 +38,14 @@ def attach_toolset_sources(
         return None
     attached = AttachedSources()
     if servers:
-        from toolhub.mcp.client import attach_mcp_servers_sync
+        from .mcp_client import attach_mcp_servers_sync
 
         cwd = str(workspace) if workspace is not None else None
         mcp = attach_mcp_servers_sync(toolset, servers, cwd=cwd)
         attached.connections.append(mcp)
         attached.warnings += mcp.warnings
     if config.hubs:
-        from .client import attach_hubs_sync
+        from .hub import attach_hubs_sync
 
         hubs = attach_hubs_sync(toolset, config.hubs, session_id=session_id)
         attached.connections.append(hubs)

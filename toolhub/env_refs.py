@@ -19,7 +19,7 @@ from collections.abc import Collection, Mapping
 
 from toolhub.redaction import remember
 
-logger = logging.getLogger("toolhub.hub")
+logger = logging.getLogger("toolhub.env_refs")
 
 _REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 #: Words that make a variable one of toolhub's secrets wherever ``TOOLHUB`` is in its name.

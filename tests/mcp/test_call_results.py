@@ -15,8 +15,8 @@ from tests.gateway.support import make_builder
 from tests.mcp.stdio_support import ROOT
 from toolhub import Session
 from toolhub.core import CallResult, ToolError, ToolOutput
-from toolhub.mcp.replies import to_mcp_result
-from toolhub.mcp.results import OUTPUT_META_KEY, outcome_of
+from toolhub.mcp.call_results import to_mcp_result
+from toolhub.sources.mcp_outcome import OUTPUT_META_KEY, outcome_of
 
 VALUE = {"city": "Paris", "degrees": 21}
 

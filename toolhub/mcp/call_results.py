@@ -9,8 +9,7 @@ from typing import Any
 import mcp_types as types
 
 from toolhub.core import CallResult
-
-from .results import OUTPUT_META_KEY
+from toolhub.sources.mcp_outcome import OUTPUT_META_KEY
 
 
 def to_mcp_result(result: CallResult) -> types.CallToolResult:

@@ -1,14 +1,15 @@
 """Remote tasks a call started, written down so that another attempt of the call takes them up.
 
-An MCP server may answer a long ``tools/call`` with a task handle (``toolhub/mcp/remote_tasks.py``):
-the remote tool then runs on the server whatever becomes of the process polling it. On a fleet
-that process is a worker, and workers get lost. Were the handle kept only in the lost worker's
-memory, the next attempt could only call the tool again (its side effect twice) or give up; so
-the handle is recorded, keyed by the toolhub call id, before the first poll, and an attempt
-that finds one polls that task instead of calling the tool.
+An MCP server may answer a long ``tools/call`` with a task handle
+(``toolhub/sources/mcp_task_polling.py``): the remote tool then runs on the server whatever
+becomes of the process polling it. On a fleet that process is a worker, and workers get lost.
+Were the handle kept only in the lost worker's memory, the next attempt could only call the tool
+again (its side effect twice) or give up; so the handle is recorded, keyed by the toolhub call
+id, before the first poll, and an attempt that finds one polls that task instead of calling the
+tool.
 
 The ledger is a container resource that only fleet sessions have
-(``toolhub/distributed/remote_tasks.py``). Embedded, a lost process is a lost call, nothing
+(``toolhub/distributed/redis_task_ledger.py``). Embedded, a lost process is a lost call, nothing
 could take the task up, and the MCP client polls exactly as it does without a ledger.
 """
 

@@ -3,7 +3,7 @@ loop (the loop its connection belongs to), its progress streams back into the ca
 and a cancelled toolhub call cancels the MCP request (``notifications/cancelled``, or
 ``tasks/cancel`` for a task) and waits, bounded, until the server has been told. On a worker,
 a remote task is recorded for the call and taken up by the attempt after a lost one
-(``task_resume.py``)."""
+(``mcp_task_resume.py``)."""
 
 from __future__ import annotations
 
@@ -16,12 +16,12 @@ import mcp_types as types
 
 from toolhub.core import Outcome, Progress, ToolContext, ToolError
 
-from .remote_tasks import RemoteTaskLost
-from .results import outcome_of
-from .task_resume import TaskAttempt
+from .mcp_outcome import outcome_of
+from .mcp_task_polling import RemoteTaskLost
+from .mcp_task_resume import TaskAttempt
 
 if TYPE_CHECKING:
-    from .client import ServerLink
+    from .mcp_link import ServerLink
 
 #: How long a cancelled call waits for the server to have been told of it.
 CANCEL_NOTICE_S = 6.0

@@ -1,4 +1,4 @@
-"""``python -m tests.mcp.changing_server MARKER_DIR``: a tiny MCP server (stdio) whose tool list
+"""``python -m tests.sources.changing_server MARKER_DIR``: a tiny MCP server (stdio) whose tool list
 changes at runtime, with a slow tool that reports progress and notices cancellation.
 
 * ``grow`` adds a tool ``extra_<n>`` and sends ``notifications/tools/list_changed``;

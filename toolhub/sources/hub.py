@@ -19,18 +19,16 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
-from httpx_sse import SSEError, aconnect_sse
-
 from toolhub.answers import AnswerBox
 from toolhub.core import CallResult, Outcome, Progress, ToolContext, ToolError, ToolOutput
+from toolhub.env_refs import ExpansionRefused, expand_env
 from toolhub.redaction import redact
 from toolhub.toolset import ExternalSpec, HubConfig, ToolSet
 
-from .env import ExpansionRefused, expand_env
-from .sources import ExternalSources, SourceTool
+from .gateway_api import GATEWAY_FAILURES, AsyncGatewayClient, GatewayClient, GatewayError
+from .merge import ExternalSources, SourceTool
 
-logger = logging.getLogger("toolhub.hub")
+logger = logging.getLogger("toolhub.sources.hub")
 
 CONNECT_TIMEOUT_S = 10.0
 ANSWER_TIMEOUT_S = 3600.0
@@ -43,10 +41,6 @@ class Hub:
     token: str | None
     remote_session: str = ""
     tools: list[str] = field(default_factory=list)
-
-    @property
-    def headers(self) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self.token}"} if self.token else {}
 
 
 @dataclass
@@ -79,7 +73,7 @@ def attach_hubs_sync(
         hub = Hub(name, url, token or None)
         try:
             specs = _discover(hub, session_id)
-        except (httpx.HTTPError, ValueError, KeyError) as exc:
+        except GATEWAY_FAILURES as exc:
             connections.warnings.append(redact(f"hub {name!r} ({hub.url}) unavailable: {exc}"))
             continue
         tools = [SourceTool(spec, _handler(hub, spec.name)) for spec in specs]
@@ -92,86 +86,71 @@ def attach_hubs_sync(
 
 
 def _discover(hub: Hub, session_id: str) -> list[ExternalSpec]:
-    with httpx.Client(base_url=hub.url, headers=hub.headers, timeout=CONNECT_TIMEOUT_S) as http:
-        created = http.post("/v1/sessions", json={"session_id": f"hub-{session_id}"[:128]})
-        created.raise_for_status()
-        hub.remote_session = created.json()["session_id"]
-        listed = http.get(f"/v1/sessions/{hub.remote_session}/tools", params={"format": "mcp"})
-        listed.raise_for_status()
+    with GatewayClient(
+        hub.url, hub.token, timeout=CONNECT_TIMEOUT_S, read_timeout=CONNECT_TIMEOUT_S
+    ) as api:
+        created = api.create_session(session_id=f"hub-{session_id}"[:128])
+        hub.remote_session = created["session_id"]
         return [
             ExternalSpec(d["name"], d.get("description", ""), d["inputSchema"], {"hub": hub.name})
-            for d in listed.json()
+            for d in api.tools(hub.remote_session, format="mcp")
         ]
 
 
 def _handler(hub: Hub, name: str) -> Any:
     async def handle(args: dict[str, Any], ctx: ToolContext) -> AsyncIterator[Progress | Outcome]:
         remote_id = f"{ctx.call_id}.{os.urandom(3).hex()}"
-        body = {"name": name, "arguments": args, "call_id": remote_id}
-        url = f"/v1/sessions/{hub.remote_session}/calls"
-        timeout = httpx.Timeout(CONNECT_TIMEOUT_S, read=None)
         finished = False
         # A cancel reaches the hub at once, from the canceller's thread: it must not depend on
         # this generator (or even its event loop) still running.
         remove = ctx.cancel.on_cancel(lambda: _cancel_remote(hub, remote_id))
-        async with httpx.AsyncClient(base_url=hub.url, timeout=timeout) as http:
+        async with AsyncGatewayClient(hub.url, hub.token, timeout=CONNECT_TIMEOUT_S) as api:
             answering: asyncio.Task[None] | None = None
+            events = api.stream(
+                hub.remote_session, name, args, remote_id, cancel_on_disconnect=True
+            )
             try:
-                async with aconnect_sse(
-                    http,
-                    "POST",
-                    url,
-                    json=body,
-                    headers=hub.headers,
-                    params={"cancel_on_disconnect": "true"},
-                ) as source:
-                    response = source.response
-                    if response.status_code != 200:
-                        text = (await response.aread()).decode(errors="replace")[:2000]
-                        raise ToolError.execution(
-                            f"hub {hub.name!r} answered {response.status_code}: {text}"
-                        )
-                    with contextlib.suppress(SSEError):  # not an event stream: no result
-                        async for sse in source.aiter_sse():
-                            if not sse.data:  # comments, keepalives
-                                continue
-                            if sse.event == "progress":
-                                item = Progress.from_dict(sse.json())
-                                if item.kind == "custom" and item.subkind == "input_required":
-                                    item, answering = _relay_question(
-                                        hub, http, ctx, remote_id, item
-                                    )
-                                yield item
-                            elif sse.event == "result":
-                                finished = True
-                                yield _outcome(CallResult.from_dict(sse.json()), name)
-                                return
+                async with contextlib.aclosing(events):
+                    async for event in events:
+                        if event.event == "progress":
+                            item = Progress.from_dict(event.data)
+                            if item.kind == "custom" and item.subkind == "input_required":
+                                item, answering = _relay_question(hub, api, ctx, remote_id, item)
+                            yield item
+                        elif event.event == "result":
+                            finished = True
+                            yield _outcome(CallResult.from_dict(event.data), name)
+                            return
                 raise ToolError.execution(f"hub {hub.name!r} closed the call without a result")
+            except GatewayError as err:
+                detail = str(err.detail)[:2000]
+                raise ToolError.execution(
+                    f"hub {hub.name!r} answered {err.status}: {detail}"
+                ) from None
             finally:
                 remove()
                 if answering is not None:
                     answering.cancel()
                 if not finished and not ctx.cancel.cancelled:
-                    with contextlib.suppress(httpx.HTTPError):
-                        await http.delete(f"{url}/{remote_id}", headers=hub.headers)
+                    with contextlib.suppress(*GATEWAY_FAILURES):
+                        await api.cancel(hub.remote_session, remote_id)
 
     return handle
 
 
 def _cancel_remote(hub: Hub, remote_id: str) -> None:
     def send() -> None:
-        with contextlib.suppress(httpx.HTTPError):
-            httpx.delete(
-                f"{hub.url}/v1/sessions/{hub.remote_session}/calls/{remote_id}",
-                headers=hub.headers,
-                timeout=10,
-            )
+        with (
+            contextlib.suppress(*GATEWAY_FAILURES),
+            GatewayClient(hub.url, hub.token, timeout=10, read_timeout=10) as api,
+        ):
+            api.cancel(hub.remote_session, remote_id)
 
     threading.Thread(target=send, name="toolhub-hub-cancel", daemon=True).start()
 
 
 def _relay_question(
-    hub: Hub, http: httpx.AsyncClient, ctx: ToolContext, remote_id: str, item: Progress
+    hub: Hub, api: AsyncGatewayClient, ctx: ToolContext, remote_id: str, item: Progress
 ) -> tuple[Progress, asyncio.Task[None] | None]:
     """Post the hub's question to the local answer box under the local call id, and send the
     local answer to the hub when it comes."""
@@ -185,11 +164,7 @@ def _relay_question(
     async def forward() -> None:
         answers = await asyncio.to_thread(box.wait, ctx.call_id, ANSWER_TIMEOUT_S)
         if answers is not None:
-            await http.post(
-                f"/v1/sessions/{hub.remote_session}/answers/{remote_id}",
-                json={"answers": answers},
-                headers=hub.headers,
-            )
+            await api.answer(hub.remote_session, remote_id, answers)
 
     local = Progress.custom("input_required", {**payload, "call_id": ctx.call_id})
     return local, asyncio.ensure_future(forward())

@@ -151,7 +151,10 @@ def test_a_launch_carrying_a_secret_is_refused_and_a_clean_one_runs(
     config = box.config({"mode": "workspace_write", "require": False})
     leaky = {"command": ["python", "probe_server.py"], "env": {"KEY": "${COPY_OF_THE_KEY}"}}
     config["mcp_servers"]["leaky"] = leaky
-    with caplog.at_level(logging.WARNING, "toolhub.mcp.client"), box.session(config) as session:
+    with (
+        caplog.at_level(logging.WARNING, "toolhub.sources.mcp_client"),
+        box.session(config) as session,
+    ):
         refused = [w for w in session.warnings if "'leaky' not started" in w]
         assert refused and "TOOLHUB_FLEET_KEY" in refused[0]
         assert not [e for e in session.toolset.entries if e.startswith("leaky__")]

@@ -31,7 +31,7 @@ from toolhub.backends.process import ProcessRunner
 from toolhub.sandbox.environment import TOOLHUB_SECRETS
 from toolhub.sandbox.installs import install_roots
 
-logger = logging.getLogger("toolhub.mcp.client")
+logger = logging.getLogger("toolhub.sources.mcp_client")
 
 #: Secret values shorter than this are not looked for (they would match by accident).
 MIN_SECRET_LEN = 8

@@ -1,7 +1,7 @@
 """The client side of MCP tasks: an external MCP server that answers a long ``tools/call`` with
 a task handle is polled to the result, its ``statusMessage`` streamed as the call's progress.
 
-toolhub's MCP client (``client.py``) declares the tasks extension on 2026-07-28 connections,
+toolhub's MCP client (``mcp_link.py``) declares the tasks extension on 2026-07-28 connections,
 and the SDK parses a ``resultType: "task"`` answer into ``CreatedTask`` (the claim registered
 here). ``drive`` then polls ``tasks/get`` at the server's ``pollIntervalMs`` (at least 50 ms,
 at most 2 s), echoing the newest ``requestState``, until the task ends; a toolhub call
@@ -12,7 +12,7 @@ saying why.
 A caller that can record the task durably passes ``TaskHooks``: the handle is handed to
 ``created`` before the first poll, and a cancel for which ``leave_running`` says so (this
 attempt of the call ends, another takes the task up) stops polling without ``tasks/cancel``.
-``resume`` polls such a recorded task from another process (``task_resume.py``).
+``resume`` polls such a recorded task from another process (``mcp_task_resume.py``).
 """
 
 from __future__ import annotations

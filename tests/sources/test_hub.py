@@ -10,9 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.gateway.conftest import MakeGateway
+from tests.gateway.conftest import MakeGateway, make_gateway
 from tests.gateway.support import make_builder
 from toolhub import CallResult, Progress, Session
+
+__all__ = ["make_gateway"]  # the gateway suite's fixture
 
 pytestmark = pytest.mark.timeout(60)
 

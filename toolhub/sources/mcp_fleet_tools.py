@@ -3,7 +3,7 @@
 A config's stdio server (``mcp_servers.<name>.command``) is a program the tenant's config
 names. On a fleet it must not run on the dispatcher's host (the gateway's, beside its secrets
 and outside every worker's sandbox), so the dispatcher starts none: a worker does, inside the
-session's sandbox (``stdio_launch.py``), and publishes what it lists
+session's sandbox (``mcp_stdio_launch.py``), and publishes what it lists
 (``toolhub/distributed/mcp_tools.py``). This module is both ends of that:
 
 * ``listed_tools`` (worker): the tools the tool set's stdio servers serve, or why a server is
@@ -34,18 +34,18 @@ from toolhub.distributed.settings import queue_for
 from toolhub.distributed.signing import fleet_keys
 from toolhub.distributed.store import RedisStore
 from toolhub.errors import RedisUnavailable
-from toolhub.hub.sources import ExternalSources, SourceTool
 from toolhub.tenancy.principal import tenant_of_session
 from toolhub.toolset import ExternalSpec, ToolSet, ToolSetConfig
 
-from .client import McpConnections
+from .mcp_client import McpConnections
+from .merge import ExternalSources, SourceTool
 
 if TYPE_CHECKING:
     from celery import Celery
 
-    from toolhub.hub.attach import AttachedSources
+    from .attach import AttachedSources
 
-logger = logging.getLogger("toolhub.mcp.fleet")
+logger = logging.getLogger("toolhub.sources.mcp_fleet_tools")
 
 
 def stdio_servers(config: ToolSetConfig) -> list[str]:

@@ -114,7 +114,7 @@ def test_a_stdio_server_outside_the_policy_is_refused_and_nothing_starts(
     marker = tmp_path / "started"
     config = {**CONFIG, "mcp_servers": {"local": {"command": ["touch", str(marker)]}}}
     with (
-        caplog.at_level(logging.WARNING, "toolhub.mcp.fleet"),
+        caplog.at_level(logging.WARNING, "toolhub.sources.mcp_fleet_tools"),
         pytest.raises(ConfigError) as refused,
     ):
         Session.connect(stack.url, config, tmp_path, session_id="acme~s1", builder=make_builder())

@@ -13,11 +13,11 @@ import pytest
 
 from tests.fixtures_stack import Stack
 from toolhub import CallResult, ToolError
-from toolhub.backends.remote_tasks import CallAttempt, RemoteTask
+from toolhub.backends.remote_task_ledger import CallAttempt, RemoteTask
 from toolhub.distributed.codec import pack
 from toolhub.distributed.keys import Keys
 from toolhub.distributed.recovery import Recovery
-from toolhub.distributed.remote_tasks import RedisRemoteTaskLedger
+from toolhub.distributed.redis_task_ledger import RedisRemoteTaskLedger
 from toolhub.distributed.settings import Settings
 from toolhub.distributed.store import RedisStore, connect
 from toolhub.ports import free_port

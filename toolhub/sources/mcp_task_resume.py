@@ -1,7 +1,7 @@
 """An external MCP call as one attempt of a fleet call: the remote task it gets is written down,
 and the attempt after a lost one polls that task instead of calling the tool again.
 
-Before it calls the tool, the handler (``external_calls.py``) asks the session's
+Before it calls the tool, the handler (``mcp_calls.py``) asks the session's
 ``RemoteTaskLedger`` where the call stands. Only workers have one; without it (embedded, or a
 dispatcher running an external call itself) the tool is called and polled as it always was.
 
@@ -23,15 +23,15 @@ from typing import TYPE_CHECKING, Any
 
 import mcp_types as types
 
-from toolhub.backends.remote_tasks import CallAttempt, RemoteTask, RemoteTaskLedger
+from toolhub.backends.remote_task_ledger import CallAttempt, RemoteTask, RemoteTaskLedger
 from toolhub.core import ToolContext, ToolError
 from toolhub.core.tool import INTERNAL_REASONS
 from toolhub.errors import ErrorCode
 
-from .remote_tasks import CreatedTask, RemoteTaskLost, TaskHooks
+from .mcp_task_polling import CreatedTask, RemoteTaskLost, TaskHooks
 
 if TYPE_CHECKING:
-    from .client import ServerLink
+    from .mcp_link import ServerLink
 
 
 class TaskAttempt:
