@@ -18,7 +18,7 @@ from pathlib import Path
 
 from toolhub.distributed.settings import Settings
 
-from .holder_client import HolderClient, idle_seconds
+from .client import HolderClient, idle_seconds
 
 logger = logging.getLogger("toolhub.worker.holder")
 

@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
+from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import (
     CollectorRegistry,
@@ -35,8 +35,7 @@ from prometheus_client import (
 from toolhub.core import CallResult, ErrorKind
 from toolhub.core.tool import HANDOFF, LEASE_LOST, REDIS_LOST
 from toolhub.gc_pauses import GcPauseCollector
-
-from .running import Running
+from workers.calls.running import Running
 
 logger = logging.getLogger("toolhub.worker.metrics")
 
@@ -115,8 +114,8 @@ class WorkerMetrics:
         self.optimistic = Counter(
             "toolhub_worker_optimistic_runs",
             "Fresh calls of read-only, synchronous tools run before their claim "
-            "(workers/optimistic.py), by how they ended: finished (claimed and finished in one "
-            "step), refused (the call or the session state changed meanwhile: claimed as usual "
+            "(workers/calls/optimistic.py), by how they ended: finished (claimed and finished in "
+            "one step), refused (the call or the session state changed meanwhile: claimed as usual "
             "and run again), late_claimed (claimed while it ran, past TOOLHUB_OPTIMISTIC_SECONDS), "
             "wrote_state (a reminder wrote session state: claimed after the run, result kept).",
             ["outcome"],
@@ -186,22 +185,38 @@ def outcome(running: Running, settled: str, result: CallResult) -> str:
     return ErrorKind.CANCELLED.value
 
 
-def serve(registry: CollectorRegistry) -> threading.Thread | None:
-    """Start the ``/metrics`` listener from the environment. A port already taken (several
-    workers on one host with the same setting) is logged and the worker runs on without it:
-    metrics are never a reason for a worker not to run calls."""
-    raw = os.environ.get(PORT_ENV, "").strip()
-    port = int(raw) if raw else DEFAULT_PORT
-    if port == 0:
-        return None
-    host = os.environ.get(HOST_ENV, "").strip() or "0.0.0.0"
-    try:
-        _, thread = start_http_server(port, addr=host, registry=registry)
-    except OSError as exc:
-        logger.warning("metrics listener on %s:%d not started: %s", host, port, exc)
-        return None
-    logger.info("metrics on http://%s:%d/metrics", host, port)
-    return thread
+class MetricsListener:
+    """The ``/metrics`` listener (a service of ``services.py``), configured from the
+    environment. A port already taken (several workers on one host with the same setting) is
+    logged and the worker runs on without it: metrics are never a reason for a worker not to
+    run calls."""
+
+    name = "toolhub-metrics"
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.registry = registry
+        self.address: tuple[str, int] | None = None
+        self._server: WSGIServer | None = None
+
+    def start(self) -> None:
+        raw = os.environ.get(PORT_ENV, "").strip()
+        port = int(raw) if raw else DEFAULT_PORT
+        if port == 0:
+            return
+        host = os.environ.get(HOST_ENV, "").strip() or "0.0.0.0"
+        try:
+            self._server, _ = start_http_server(port, addr=host, registry=self.registry)
+        except OSError as exc:
+            logger.warning("metrics listener on %s:%d not started: %s", host, port, exc)
+            return
+        self.address = (host, self._server.server_port)
+        logger.info("metrics on http://%s:%d/metrics", host, self._server.server_port)
+
+    def stop(self) -> None:
+        server, self._server = self._server, None
+        if server is not None:
+            server.shutdown()
+            server.server_close()
 
 
 metrics = WorkerMetrics()

@@ -5,7 +5,7 @@ unix socket. A request that said its own workspace and sandbox (as it once did) 
 could write to that socket start an unsandboxed command in any directory. So a request names
 the call and its session only, and the holder reads the session's record and config from Redis
 (checked as a worker checks them: ``session_records.py``) and builds the sandbox from that
-config and the process default (``workers/sandboxing.py``), exactly as a worker does for the
+config and the process default (``workers/guards/sandboxing.py``), exactly as a worker does for the
 session's foreground commands. Cached per (session, config hash), bounded.
 """
 
@@ -13,17 +13,37 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from dataclasses import dataclass
 from pathlib import Path
 
 from toolhub.assembly import session_sandbox
+from toolhub.backends.process import ProcessRunner
+from toolhub.backends.workspace_pin import WorkspacePin
 from toolhub.distributed.signing import FleetKeys
 from toolhub.distributed.store import RedisStore
+from toolhub.sandbox import SandboxPolicy
 from toolhub.toolset import ToolSetBuilder
 
-from .background import Place
 from .session_records import session_dir, verified_config, verified_session
 
 CAPACITY = 256
+
+
+@dataclass(frozen=True, slots=True)
+class Place:
+    """Where a background command runs: the session's workspace (and its pin: a workspace
+    swapped since the session was built runs nothing), the directory of its log, and the
+    sandbox of the session's commands (the one its foreground commands run under)."""
+
+    workspace: Path
+    log_dir: Path
+    sandbox: SandboxPolicy | None
+    pin: WorkspacePin | None = None
+
+    def runner(self) -> ProcessRunner:
+        return ProcessRunner(
+            self.workspace, self.log_dir, sandbox=self.sandbox, workspace_pin=self.pin
+        )
 
 
 class SessionPlaces:

@@ -16,11 +16,11 @@ from celery import Celery, Task
 from toolhub.distributed.celery_app import BACKGROUND_TASK, EXECUTE_TASK, MCP_TOOLS_TASK
 from toolhub.errors import ErrorCode
 from toolhub.logs import call_context
+from workers.lifecycle.metrics import tool_label
 
 from .background import run_background
-from .calls import run_call
+from .execute import run_call
 from .mcp_tools import answer_request
-from .metrics import tool_label
 from .outcomes import Ended, report
 from .refusals import REFUSED, REPLAYED, Refusals
 from .runtime import WorkerRuntime

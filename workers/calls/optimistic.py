@@ -38,11 +38,11 @@ from toolhub.core import CallResult, ToolError
 from toolhub.distributed.records import Claim
 from toolhub.state.redis import VERSION_FIELD
 from toolhub.toolset import Entry, Prepared
+from workers.lifecycle.metrics import metrics, outcome, tool_label
 
 from .claimed import Claimed, run_attempt
 from .emitter import Emitter
 from .late_claims import Speculation
-from .metrics import metrics, outcome, tool_label
 from .outcomes import Ended
 from .runtime import WorkerRuntime
 from .toolsets import SessionRuntime

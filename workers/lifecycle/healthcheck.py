@@ -1,16 +1,16 @@
-"""Container probe for toolhub workers: ``python -m workers.healthcheck``.
+"""Container probe for toolhub workers: ``python -m workers.lifecycle.healthcheck``.
 
-Exit 0 when the heartbeat file written by :func:`workers.heartbeat.beat` exists and is
+Exit 0 when the heartbeat file written by :func:`workers.lifecycle.heartbeat.beat` exists and is
 younger than ``--max-age`` seconds; with ``--ready`` its content must also be ``ready``.
 Exit 1 otherwise, with the reason on stderr (Kubernetes shows it in the pod's events).
 
-Why not ``celery inspect ping``: see :mod:`workers.heartbeat`. This module imports only the
-standard library (and the equally small ``workers.heartbeat``) so that a probe costs a bare
-interpreter start, whatever the worker is busy with.
+Why not ``celery inspect ping``: see :mod:`workers.lifecycle.heartbeat`. This module imports
+only the standard library (and the equally small ``workers.lifecycle.heartbeat``) so that a
+probe costs a bare interpreter start, whatever the worker is busy with.
 
 Usage::
 
-    python -m workers.healthcheck [--file PATH] [--max-age SECONDS] [--ready]
+    python -m workers.lifecycle.healthcheck [--file PATH] [--max-age SECONDS] [--ready]
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import sys
 import time
 from collections.abc import Sequence
 
-from workers.heartbeat import default_path
+from workers.lifecycle.heartbeat import default_path
 
 #: Heartbeat content that means "connected to the broker and consuming".
 READY_STATE = "ready"
@@ -56,7 +56,7 @@ def check(path: str, max_age: float, require_ready: bool, now: float | None = No
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m workers.healthcheck",
+        prog="python -m workers.lifecycle.healthcheck",
         description="Exit 0 if the toolhub worker heartbeat file is fresh (and ready).",
     )
     parser.add_argument(

@@ -1,7 +1,7 @@
 """Everything a worker process shares between its calls: the store, the tool-set cache, the
 table of running calls (call id → cancel token and attempt), and the loop each pool thread
-runs its calls on. The background threads (leases, control, heartbeat) live in ``leases.py``,
-``control.py`` and ``heartbeat.py`` and act on this table.
+runs its calls on. The background services that act on this table (the lease keeper, the
+control listener) live in ``workers/lifecycle/``.
 """
 
 from __future__ import annotations

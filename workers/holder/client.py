@@ -1,4 +1,4 @@
-"""The worker's side of the background holder (``holder.py``): where the holder of this host
+"""The worker's side of the background holder (``server.py``): where the holder of this host
 listens, and the client that hands a command over to it, spawning the holder when none answers.
 
 One holder per (``TOOLHUB_HOME``, Redis URL, prefix): its socket (mode 0600, in a 0700
@@ -204,7 +204,7 @@ class HolderClient:
         with open(log, "ab") as out:
             os.chmod(log, 0o600)
             proc = subprocess.Popen(
-                [sys.executable, "-m", "workers.holder"],
+                [sys.executable, "-m", "workers.holder.server"],
                 env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=out,

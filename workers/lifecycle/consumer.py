@@ -62,4 +62,4 @@ class BatchingDispatcher(EventDispatcher):  # type: ignore[misc]
 class WorkerEvents(Events):  # type: ignore[misc]
     """The worker app's ``app.events``: its dispatchers are ``BatchingDispatcher``."""
 
-    dispatcher_cls = "workers.consumer:BatchingDispatcher"
+    dispatcher_cls = "workers.lifecycle.consumer:BatchingDispatcher"

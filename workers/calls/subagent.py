@@ -20,8 +20,8 @@ from toolhub.core import CallResult, OutputDeltas, ToolError
 from toolhub.errors import ErrorCode
 from toolhub.subagents.as_task import command_result
 from toolhub.subagents.base import HOW_TO_PROVIDE, SubagentRequest, SubagentRunner
+from workers.holder import background_command
 
-from . import background_command
 from .claimed import Claimed
 from .outcomes import Ended
 

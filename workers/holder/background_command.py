@@ -12,8 +12,7 @@ from toolhub.backends.process import ProcessRunner
 from toolhub.backends.running import CommandResult, RunningCommand
 from toolhub.core import CallResult, ErrorKind, OutputDeltas, ToolError, ToolOutput
 from toolhub.errors import ErrorCode
-
-from .emitter import Emitter
+from workers.calls.emitter import Emitter
 
 
 def start_command(

@@ -4,7 +4,7 @@ Threat: a command of a session runs as the worker's uid. A secret on a command l
 (``/proc/<pid>/cmdline``) or in an environment it inherits is readable by it; a file in a 0700
 directory under ``$TOOLHUB_HOME`` is not, since every confined sandbox hides that home (bwrap
 does not mount it, Landlock does not grant it). Two live here: the holder's capability (only a
-worker, never a command, can ask the holder for anything: ``holder.py``) and the key that names
+worker, never a command, can ask the holder for anything: ``server.py``) and the key that names
 session directories without their session id (``session_records.py``).
 """
 

@@ -1,7 +1,7 @@
 """What a worker does with a queue item it will not run: it stays up, runs nothing of it, and
 loses nothing silently.
 
-Two places refuse items. The queue screen (``poison.py``) sees every item kombu pops, before
+Two places refuse items. The queue screen (``guards/poison.py``) sees every item kombu pops, before
 kombu or Celery touch it: one that is undecodable or not a toolhub task message
 (``toolhub.distributed.messages``) would otherwise stop the worker, and a malformed one was
 redelivered to every fresh worker. The task body checks the fleet signature of every message
@@ -41,8 +41,7 @@ from toolhub.distributed.signing import (
 )
 from toolhub.distributed.store import RedisStore
 from toolhub.tenancy.principal import tenant_of_session
-
-from .metrics import metrics
+from workers.lifecycle.metrics import metrics
 
 logger = logging.getLogger("toolhub.worker.refusals")
 

@@ -1,10 +1,14 @@
-"""Worker heartbeat file: the liveness/readiness signal read by ``workers.healthcheck``.
+"""Worker heartbeat file: the liveness/readiness signal read by ``workers.lifecycle.healthcheck``.
 
 Why a file and not ``celery inspect ping``: ``inspect ping`` imports the whole app (seconds of
 CPU per probe), is itself a task that never runs while every pool slot is busy with a long
 call, and restarts workers during a broker outage, which cannot fix anything. A file that
 the worker rewrites every few seconds costs nothing to check and says exactly "this process
 is still alive and (if ``ready``) connected to the broker".
+
+The worker process runs one ``HeartbeatWriter`` (a service of ``services.py``): it rewrites the
+file every ``HEARTBEAT_SECONDS`` with the worker's current state, and at once when the state
+changes.
 
 This module is stdlib-only on purpose: the probe runs in the worker container every few
 seconds and must not import Celery or toolhub.
@@ -13,8 +17,10 @@ seconds and must not import Celery or toolhub.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import tempfile
+import threading
 
 #: Environment variable that overrides where the heartbeat file lives.
 ENV_VAR = "TOOLHUB_HEARTBEAT_FILE"
@@ -24,6 +30,10 @@ DEFAULT_PATH = "/tmp/toolhub-worker.heartbeat"
 #: ``ready``: connected to the broker and consuming (alive and ready).
 #: ``stopping``: soft shutdown in progress (alive, no longer ready for new work).
 STATES = frozenset({"starting", "ready", "stopping"})
+#: How often the writer rewrites the file; the probes' ``--max-age`` is well above it.
+HEARTBEAT_SECONDS = 10.0
+
+logger = logging.getLogger("toolhub.worker")
 
 
 def default_path() -> str:
@@ -58,3 +68,41 @@ def beat(path: str | None = None, state: str = "ready") -> None:
             os.unlink(tmp)
         raise
     os.utime(target, None)
+
+
+class HeartbeatWriter(threading.Thread):
+    """Rewrites the heartbeat file with ``state`` every ``every_s`` seconds until stopped. A
+    write that fails (a full or read-only ``/tmp``) is logged and tried again at the next beat:
+    the probe then reports the worker stale, which is the truth."""
+
+    def __init__(
+        self, path: str | None = None, every_s: float = HEARTBEAT_SECONDS, state: str = "starting"
+    ) -> None:
+        super().__init__(name="toolhub-heartbeat", daemon=True)
+        self.path = path
+        self.every_s = every_s
+        self.state = state
+        self._stop_event = threading.Event()
+
+    def set(self, state: str) -> None:
+        """Change the state, and write it now (an unknown state raises ``ValueError``; a
+        failed write is logged, and tried again at the next beat)."""
+        if state not in STATES:
+            raise ValueError(f"unknown heartbeat state {state!r}; expected one of {sorted(STATES)}")
+        self.state = state
+        self._write()
+
+    def _write(self) -> None:
+        try:
+            beat(self.path, self.state)
+        except OSError as exc:
+            logger.warning("heartbeat file not written: %s", exc)
+
+    def run(self) -> None:
+        while True:
+            self._write()
+            if self._stop_event.wait(self.every_s):
+                return
+
+    def stop(self) -> None:
+        self._stop_event.set()

@@ -1,10 +1,10 @@
 """The ``toolhub.background`` task body: one durable background command.
 
 The worker claims the call (attempt N) and hands the command to its host's background holder
-(``holder.py``), which runs it under the session's workspace through the same ``ProcessRunner``
-the embedded backend uses, streams its output as ``output_delta`` events, keeps its lease and
-writes its terminal. The task returns as soon as the holder says ``started``, so the command
-does not depend on this worker process: a worker that dies takes nothing with it. Until the
+(``workers/holder/server.py``), which runs it under the session's workspace through the same
+``ProcessRunner`` the embedded backend uses, streams its output as ``output_delta`` events, keeps
+its lease and writes its terminal. The task returns as soon as the holder says ``started``, so the
+command does not depend on this worker process: a worker that dies takes nothing with it. Until the
 holder has the command the worker keeps the lease like any call's.
 
 When the holder's host is lost, its commands die with it and their leases expire: the sweep
@@ -16,18 +16,16 @@ worker process as before (and then dies with it).
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from toolhub.backends.process import ProcessRunner
-from toolhub.backends.workspace_pin import WorkspacePin
 from toolhub.core import CallResult, ToolError
 from toolhub.errors import ErrorCode
-from toolhub.sandbox import SandboxPolicy
+from workers.holder.background_command import command_result, start_command, start_failure
+from workers.holder.client import HolderClient
+from workers.holder.client import enabled as holder_enabled
+from workers.holder.places import Place
 
-from . import holder_client
-from .background_command import command_result, start_command, start_failure
 from .claimed import Claimed, run_claimed
 from .emitter import Emitter
 from .outcomes import Ended
@@ -60,23 +58,6 @@ def _start(attempt: Claimed) -> Ended:
     return attempt.settle(_run(message, running, attempt.emitter, place))
 
 
-@dataclass(frozen=True, slots=True)
-class Place:
-    """Where a background command runs: the session's workspace (and its pin: a workspace
-    swapped since the session was built runs nothing), the directory of its log, and the
-    sandbox of the session's commands (the one its foreground commands run under)."""
-
-    workspace: Path
-    log_dir: Path
-    sandbox: SandboxPolicy | None
-    pin: WorkspacePin | None = None
-
-    def runner(self) -> ProcessRunner:
-        return ProcessRunner(
-            self.workspace, self.log_dir, sandbox=self.sandbox, workspace_pin=self.pin
-        )
-
-
 def _place(runtime: WorkerRuntime, message: dict[str, Any]) -> CallResult | Place:
     sid, config_hash = message["session_id"], message.get("config_hash")
     if not config_hash:
@@ -103,9 +84,9 @@ def _hand_over(
     """Give the attempt to this host's holder. Returns what became of it, or None when no
     holder could take it (the caller then runs it in this process). The request names the
     call and its session only: the holder derives the workspace and sandbox itself."""
-    if not holder_client.enabled():
+    if not holder_enabled():
         return None
-    client = holder_client.HolderClient(runtime.settings)
+    client = HolderClient(runtime.settings)
     reply = client.hand_over(
         {
             "op": "start",

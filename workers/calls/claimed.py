@@ -22,9 +22,9 @@ from toolhub.core import CallResult, Progress, ToolError
 from toolhub.core.tool import HANDOFF, INTERNAL_REASONS
 from toolhub.distributed.records import Claim
 from toolhub.errors import ErrorCode
+from workers.lifecycle.metrics import Attempt, metrics, outcome, tool_label
 
 from .emitter import Emitter
-from .metrics import Attempt, metrics, outcome, tool_label
 from .outcomes import CANCELLED, Ended
 from .refusals import REPLAYED
 from .running import Running

@@ -47,7 +47,7 @@ import redis.exceptions
 from toolhub.distributed.unacked import clean_stale_unacked
 
 if TYPE_CHECKING:
-    from .runtime import WorkerRuntime
+    from workers.calls.runtime import WorkerRuntime
 
 logger = logging.getLogger("toolhub.worker.kombu")
 

@@ -22,7 +22,7 @@ from celery.worker import state as celery_state
 from redis.exceptions import RedisError
 
 if TYPE_CHECKING:
-    from .runtime import WorkerRuntime
+    from workers.calls.runtime import WorkerRuntime
 
 logger = logging.getLogger("toolhub.worker.sweeper")
 

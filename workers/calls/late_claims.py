@@ -22,9 +22,9 @@ from redis.exceptions import RedisError
 from toolhub.core.tool import INTERNAL_REASONS
 from toolhub.distributed.records import Claim, cancelled_result
 from toolhub.logs import call_context
+from workers.lifecycle.metrics import metrics
 
 from .emitter import Emitter
-from .metrics import metrics
 from .running import Running
 
 if TYPE_CHECKING:

@@ -1,10 +1,10 @@
 """What operators see of a worker: its log format (JSON lines with ``TOOLHUB_LOG_FORMAT=json``,
-Celery's signal-handler notices included), its ``/metrics`` listener, and what Celery's remote
-inspection (Flower's worker page) reveals of the calls it holds.
+Celery's signal-handler notices included) and what Celery's remote inspection (Flower's worker
+page) reveals of the calls it holds. (Its ``/metrics`` listener is a service of the worker
+process: ``metrics.py``, ``process.py``.)
 
-``install`` only connects Celery signals and replaces three inspect commands, so importing the
-app (Flower and ``celery inspect`` do) starts nothing; the listener starts on ``worker_init``,
-in worker processes only.
+``install`` (called by ``boot.py``) only connects a Celery logging signal and replaces three
+inspect commands, so importing the app (Flower and ``celery inspect`` do) starts nothing.
 
 Why the inspect commands are replaced: Celery's ``active``, ``reserved`` and ``scheduled``
 answer with each request's raw keyword arguments unless the caller asks for safe mode. Flower
@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 from typing import Any, TextIO
 
 from celery.apps import worker as celery_worker
-from celery.signals import after_setup_logger, worker_init
+from celery.signals import after_setup_logger
 from celery.worker import state as worker_state
 from celery.worker.control import inspect_command
 from celery.worker.request import Request
@@ -32,13 +32,10 @@ from celery.worker.request import Request
 from toolhub.distributed.settings import Settings
 from toolhub.logs import adopt_handlers, json_logs
 
-from .metrics import metrics, serve
-
 
 def install(settings: Settings) -> None:
-    """Hook logging and metrics into the worker's startup; redact remote inspection."""
+    """Hook logging into the worker's startup; redact remote inspection."""
     after_setup_logger.connect(_on_logging, weak=False)
-    worker_init.connect(_on_init, weak=False)
     _redact_inspection(safe=not settings.show_arguments)
     if json_logs():
         celery_worker.safe_say = _say_json
@@ -59,10 +56,6 @@ def _say_json(msg: str, f: TextIO | None = sys.__stderr__) -> None:
 
 def _on_logging(logger: logging.Logger, **_: Any) -> None:
     adopt_handlers(logger)
-
-
-def _on_init(**_: Any) -> None:
-    serve(metrics.registry)
 
 
 def _redact_inspection(safe: bool) -> None:

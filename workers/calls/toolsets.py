@@ -48,9 +48,9 @@ from toolhub.state.redis import RedisStateSync
 from toolhub.tenancy import OperatorPolicy, admit, tenant_of_session
 from toolhub.tenancy.admission import stored_tenant_root
 from toolhub.toolset import ToolSet, ToolSetBuilder, ToolSetConfig
+from workers.holder.session_records import session_dir, verified_config, verified_session
 
 from .mcp_tools import tools_publisher
-from .session_records import session_dir, verified_config, verified_session
 
 logger = logging.getLogger("toolhub.worker")
 

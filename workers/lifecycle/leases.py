@@ -23,10 +23,10 @@ from redis.exceptions import RedisError
 
 from toolhub.core.tool import LEASE_LOST
 from toolhub.logs import call_context
+from workers.calls.runtime import WorkerRuntime
+from workers.guards.kombu_redis import clean_unacked
 
-from .kombu_redis import clean_unacked
 from .metrics import metrics
-from .runtime import WorkerRuntime
 from .sweeper import reserved_unstarted, sweep
 
 logger = logging.getLogger("toolhub.worker.leases")

@@ -14,7 +14,7 @@ The commands are started by the holder's main thread, so they die with the holde
 runner's parent-death signal), and a holder that dies stops renewing: the leases expire, the
 task shows ``lost``, and the sweep re-runs it on another worker as the next attempt — the "host
 gone" path. A holder exits ``TOOLHUB_HOLDER_IDLE_SECONDS`` after its last command and the
-last ``keep`` from a live worker (``holder_warmer.py``), whichever is later.
+last ``keep`` from a live worker (``warmer.py``), whichever is later.
 
 One holder per (``TOOLHUB_HOME``, Redis URL, prefix): its socket (mode 0600, in a 0700
 directory, peers checked by uid) and lock files live in ``$TOOLHUB_HOME/holders/``.
@@ -25,12 +25,12 @@ command. Every request carries the holder's capability, a random secret in a 060
 the socket (``local_secrets.py``: never on a command line, never in an environment, in a home
 every sandbox hides); a request without it is refused and logged. A ``start`` names the call
 and its session only: the holder derives the workspace and the sandbox from the session's
-record and config itself (``holder_places.py``). A ``ping`` lists the commands of the session
+record and config itself (``places.py``). A ``ping`` lists the commands of the session
 it names, and none otherwise. A holder
 holds its *life lock* while it runs; a worker that finds no holder spawns one under the *spawn
 lock*, so two workers never start two. A holder going idle unlinks its socket before it stops
 accepting, so a worker racing it finds no socket and spawns a new one (which waits for the old
-one's life lock). Run one by hand with ``python -m workers.holder``.
+one's life lock). Run one by hand with ``python -m workers.holder.server``.
 """
 
 from __future__ import annotations
@@ -61,16 +61,16 @@ from toolhub.distributed.settings import Settings
 from toolhub.distributed.signing import fleet_keys
 from toolhub.distributed.store import RedisStore
 from toolhub.stop_signals import StopSignals
+from workers.calls.emitter import Emitter
+from workers.calls.running import Running
+from workers.calls.toolsets import worker_builder
+from workers.guards.sandboxing import install_worker_sandbox
+from workers.lifecycle.control import ControlListener
 
 from .background_command import command_result, start_command, start_failure
-from .control import ControlListener
-from .emitter import Emitter
-from .holder_client import HolderPaths, flocked, idle_seconds, read_line
-from .holder_places import SessionPlaces
+from .client import HolderPaths, flocked, idle_seconds, read_line
 from .local_secrets import local_secret
-from .running import Running
-from .sandboxing import install_worker_sandbox
-from .toolsets import worker_builder
+from .places import SessionPlaces
 
 logger = logging.getLogger("toolhub.worker.holder")
 
