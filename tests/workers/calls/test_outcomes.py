@@ -15,8 +15,8 @@ from redis.exceptions import RedisError
 from toolhub.core import CallResult, ToolError
 from toolhub.distributed.records import Claim, cancelled_result, lost_result
 from toolhub.errors import ErrorCode
-from workers.claimed import dropped
-from workers.outcomes import Ended, report
+from workers.calls.claimed import dropped
+from workers.calls.outcomes import Ended, report
 
 
 def _failed(error: ToolError) -> CallResult:

@@ -1,5 +1,5 @@
-"""Task events leave a worker in batches (``workers/consumer.py``): the dispatcher holds them
-until the consumer's flush window ends instead of publishing from whichever thread sent the
+"""Task events leave a worker in batches (``workers/lifecycle/consumer.py``): the dispatcher holds
+them until the consumer's flush window ends instead of publishing from whichever thread sent the
 24th, and every event still arrives, in order."""
 
 from __future__ import annotations
@@ -20,12 +20,12 @@ from redis import Redis
 from tests.fixtures_stack import Stack
 from toolhub.distributed.celery_app import make_celery
 from toolhub.distributed.settings import Settings
-from workers.consumer import EVENT_BUFFER_LIMIT, BatchingDispatcher
+from workers.lifecycle.consumer import EVENT_BUFFER_LIMIT, BatchingDispatcher
 
 
 @pytest.fixture
 def app(live: Stack) -> Iterator[Celery]:
-    app = make_celery(Settings.from_env(live.url), events="workers.consumer:WorkerEvents")
+    app = make_celery(Settings.from_env(live.url), events="workers.lifecycle.consumer:WorkerEvents")
     yield app
     app.close()
 

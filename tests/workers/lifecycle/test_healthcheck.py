@@ -1,4 +1,5 @@
-"""workers.heartbeat / workers.healthcheck: the probe the chart and compose file rely on."""
+"""``workers/lifecycle/healthcheck.py`` (with ``heartbeat.py``): the probe the chart and compose
+file rely on."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.deploy.deploy_helpers import REPO
-from workers import healthcheck, heartbeat
+from workers.lifecycle import healthcheck, heartbeat
 
 
 def age(path: Path, seconds: float) -> None:
@@ -90,11 +91,11 @@ def test_bad_max_age_is_refused(tmp_path: Path) -> None:
 
 
 def test_module_runs_as_a_cheap_probe(tmp_path: Path) -> None:
-    """`python -m workers.healthcheck` works and imports neither Celery nor toolhub."""
+    """`python -m workers.lifecycle.healthcheck` works and imports neither Celery nor toolhub."""
     hb = tmp_path / "hb"
     heartbeat.beat(str(hb), state="starting")
     env = {**os.environ, "PYTHONPATH": str(REPO), heartbeat.ENV_VAR: str(hb)}
-    probe = [sys.executable, "-m", "workers.healthcheck", "--max-age", "60"]
+    probe = [sys.executable, "-m", "workers.lifecycle.healthcheck", "--max-age", "60"]
     assert subprocess.run(probe, env=env, cwd=tmp_path, timeout=30).returncode == 0
     not_ready = subprocess.run(
         [*probe, "--ready"], env=env, cwd=tmp_path, timeout=30, capture_output=True, text=True
@@ -102,7 +103,7 @@ def test_module_runs_as_a_cheap_probe(tmp_path: Path) -> None:
     assert not_ready.returncode == 1 and "not ready" in not_ready.stderr
     code = (
         "import sys, runpy; sys.argv = ['x', '--max-age', '60']\n"
-        "try:\n    runpy.run_module('workers.healthcheck', run_name='__main__')\n"
+        "try:\n    runpy.run_module('workers.lifecycle.healthcheck', run_name='__main__')\n"
         "except SystemExit:\n    pass\n"
         "heavy = sorted(m for m in sys.modules if m.split('.')[0] in {'celery', 'kombu', "
         "'toolhub', 'redis', 'pydantic'})\nprint(heavy)"

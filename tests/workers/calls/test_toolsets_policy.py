@@ -1,5 +1,5 @@
 """Workers admit every session's stored config again against their own operator policy
-(``workers/toolsets.py``): a config that reached Redis without the gateway's admission — here,
+(``workers/calls/toolsets.py``): a config that reached Redis without the gateway's admission — here,
 written by a dispatcher that never admits — builds nothing, and its calls fail with
 ``policy_refused`` naming what was refused, while a session within the policy runs. The
 tenant's root is judged from the stored workspace (``<root>/tenants/<tenant>``)."""

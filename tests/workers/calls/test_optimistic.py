@@ -1,4 +1,4 @@
-"""Optimistic runs (``workers/optimistic.py``) on real workers: a fresh call of a read-only,
+"""Optimistic runs (``workers/calls/optimistic.py``) on real workers: a fresh call of a read-only,
 synchronous tool runs before its claim and is claimed and finished in one step. Each test
 shows what the caller sees and what the record says when something happens meanwhile: the
 session state moved, the run outlasted its window, a cancel came, the worker died."""

@@ -1,5 +1,5 @@
-"""Workers sandbox every command by default (``workers/sandboxing.py``): a command of one session
-on a shared worker cannot read another session's workspace, write outside its own, read the
+"""Workers sandbox every command by default (``workers/guards/sandboxing.py``): a command of one
+session on a shared worker cannot read another session's workspace, write outside its own, read the
 worker's environment or its ``/proc/<pid>/environ``, reach Redis, or follow a symlink out, while
 its legitimate work in the same command is done; foreground and background (holder) alike. A
 worker that cannot enforce its sandbox refuses to start.

@@ -1,5 +1,5 @@
-"""Background commands run under the host's holder (``workers/holder.py``), so they survive the
-worker process that started them; only when the holder (the host) is gone are they re-run, and
+"""Background commands run under the host's holder (``workers/holder/server.py``), so they survive
+the worker process that started them; only when the holder (the host) is gone are they re-run, and
 then they say so. Real redis-server, real ``toolhub worker`` processes, a real holder."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from toolhub import Progress, Session
 from toolhub.distributed.settings import Settings
 from toolhub.distributed.store import RedisStore
 from toolhub.tasks import BackgroundTasks
-from workers.holder_client import HolderClient
+from workers.holder.client import HolderClient
 
 pytestmark = pytest.mark.timeout(60)
 

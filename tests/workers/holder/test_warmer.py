@@ -1,6 +1,6 @@
 """The holder warmer backs off while no holder can start: a host with an unwritable
 ``TOOLHUB_HOME`` must not spawn a doomed process every few seconds. (Keeping a live holder is
-``test_holder.py::test_a_worker_keeps_its_host_holder_started_and_lets_it_go_when_it_dies``.)"""
+``test_server.py::test_a_worker_keeps_its_host_holder_started_and_lets_it_go_when_it_dies``.)"""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from toolhub.distributed.settings import Settings
-from workers.holder_warmer import MAX_BACKOFF_S, HolderWarmer
+from workers.holder.warmer import MAX_BACKOFF_S, HolderWarmer
 
 
 def test_failed_keeps_double_the_wait_up_to_the_cap_and_warn_once(
