@@ -7,7 +7,7 @@ why. One ``toolhub worker`` and one raw Celery worker (threads pool, concurrency
 Redis) run with ``bench/critical_path`` on their ``PYTHONPATH``: its ``sitecustomize`` records
 when a message enters each stage of the worker (the BRPOP reply read, the hand-off to the pool,
 a pool thread taking it, the task function, and toolhub's finish (for the no-op, a read-only
-tool, the claim and finish in one step: ``workers/optimistic.py``) or Celery's result store).
+tool, the claim and finish in one step: ``workers/calls/optimistic.py``) or Celery's result store).
 The caller records when it starts a call and when it has the result, and reads Redis's ``INFO
 commandstats`` around each side's block of calls: what Redis ran per call, and for how long
 (background work of each side, such as lease renewals, included). Calls are made one at a time,

@@ -28,7 +28,7 @@ DOCKERFILE = REPO / "Dockerfile"
 #: `toolhub` subcommands the CLI provides (docs/CONTRACT).
 TOOLHUB_SUBCOMMANDS = {"worker", "serve", "mcp", "up", "call", "tools", "validate", "tasks", "demo"}
 QUEUES = {"toolhub.fast", "toolhub.command", "toolhub.background"}
-HEALTHCHECK_MODULE = "workers.healthcheck"
+HEALTHCHECK_MODULE = "workers.lifecycle.healthcheck"
 
 #: Chart switches every structural test runs over.
 VARIANTS: dict[str, dict[str, Any]] = {

@@ -24,7 +24,7 @@ from tests.deploy.deploy_helpers import (
 )
 
 K8S_VERSION = "1.34.0"
-HEALTH = ["python", "-m", "workers.healthcheck", "--max-age", "60"]
+HEALTH = ["python", "-m", "workers.lifecycle.healthcheck", "--max-age", "60"]
 CUSTOM_KINDS = {("keda.sh/v1alpha1", "ScaledObject")}
 
 variant_params = pytest.mark.parametrize("variant", sorted(VARIANTS))

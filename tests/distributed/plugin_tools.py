@@ -180,7 +180,7 @@ class PeekOutput(BaseModel):
 
 class Peek(Tool[PeekArgs, PeekOutput]):
     """Reads the session's list (``Merge``'s) without declaring it: a read-only, synchronous
-    tool, so a worker may run it before its claim (``workers/optimistic.py``). With
+    tool, so a worker may run it before its claim (``workers/calls/optimistic.py``). With
     ``marker`` it appends ``start <pid>`` to that file (to count how often it really ran)."""
 
     id = "peek"

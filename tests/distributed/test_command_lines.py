@@ -22,8 +22,8 @@ from toolhub.backends.process import ProcessRunner
 from toolhub.distributed.settings import Settings
 from toolhub.sandbox import Mechanism, SandboxMode, SandboxPolicy
 from toolhub.sandbox.landlock_syscalls import abi_version
-from workers.holder_client import HolderClient
-from workers.session_records import session_dir
+from workers.holder.client import HolderClient
+from workers.holder.session_records import session_dir
 
 pytestmark = pytest.mark.timeout(120)
 

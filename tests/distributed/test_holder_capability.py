@@ -18,7 +18,7 @@ from toolhub.backends.process import ProcessRunner
 from toolhub.distributed.settings import Settings
 from toolhub.sandbox import Mechanism, SandboxMode, SandboxPolicy, default_hidden, probe
 from toolhub.sandbox.landlock_syscalls import abi_version
-from workers.holder_client import HolderClient
+from workers.holder.client import HolderClient
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -85,7 +85,7 @@ def test_a_reused_call_id_starts_a_fresh_record(live, connect, store):
 
 def test_pickle_messages_are_never_accepted(live, store, tmp_path: Path):
     """A pickled message on a toolhub queue is refused unread: nothing runs, no record; it is
-    in the dead-letter list (the queue screen, ``workers/poison.py``)."""
+    in the dead-letter list (the queue screen, ``workers/guards/poison.py``)."""
     marker = tmp_path / "pickled.txt"
     message = {
         "call_id": "pickled",

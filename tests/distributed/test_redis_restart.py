@@ -4,7 +4,7 @@ and nothing stored is corrupted.
 
 The worker itself survives too, even while it holds an unacked message (a running call with
 late acks): kombu 5.7's Redis channel used to crash restoring it (``'NoneType' object has no
-attribute 'hostname'``), which ``workers/kombu_redis.py`` works around (docs/distributed.md).
+attribute 'hostname'``), which ``workers/guards/kombu_redis.py`` works around (docs/distributed.md).
 The first test still plays the supervisor (compose ``restart:``, a Kubernetes Deployment), as
 production has one; the second checks that no restart is needed and that the kombu ``unacked``
 entry the lost ack leaves behind is swept.
@@ -154,7 +154,7 @@ def test_kombu_guard_is_idempotent_and_degrades_without_its_attributes(
 ):
     from kombu.transport import redis as transport
 
-    from workers import kombu_redis
+    from workers.guards import kombu_redis
 
     # Whatever this test does to kombu's classes is undone afterwards.
     monkeypatch.setattr(transport.Channel, "_connparams", transport.Channel._connparams)

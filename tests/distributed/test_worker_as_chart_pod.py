@@ -8,9 +8,9 @@ Two ways it confines commands there:
 * ``bwrap (unprivileged)``: a non-root worker on a host that allows unprivileged user
   namespaces (compose, a VM) keeps bubblewrap.
 
-Either way the probe command of ``test_worker_sandbox.py`` does its work and every way out is
-refused. Not emulated: the seccomp filter itself (no container engine here), so bwrap's failure
-under it is stood in for by a bwrap that fails.
+Either way the probe command of ``tests/workers/guards/test_sandboxing.py`` does its work and every
+way out is refused. Not emulated: the seccomp filter itself (no container engine here), so bwrap's
+failure under it is stood in for by a bwrap that fails.
 
 Needs ``setpriv`` and a system Python of this venv's minor version outside ``/root`` (the test
 interpreter under pyenv is not reachable for uid 10001); the test says so when they are absent.
@@ -29,14 +29,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.distributed.test_worker_sandbox import (
+from tests.fixtures_stack import REPO, WorkerProcess
+from tests.sandbox.conftest import requires_bwrap
+from tests.workers.guards.test_sandboxing import (
     TOKEN,
     Fleet,
     _other,
     run_probe,
 )
-from tests.fixtures_stack import REPO, WorkerProcess
-from tests.sandbox.conftest import requires_bwrap
 from toolhub.stack import RedisServer
 
 pytestmark = [requires_bwrap, pytest.mark.timeout(120)]

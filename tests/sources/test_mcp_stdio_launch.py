@@ -21,7 +21,7 @@ from toolhub import Session
 from toolhub.distributed.settings import Settings
 from toolhub.sandbox import SandboxUnavailable, probe, use_by_default
 from toolhub.sandbox.landlock_syscalls import abi_version
-from workers.sandboxing import worker_sandbox
+from workers.guards.sandboxing import worker_sandbox
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -122,7 +122,8 @@ def test_a_worker_confines_a_server_whose_config_names_no_sandbox(
     box: Box, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A worker's tool set is assembled as an embedded one is, under the worker's default
-    sandbox (``workers/sandboxing.py``), which hides the workspace root holding every session."""
+    sandbox (``workers/guards/sandboxing.py``), which hides the workspace root holding every
+    session."""
     monkeypatch.setenv("TOOLHUB_WORKSPACE_ROOT", str(box.base))
     try:
         use_by_default(worker_sandbox(Settings.from_env("redis://127.0.0.1:1/0")), require=True)

@@ -40,7 +40,7 @@ OutputT = TypeVar("OutputT", bound=BaseModel)
 
 #: Why a call's token fires when nobody cancelled the call, only this attempt of it: the worker
 #: hands the call back (shutdown), another attempt took it over, or Redis stayed unreachable.
-#: Workers fire them (``workers/runtime.py``); a tool that started work elsewhere and recorded
+#: Workers fire them (``workers/calls/runtime.py``); a tool that started work elsewhere and recorded
 #: it for the next attempt (a remote MCP task) leaves that work running on these.
 HANDOFF = "handoff"
 LEASE_LOST = "lease_lost"

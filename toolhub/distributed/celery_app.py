@@ -80,7 +80,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
 
 def make_celery(settings: Settings, *, main: str = "toolhub", events: str | None = None) -> Celery:
     """The app; ``events`` names Celery's ``app.events`` class, as ``Celery(events=…)`` does
-    (the workers batch their task events, ``workers/consumer.py``)."""
+    (the workers batch their task events, ``workers/lifecycle/consumer.py``)."""
     app = Celery(main, set_as_current=False, events=events)
     app.conf.update(celery_config(settings))
     return app

@@ -19,7 +19,7 @@ moves such an item to the dead-letter list (``deadletter.py``) instead of delive
 
 Unknown extra headers and kwargs are let through, so a newer dispatcher that adds a field is
 not dead-lettered by an older worker. Signatures are not checked here: the task body checks
-them (``workers/refusals.py``), on a path that runs for every message however it arrives.
+them (``workers/calls/refusals.py``), on a path that runs for every message however it arrives.
 """
 
 from __future__ import annotations

@@ -260,7 +260,7 @@ class CallRecords:
         ran_seconds: float,
         result: CallResult,
     ) -> int:
-        """An optimistic run's claim and finish in one step (``workers/optimistic.py``): the
+        """An optimistic run's claim and finish in one step (``workers/calls/optimistic.py``): the
         terminal's seq, or -1 (the call is no longer untouched) or -2 (the session state moved
         since the tool read it), which change nothing."""
         cid = message["call_id"]

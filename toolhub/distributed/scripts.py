@@ -258,7 +258,7 @@ return finalize(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], ARGV[1], ARGV[3], A
 
 # KEYS: call, events, channel, leases, state
 # ARGV: cid, run_id, worker, state_version, ran_seconds, status, payload, result, ttl
-# An optimistic run's claim and finish in one step (``workers/optimistic.py``): the tool ran
+# An optimistic run's claim and finish in one step (``workers/calls/optimistic.py``): the tool ran
 # before its claim, on the session state its worker held. Accepted only while the call is
 # untouched (queued under this message's run id, never attempted, no cancel asked) and the
 # state is still the version the tool read; then it is attempt 1, started ``ran_seconds`` ago.

@@ -81,7 +81,8 @@ class Settings:
     #: Whether workers register the built-in tools.
     builtins: bool = True
     #: Celery worker task events (``task-received`` … ``task-succeeded``): what Flower shows.
-    #: Batched (``workers/consumer.py``), so they cost little; off only for unwatched fleets.
+    #: Batched (``workers/lifecycle/consumer.py``), so they cost little; off only for unwatched
+    #: fleets.
     task_events: bool = True
     #: The command sandbox a worker gives sessions whose config names none (docs/sandbox.md):
     #: ``workspace_write``, ``read_only``, or ``full`` (no sandbox: an explicit, logged opt-out).
@@ -97,8 +98,8 @@ class Settings:
     #: out; one still running a call is closed only when its last call ends.
     cached_sessions: int = 256
     #: How long a fresh call of a read-only, synchronous tool may run before its claim
-    #: (``workers/optimistic.py``): it is claimed and finished in one step when it ends sooner,
-    #: and claimed while it runs when it does not. 0: every call is claimed before it runs.
+    #: (``workers/calls/optimistic.py``): it is claimed and finished in one step when it ends
+    #: sooner, and claimed while it runs when it does not. 0: every call is claimed before it runs.
     optimistic_seconds: float = 0.2
     #: ``TOOLHUB_VISIBILITY_TIMEOUT``: Celery's redelivery backstop when set, in seconds (else
     #: ``visibility_timeout`` derives it from the longest run).

@@ -17,7 +17,7 @@ Format: ``v1:<kid>:<hex HMAC-SHA256>``, compared in constant time. The MAC cover
   (workers never sign what they read from Redis). The task a message is for is part of it
   (``task``, absent for ``toolhub.execute``), so a message cannot run as another task.
 * a session record: its id, workspace and config hash. The config itself is checked against
-  its hash by the worker (``workers/toolsets.py``), so it needs no signature of its own.
+  its hash by the worker (``workers/calls/toolsets.py``), so it needs no signature of its own.
 * the tool lists of a session's stdio MCP servers (``mcp_tools.py``): the only thing workers
   sign, since they produce it themselves (it is what their servers listed), never copied from
   Redis. The MAC covers the session id, config hash and the list, so a writer of Redis cannot

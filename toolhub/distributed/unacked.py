@@ -3,11 +3,11 @@
 kombu's Redis transport keeps every delivered-but-unacknowledged message in a hash (``unacked``:
 delivery tag → ``[envelope, exchange, routing key]`` as JSON) and a sorted set
 (``unacked_index``: delivery tag → delivery time); an ack removes both. An entry whose ack never
-happens stays: a worker killed mid-call, or a call that ended after a Redis restart (its
-delivery's channel is gone, so ``workers/kombu_redis.py`` drops the ack). kombu's own answer is
-to restore such entries to the queue after the visibility timeout; toolhub sets that timeout
-above the longest run and does not rely on it: its leases re-run calls whose worker died
-(``scripts.py``, ``workers/leases.py``). So the entries only pile up.
+happens stays: a worker killed mid-call, or a call that ended after a Redis restart (its delivery's
+channel is gone, so ``workers/guards/kombu_redis.py`` drops the ack). kombu's own answer is to
+restore such entries to the queue after the visibility timeout; toolhub sets that timeout above the
+longest run and does not rely on it: its leases re-run calls whose worker died (``scripts.py``,
+``workers/lifecycle/leases.py``). So the entries only pile up.
 
 ``clean_stale_unacked`` removes the old ones whose call no longer needs them: the call record
 is finished (``succeeded``, ``failed``, ``cancelled``), gone (expired), belongs to another run

@@ -48,7 +48,7 @@ class RedisStateSync:
 
     def writes_here(self) -> int:
         """How many writes this thread has made: a worker's optimistic run tells by it whether
-        its tool or a reminder wrote the session's state (``workers/optimistic.py``)."""
+        its tool or a reminder wrote the session's state (``workers/calls/optimistic.py``)."""
         return int(getattr(self._writes, "count", 0))
 
     def update(self, resource_id: str, fn: Callable[[Any], Any], adapter: TypeAdapter[Any]) -> Any:

@@ -7,8 +7,8 @@ dies (the record lists every attempt), cancellation through the control channel 
 its output as ``output_delta`` events in the call's stream, appended as they are produced. A
 client that disconnects loses nothing: ``snapshot`` and ``task_output`` read the stream.
 
-On a worker the command runs under the host's background holder (``workers/holder.py``), so it
-survives the worker process. A task whose record says running but whose lease expired (its
+On a worker the command runs under the host's background holder (``workers/holder/server.py``),
+so it survives the worker process. A task whose record says running but whose lease expired (its
 host is gone, the sweep has not re-run it yet) is ``lost``, never ``running``; a task that was
 re-run says so through its ``attempt``.
 """

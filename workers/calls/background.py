@@ -1,0 +1,136 @@
+"""The ``toolhub.background`` task body: one durable background command.
+
+The worker claims the call (attempt N) and hands the command to its host's background holder
+(``workers/holder/server.py``), which runs it under the session's workspace through the same
+``ProcessRunner`` the embedded backend uses, streams its output as ``output_delta`` events, keeps
+its lease and writes its terminal. The task returns as soon as the holder says ``started``, so the
+command does not depend on this worker process: a worker that dies takes nothing with it. Until the
+holder has the command the worker keeps the lease like any call's.
+
+When the holder's host is lost, its commands die with it and their leases expire: the sweep
+restarts the command on another worker as the next attempt, after a ``retry`` marker in the
+stream. With ``TOOLHUB_HOLDER=0``, or when no holder can be reached, the command runs in this
+worker process as before (and then dies with it).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from toolhub.backends.process import ProcessRunner
+from toolhub.core import CallResult, ToolError
+from toolhub.errors import ErrorCode
+from workers.holder.background_command import command_result, start_command, start_failure
+from workers.holder.client import HolderClient
+from workers.holder.client import enabled as holder_enabled
+from workers.holder.places import Place
+
+from .claimed import Claimed, run_claimed
+from .emitter import Emitter
+from .outcomes import Ended
+from .running import Running
+from .runtime import WorkerRuntime
+from .subagent import run_subagent
+
+logger = logging.getLogger("toolhub.worker.background")
+
+#: What ``run_background`` returns when the holder took the command.
+HELD = "held"
+
+
+def run_background(runtime: WorkerRuntime, message: dict[str, Any]) -> Ended:
+    return run_claimed(runtime, message, _start)
+
+
+def _start(attempt: Claimed) -> Ended:
+    if attempt.message.get("subagent") is not None:
+        return run_subagent(attempt)  # a background sub-agent of `task`
+    runtime, message, running = attempt.runtime, attempt.message, attempt.running
+    place = _place(runtime, message)
+    if isinstance(place, CallResult):
+        return attempt.settle(place)
+    handed = _hand_over(runtime, running, message)
+    if handed is not None:
+        attempt.metric.outcome = handed
+        # The holder ends the call (its lease, its terminal): this message did not.
+        return Ended(handed)
+    return attempt.settle(_run(message, running, attempt.emitter, place))
+
+
+def _place(runtime: WorkerRuntime, message: dict[str, Any]) -> CallResult | Place:
+    sid, config_hash = message["session_id"], message.get("config_hash")
+    if not config_hash:
+        # Its sandbox comes from the session's config; a command without one does not run.
+        error = ToolError.custom(
+            ErrorCode.SESSION_UNKNOWN, "background command without its session's config hash"
+        )
+        return CallResult.failure("background", error, call_id=message["call_id"])
+    try:
+        session = runtime.toolsets.get(sid, config_hash)
+    except ToolError as err:
+        return CallResult.failure("background", err, call_id=message["call_id"])
+    runner = session.toolset.container.get(ProcessRunner)
+    sandbox = runner.sandbox if runner is not None else None
+    pin = runner.pin if runner is not None else None
+    return Place(session.workspace, runtime.toolsets.session_dir(sid) / "terminal", sandbox, pin)
+
+
+def _hand_over(
+    runtime: WorkerRuntime,
+    running: Running,
+    message: dict[str, Any],
+) -> str | None:
+    """Give the attempt to this host's holder. Returns what became of it, or None when no
+    holder could take it (the caller then runs it in this process). The request names the
+    call and its session only: the holder derives the workspace and sandbox itself."""
+    if not holder_enabled():
+        return None
+    client = HolderClient(runtime.settings)
+    reply = client.hand_over(
+        {
+            "op": "start",
+            "message": message,
+            "attempt": running.attempt,
+            "worker": runtime.name,
+        }
+    )
+    if reply is None:
+        logger.warning(
+            "call %s: no background holder answered (%s); running it in this worker",
+            running.call_id,
+            client.paths.socket,
+        )
+        return None
+    if not reply.get("ok"):
+        # This attempt no longer owns the call (another one does), or the holder could not
+        # reach Redis: either way the lease decides what happens next, not this worker.
+        logger.warning("call %s: holder refused it: %s", running.call_id, reply.get("error"))
+        return "lease_lost" if reply.get("error") == "lease_lost" else "refused"
+    logger.info(
+        "call %s: attempt %d %s by holder %s",
+        running.call_id,
+        running.attempt,
+        reply.get("state"),
+        reply.get("holder"),
+    )
+    return HELD
+
+
+def _run(message: dict[str, Any], running: Running, emitter: Emitter, place: Place) -> CallResult:
+    """The command in this worker process (no holder): it dies with this process."""
+    task_id = message["call_id"]
+    runner = place.runner()
+    try:
+        command, flush = start_command(runner, message, emitter)
+    except Exception as exc:
+        return start_failure(task_id, exc)
+
+    def kill() -> None:
+        command.kill("killed")
+
+    running.token.on_cancel(kill)
+    result = command.wait()
+    assert result is not None
+    flush()
+    return command_result(task_id, result)

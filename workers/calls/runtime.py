@@ -1,0 +1,153 @@
+"""Everything a worker process shares between its calls: the store, the tool-set cache, the
+table of running calls (call id → cancel token and attempt), and the loop each pool thread
+runs its calls on. The background services that act on this table (the lease keeper, the
+control listener) live in ``workers/lifecycle/``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import threading
+from pathlib import Path
+from typing import Any
+
+from celery import Celery
+
+from toolhub.backends.limits import PidsCgroups
+from toolhub.core import CancelToken
+from toolhub.core.tool import HANDOFF
+from toolhub.distributed.celery_app import EXECUTE_TASK
+from toolhub.distributed.enqueue import Enqueuer
+from toolhub.distributed.recovery import Recovery
+from toolhub.distributed.settings import Settings, queue_for
+from toolhub.distributed.signing import FleetKeys
+from toolhub.distributed.store import RedisStore
+from toolhub.tenancy import OperatorPolicy
+
+from .late_claims import Speculations
+from .running import Running
+from .toolsets import ToolSets, worker_builder
+
+logger = logging.getLogger("toolhub.worker")
+
+
+class WorkerRuntime:
+    def __init__(self, settings: Settings, app: Celery, keys: FleetKeys | None) -> None:
+        self.settings = settings
+        self.app = app
+        self.store = RedisStore.from_settings(settings)
+        self.records = self.store.records
+        self.recovery = Recovery(self.records)
+        self.enqueuer = Enqueuer(app)
+        #: Where this host's command cgroups live: the sweep reaps those of dead processes.
+        self.cgroups = PidsCgroups.detect()
+        self.name = f"{socket.gethostname()}:{os.getpid()}"
+        #: The operator policy every session's config is admitted against again; a policy
+        #: file that cannot be read stops the worker (``ConfigError``) rather than run without.
+        policy = OperatorPolicy.load()
+        policy.restrict_expansion()
+        root = Path(settings.workspace_root) if settings.workspace_root else None
+        self.toolsets = ToolSets(
+            self.store,
+            app,
+            worker_builder(settings),
+            keys,
+            policy=policy,
+            workspace_root=root,
+            capacity=settings.cached_sessions,
+        )
+        #: call id → its runs in this process: usually one, but a duplicate delivery of a call
+        #: this process already runs registers too (and is dropped by its claim); it must not
+        #: hide the real run from lease renewal and cancellation.
+        self._running: dict[str, list[Running]] = {}
+        #: Optimistic runs in progress (``optimistic.py``), for the late claimer.
+        self.speculations = Speculations()
+        self._lock = threading.Lock()
+        self._local = threading.local()
+        self._loops: list[asyncio.AbstractEventLoop] = []
+
+    # -- running calls -----------------------------------------------------------------------
+
+    def register(self, call_id: str) -> Running:
+        """Register before claiming, so a cancel that arrives right after the claim finds the
+        call's token."""
+        running = Running(call_id, CancelToken())
+        with self._lock:
+            self._running.setdefault(call_id, []).append(running)
+        return running
+
+    def unregister(self, running: Running) -> None:
+        with self._lock:
+            runs = self._running.get(running.call_id, [])
+            if running in runs:
+                runs.remove(running)
+            if not runs:
+                self._running.pop(running.call_id, None)
+
+    def running(self) -> list[Running]:
+        with self._lock:
+            return [run for runs in self._running.values() for run in runs]
+
+    def cancel_local(self, call_id: str, reason: str = "cancelled") -> bool:
+        with self._lock:
+            runs = list(self._running.get(call_id, ()))
+        for running in runs:
+            running.token.cancel(reason)
+        return bool(runs)
+
+    def hand_back_all(self) -> None:
+        """Soft-shutdown window over: give every call still running back to the queue."""
+        for running in self.running():
+            running.token.cancel(HANDOFF)
+
+    # -- helpers for the tasks ---------------------------------------------------------------
+
+    def loop(self) -> asyncio.AbstractEventLoop:
+        """This pool thread's event loop, reused across calls (a new loop per call costs more
+        than the call). The runtime keeps a reference to every loop and closes them itself:
+        a loop left to the garbage collector when its pool thread ends is closed from
+        ``__del__`` in whatever thread collects it, which can deadlock on logging locks
+        during Celery's shutdown."""
+        loop: asyncio.AbstractEventLoop | None = getattr(self._local, "loop", None)
+        if loop is None or loop.is_closed():
+            loop = asyncio.new_event_loop()
+            self._local.loop = loop
+            with self._lock:
+                self._loops.append(loop)
+        return loop
+
+    def enqueue(self, message: dict[str, Any]) -> None:
+        """(Re-)send a call's message: a new attempt after a lost worker, or a hand-back."""
+        task, queue, kwargsrepr = _routing(message)
+        self.app.send_task(
+            task, kwargs=message, queue=queue, ignore_result=True, kwargsrepr=kwargsrepr
+        )
+
+    def capture(self, message: dict[str, Any]) -> tuple[bytes, bytes] | None:
+        """The (queue key, payload) kombu would push for ``message``, without pushing it."""
+        task, queue, kwargsrepr = _routing(message)
+        return self.enqueuer.message(task, queue, message, kwargsrepr)
+
+    def close(self) -> None:
+        with self._lock:
+            loops, self._loops = self._loops, []
+        for loop in loops:
+            if loop.is_running() or loop.is_closed():
+                continue
+            try:
+                for task in asyncio.all_tasks(loop):
+                    task.cancel()
+                loop.run_until_complete(loop.shutdown_asyncgens())
+            finally:
+                loop.close()
+        self.toolsets.close()
+        self.store.close()
+
+
+def _routing(message: dict[str, Any]) -> tuple[str, str, str]:
+    task = message.get("task", EXECUTE_TASK)
+    queue = message.get("queue") or queue_for("fast")
+    return task, queue, repr({"call_id": message["call_id"], "name": message.get("name")})

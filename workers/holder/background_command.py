@@ -1,0 +1,64 @@
+"""One background command, the same whether the host's holder runs it or (with no holder) the
+worker process itself: how it starts with its output streamed as ``output_delta`` items, and
+the call result its end makes."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from toolhub.backends.process import ProcessRunner
+from toolhub.backends.running import CommandResult, RunningCommand
+from toolhub.core import CallResult, ErrorKind, OutputDeltas, ToolError, ToolOutput
+from toolhub.errors import ErrorCode
+from workers.calls.emitter import Emitter
+
+
+def start_command(
+    runner: ProcessRunner, message: dict[str, Any], emitter: Emitter
+) -> tuple[RunningCommand, Callable[[], None]]:
+    """Start the message's command; its output goes to ``emitter`` as ``output_delta`` items
+    from the command's reader thread. Returns the command and the flush to call once it ended."""
+    deltas = OutputDeltas()
+
+    def on_output(data: bytes) -> None:
+        for item in deltas.feed(data):
+            emitter.progress(item)
+
+    def flush() -> None:
+        for item in deltas.flush():
+            emitter.progress(item)
+
+    cwd = message.get("cwd")
+    command = runner.start(
+        message["command"],
+        log_name=message["call_id"],
+        cwd=Path(cwd) if cwd else None,
+        timeout_s=float(message["timeout_s"]),
+        on_output=on_output,
+    )
+    return command, flush
+
+
+def command_result(task_id: str, outcome: CommandResult) -> CallResult:
+    details = {"exit_code": outcome.exit_code, "duration_s": round(outcome.duration_s, 3)}
+    if outcome.killed == "timeout":
+        error = ToolError(ErrorKind.TIMEOUT, "The background command timed out.", details)
+        return CallResult.failure("background", error, call_id=task_id)
+    if outcome.killed is not None:
+        error = ToolError(ErrorKind.CANCELLED, "The background command was killed.", details)
+        return CallResult.failure("background", error, call_id=task_id)
+    return CallResult(
+        name="background",
+        output=ToolOutput.dynamic(details),
+        prompt_text=f"exit: {outcome.exit_code}",
+        call_id=task_id,
+    )
+
+
+def start_failure(task_id: str, exc: BaseException) -> CallResult:
+    error = ToolError.custom(
+        ErrorCode.START_FAILED, f"The background command could not start: {exc}"
+    )
+    return CallResult.failure("background", error, call_id=task_id)

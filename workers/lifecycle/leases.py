@@ -1,0 +1,71 @@
+"""The lease keeper: one thread per worker that renews the leases of its running calls and
+sweeps for calls whose worker died.
+
+Why leases and not Celery's redelivery: on Redis the visibility timeout is the only backstop,
+it must sit above the longest run (hours), and a redelivered message cannot tell a dead
+worker from a slow one. A lease renewed every sixth of its length says exactly that: a call
+whose lease expired has no live worker, and any worker's sweep re-enqueues it as the next
+attempt (bounded by the call's attempt limit), while a redelivery of a call with a live lease
+is dropped as a duplicate. The sweep itself (``sweeper.py``) also recovers messages a dead
+worker took off the queue before claiming them, and reaps lost commands' cgroups. It runs
+every quarter lease (jittered, so a fleet's sweeps spread out): with a claim deadline of half a
+lease, a message taken by a dead worker is running again within three quarters of a lease.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+
+from redis.exceptions import RedisError
+
+from toolhub.core.tool import LEASE_LOST
+from toolhub.logs import call_context
+from workers.calls.runtime import WorkerRuntime
+from workers.guards.kombu_redis import clean_unacked
+
+from .metrics import metrics
+from .sweeper import reserved_unstarted, sweep
+
+logger = logging.getLogger("toolhub.worker.leases")
+
+
+class LeaseKeeper(threading.Thread):
+    def __init__(self, runtime: WorkerRuntime) -> None:
+        super().__init__(name="toolhub-leases", daemon=True)
+        self.runtime = runtime
+        self.stop_event = threading.Event()
+
+    def run(self) -> None:
+        lease = self.runtime.settings.lease_seconds
+        next_sweep = 0.0
+        while True:
+            try:
+                self.renew()
+                if time.monotonic() >= next_sweep:
+                    metrics.recovered.inc(sweep(self.runtime))
+                    next_sweep = time.monotonic() + lease / 4 * random.uniform(0.5, 1.0)
+                    metrics.unacked_removed.inc(clean_unacked(self.runtime))
+            except RedisError as exc:
+                logger.warning("lease keeper: Redis unreachable: %s", exc)
+            except Exception:
+                logger.exception("lease keeper failed; continuing")
+            if self.stop_event.wait(lease / 6):
+                return
+
+    def renew(self) -> None:
+        claimed = [r for r in self.runtime.running() if r.attempt > 0]
+        codes = self.runtime.records.renew([(r.call_id, r.attempt) for r in claimed])
+        for running, code in zip(claimed, codes, strict=True):
+            if code == 0:
+                with call_context(running.call_id):
+                    logger.warning("call %s: lease lost; stopping this attempt", running.call_id)
+                running.token.cancel(LEASE_LOST)
+            elif code == 2:
+                running.token.cancel("cancelled")
+        self.runtime.recovery.touch_reserved(reserved_unstarted(self.runtime))
+
+    def stop(self) -> None:
+        self.stop_event.set()

@@ -1,0 +1,102 @@
+"""The sweep every worker runs from its lease keeper: calls whose worker was lost get an answer.
+
+* Calls whose lease expired are re-enqueued as the next attempt, or failed with
+  ``worker_lost`` when their policy on worker loss is ``fail`` (``distributed/recovery.py``);
+  one whose lost attempt recorded a remote MCP task is re-enqueued under either policy, and
+  the next attempt polls that task (``resume``).
+* Queued calls past their claim deadline whose message left the queue unclaimed (a worker took
+  it and died) are re-enqueued from the stored message, or failed once that happened
+  ``max_attempts`` times.
+* Command cgroups left behind by a dead process on this host are killed and removed, so no
+  process of a lost attempt outlives it (``PidsCgroups.reap_stale``).
+
+Every step is idempotent across workers: the scripts move each deadline on as they act.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from celery.worker import state as celery_state
+from redis.exceptions import RedisError
+
+if TYPE_CHECKING:
+    from workers.calls.runtime import WorkerRuntime
+
+logger = logging.getLogger("toolhub.worker.sweeper")
+
+
+def sweep(runtime: WorkerRuntime) -> int:
+    """One pass; returns how many calls were recovered (re-enqueued or failed)."""
+    count = requeue_expired(runtime) + requeue_unclaimed(runtime)
+    reaped = runtime.cgroups.reap_stale()
+    if reaped:
+        logger.warning("killed the leftover processes of %d lost command(s)", reaped)
+    return count
+
+
+def requeue_expired(runtime: WorkerRuntime) -> int:
+    count = 0
+    for call_id in runtime.recovery.expired():
+        found = runtime.recovery.requeue(call_id)
+        if found is None:
+            continue
+        message, outcome = found
+        try:
+            if outcome == "fail":
+                if runtime.recovery.fail_lost(call_id, message):
+                    logger.warning("call %s lost its worker; failed (policy: fail)", call_id)
+                    count += 1
+                continue
+            logger.warning("call %s lost its worker; re-enqueued (%s)", call_id, outcome)
+            runtime.enqueue(message)
+            count += 1
+        except RedisError as exc:
+            logger.warning("could not recover %s: %s", call_id, exc)
+    return count
+
+
+def requeue_unclaimed(runtime: WorkerRuntime) -> int:
+    count = 0
+    recovery = runtime.recovery
+    for call_id in recovery.unclaimed():
+        lost = recovery.sweep_unclaimed(call_id)
+        if lost is None:
+            continue
+        try:
+            if lost.requeued >= int(lost.message.get("max_attempts") or 1):
+                if recovery.fail_unclaimed(lost):
+                    logger.warning(
+                        "call %s: taken and lost %d times; failed", call_id, lost.requeued
+                    )
+                    count += 1
+                continue
+            captured = runtime.capture(lost.message)
+            if captured is not None:
+                done = recovery.reenqueue(call_id, lost.message["run_id"], *captured)
+            else:
+                runtime.enqueue(lost.message)
+                recovery.count_requeue(call_id)
+                done = True
+            if done:
+                logger.warning(
+                    "call %s: taken by a lost worker before its claim; re-enqueued", call_id
+                )
+                count += 1
+        except RedisError as exc:
+            logger.warning("could not re-enqueue %s: %s", call_id, exc)
+    return count
+
+
+def reserved_unstarted(runtime: WorkerRuntime) -> list[tuple[str, str]]:
+    """(call id, run id) of the messages this worker holds but has not claimed yet (prefetched
+    while its threads are busy): the lease keeper keeps their claim deadline moving."""
+    registered = {running.call_id for running in runtime.running()}
+    calls: list[tuple[str, str]] = []
+    for request in list(celery_state.reserved_requests):
+        kwargs = getattr(request, "kwargs", None) or {}
+        cid, run_id = kwargs.get("call_id"), kwargs.get("run_id")
+        if isinstance(cid, str) and isinstance(run_id, str) and cid not in registered:
+            calls.append((cid, run_id))
+    return calls
