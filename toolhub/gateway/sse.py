@@ -27,11 +27,14 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
+
+from toolhub.fences import plain
 
 from .calllog import CallLog, LoggedEvent
 from .fanout_writes import FanoutWrites
@@ -40,9 +43,11 @@ _HTTPTOOLS_CYCLE: type[Any] | None
 try:
     from uvicorn.protocols.http.httptools_impl import RequestResponseCycle
 
-    _HTTPTOOLS_CYCLE = RequestResponseCycle
+    _HTTPTOOLS_CYCLE = None if plain("uvicorn") else RequestResponseCycle
 except ImportError:  # uvicorn without httptools: every frame goes through ``send``
     _HTTPTOOLS_CYCLE = None
+#: TEMPORARY (issue 37, measuring): 0 writes direct frames with ``transport.write`` at once.
+_FANOUT = os.environ.get("BENCH_SSE_FANOUT", "1") != "0"
 #: What ``_DirectWrites`` reads of the cycle; a uvicorn without one of them is not written to.
 _CYCLE_ATTRIBUTES = (
     "chunked_encoding",
@@ -202,7 +207,8 @@ class _DirectWrites:
         return cls(cycle)
 
     def settle(self) -> None:
-        WRITES.settle(self._cycle.transport)
+        if _FANOUT:
+            WRITES.settle(self._cycle.transport)
 
     def write(self, frame: bytes) -> bool:
         """Whether the frame is written (or dropped, as ``send`` drops it once the client is
@@ -212,7 +218,11 @@ class _DirectWrites:
             return True
         if cycle.flow.write_paused or cycle.response_complete:
             return False
-        WRITES.write(cycle.transport, b"%x\r\n%b\r\n" % (len(frame), frame))
+        chunk = b"%x\r\n%b\r\n" % (len(frame), frame)
+        if _FANOUT:
+            WRITES.write(cycle.transport, chunk)
+        else:
+            cycle.transport.write(chunk)
         return True
 
 
