@@ -33,7 +33,6 @@ from .control import ControlListener
 from .holder_client import enabled as holder_enabled
 from .holder_warmer import HolderWarmer
 from .kombu_redis import install as install_kombu_guard
-from .late_claims import LateClaimer
 from .leases import LeaseKeeper
 from .metrics import metrics
 from .observe import install as install_observability
@@ -65,7 +64,7 @@ class _Process:
         self._refusals: Refusals | None = None
         self.state = "starting"
         self.stop = threading.Event()
-        self.threads: list[LeaseKeeper | ControlListener | HolderWarmer | LateClaimer] = []
+        self.threads: list[LeaseKeeper | ControlListener | HolderWarmer] = []
         self._lock = threading.Lock()
 
     def get(self) -> WorkerRuntime:
@@ -127,11 +126,7 @@ def _serves_background() -> bool:
 def _on_ready(**_: Any) -> None:
     runtime = process.get()
     announce(process.refusals().keys)
-    threads: list[LeaseKeeper | ControlListener | LateClaimer] = [
-        LeaseKeeper(runtime),
-        ControlListener(runtime),
-        LateClaimer(runtime),
-    ]
+    threads: list[LeaseKeeper | ControlListener] = [LeaseKeeper(runtime), ControlListener(runtime)]
     process.threads.extend(threads)
     for thread in threads:
         thread.start()
