@@ -6,8 +6,7 @@
 why. One ``toolhub worker`` and one raw Celery worker (threads pool, concurrency 4, the same
 Redis) run with ``bench/critical_path`` on their ``PYTHONPATH``: its ``sitecustomize`` records
 when a message enters each stage of the worker (the BRPOP reply read, the hand-off to the pool,
-a pool thread taking it, the task function, and toolhub's finish (for the no-op, a read-only
-tool, the claim and finish in one step: ``workers/calls/optimistic.py``) or Celery's result store).
+a pool thread taking it, the task function, and toolhub's finish or Celery's result store).
 The caller records when it starts a call and when it has the result, and reads Redis's ``INFO
 commandstats`` around each side's block of calls: what Redis ran per call, and for how long
 (background work of each side, such as lease renewals, included). Calls are made one at a time,
@@ -53,13 +52,12 @@ PHASES = (
     ("Celery: hand-off to a pool thread", ("pool", "thread"), ("pool", "thread")),
     ("Celery: accept, tracer, up to the task function", ("thread", "body"), ("thread", "body")),
     (
-        "the task: toolhub's signature check, session, validation, the tool (an optimistic run:"
-        " no claim before it), its result",
+        "the task: toolhub's signature check, claim, session, validation, the tool, its result",
         ("body", "finish"),
         ("body", "store"),
     ),
     (
-        "the result: written (toolhub: claimed and finished in one step), published, received",
+        "the result: written, published, received",
         ("finish", "end"),
         ("store", "end"),
     ),

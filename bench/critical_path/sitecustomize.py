@@ -64,7 +64,6 @@ def _on_init(sender: Any = None, **_: Any) -> None:
         from toolhub.distributed.records import CallRecords
 
         _wrap(CallRecords, "finish", "finish")
-        _wrap(CallRecords, "claim_and_finish", "finish")
     else:
         from celery.backends.redis import RedisBackend
 

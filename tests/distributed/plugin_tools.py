@@ -166,42 +166,7 @@ class Merge(Tool[MergeArgs, MergeOutput]):
         return MergeOutput(count=len(new.items))
 
 
-class PeekArgs(BaseModel):
-    seconds: float = 0.0
-    marker: str | None = None
-    #: Kill the worker on this run when the marker file does not exist yet (it is created).
-    die_first: bool = False
-
-
-class PeekOutput(BaseModel):
-    items: list[str]
-    worker_pid: int
-
-
-class Peek(Tool[PeekArgs, PeekOutput]):
-    """Reads the session's list (``Merge``'s) without declaring it: a read-only, synchronous
-    tool, so a worker may run it before its claim (``workers/calls/optimistic.py``). With
-    ``marker`` it appends ``start <pid>`` to that file (to count how often it really ran)."""
-
-    id = "peek"
-    namespace = "Test"
-    kind = ToolKind.READ
-    description_template = "Read the list."
-
-    def run(self, ctx: ToolContext, args: PeekArgs) -> PeekOutput:
-        marker = Path(args.marker) if args.marker else None
-        if marker is not None:
-            first = not marker.exists()
-            with marker.open("a") as handle:
-                handle.write(f"start {os.getpid()}\n")
-            if args.die_first and first:
-                os.kill(os.getpid(), signal.SIGKILL)
-        time.sleep(args.seconds)
-        current = ctx.container.get(State[Items])
-        return PeekOutput(items=current.items if current else [], worker_pid=os.getpid())
-
-
-TOOLS: tuple[type[Tool[Any, Any]], ...] = (Noop, Ticks, Sleeper, Suicide, Merge, Peek)
+TOOLS: tuple[type[Tool[Any, Any]], ...] = (Noop, Ticks, Sleeper, Suicide, Merge)
 TOOL_IDS = [t.fq_id() for t in TOOLS]
 #: The drills re-run what a lost worker ran (``on_worker_lost: rerun``); the default policy for
 #: tools that are not read-only, ``fail``, has tests of its own (``test_worker_loss.py``).

@@ -252,23 +252,6 @@ class CallRecords:
         args = [cid, attempt, status, payload, packed, ttl, status]
         return int(run_script(self.client, self.scripts.finish, self.call_keys(cid, sid), args))
 
-    def claim_and_finish(
-        self,
-        message: dict[str, Any],
-        worker: str,
-        state_version: int,
-        ran_seconds: float,
-        result: CallResult,
-    ) -> int:
-        """An optimistic run's claim and finish in one step (``workers/calls/optimistic.py``): the
-        terminal's seq, or -1 (the call is no longer untouched) or -2 (the session state moved
-        since the tool read it), which change nothing."""
-        cid = message["call_id"]
-        head = [cid, message["run_id"], worker, state_version, f"{ran_seconds:.6f}"]
-        keys = self.call_keys(cid, message["session_id"])
-        args = [*head, *self._terminal(result, 1)]
-        return int(run_script(self.client, self.scripts.claim_and_finish, keys, args))
-
     def _terminal(self, result: CallResult, attempt: int) -> tuple[str, bytes, bytes, int]:
         """What a finishing script writes: the status, the terminal event's payload, the
         record's result and the TTL of what stays."""

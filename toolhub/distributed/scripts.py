@@ -256,29 +256,6 @@ return finalize(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], ARGV[1], ARGV[3], A
                 ARGV[5], ARGV[6], t)
 """
 
-# KEYS: call, events, channel, leases, state
-# ARGV: cid, run_id, worker, state_version, ran_seconds, status, payload, result, ttl
-# An optimistic run's claim and finish in one step (``workers/calls/optimistic.py``): the tool ran
-# before its claim, on the session state its worker held. Accepted only while the call is
-# untouched (queued under this message's run id, never attempted, no cancel asked) and the
-# state is still the version the tool read; then it is attempt 1, started ``ran_seconds`` ago.
-# Returns the terminal's seq; -1 (the call is not untouched) or -2 (the state moved) leave
-# everything as it was, and the worker claims the call as usual and runs it again.
-CLAIM_AND_FINISH = r"""
-local r = redis.call('HMGET', KEYS[1], 'status', 'run_id', 'attempt', 'cancel_requested')
-if r[1] ~= 'queued' or r[2] ~= ARGV[2] or r[3] ~= '0' or r[4] == '1' then return -1 end
-if redis.call('EXISTS', KEYS[1] .. ':done:' .. ARGV[2]) == 1 then return -1 end
-if (redis.call('HGET', KEYS[5], '__v') or '0') ~= ARGV[4] then return -2 end
-local t = now()
-local started = fmt(t - tonumber(ARGV[5]))
-local attempts = {{attempt = 1, worker = ARGV[3], started_at = started, outcome = ARGV[6],
-                   finished_at = fmt(t)}}
-redis.call('HSET', KEYS[1], 'attempt', 1, 'worker', ARGV[3], 'started_at', started,
-           'attempts', cjson.encode(attempts))
-return finalize(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], ARGV[1], ARGV[6], ARGV[7],
-                ARGV[8], ARGV[9], t)
-"""
-
 # Renews the leases of many calls in one command (one reply, however many calls).
 # KEYS: leases, call_1 .. call_n
 # ARGV: lease_seconds, cid_1, attempt_1 .. cid_n, attempt_n
@@ -381,7 +358,6 @@ class Scripts:
         self.claim: Script = client.register_script(prelude + CLAIM)
         self.emit: Script = client.register_script(prelude + EMIT)
         self.finish: Script = client.register_script(prelude + FINISH)
-        self.claim_and_finish: Script = client.register_script(prelude + CLAIM_AND_FINISH)
         self.renew_many: Script = client.register_script(prelude + RENEW_MANY)
         self.cancel: Script = client.register_script(prelude + CANCEL)
         self.handoff: Script = client.register_script(prelude + HANDOFF)

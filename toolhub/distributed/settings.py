@@ -97,10 +97,6 @@ class Settings:
     #: How many (session, config) tool sets a worker keeps built, least recently used first
     #: out; one still running a call is closed only when its last call ends.
     cached_sessions: int = 256
-    #: How long a fresh call of a read-only, synchronous tool may run before its claim
-    #: (``workers/calls/optimistic.py``): it is claimed and finished in one step when it ends
-    #: sooner, and claimed while it runs when it does not. 0: every call is claimed before it runs.
-    optimistic_seconds: float = 0.2
     #: ``TOOLHUB_VISIBILITY_TIMEOUT``: Celery's redelivery backstop when set, in seconds (else
     #: ``visibility_timeout`` derives it from the longest run).
     visibility_override: int | None = None
@@ -133,7 +129,6 @@ class Settings:
             sandbox_mechanism=(os.environ.get("TOOLHUB_SANDBOX_MECHANISM") or "auto").lower(),
             workspace_root=os.environ.get("TOOLHUB_WORKSPACE_ROOT") or None,
             cached_sessions=max(1, _int("TOOLHUB_WORKER_SESSIONS", 256)),
-            optimistic_seconds=max(0.0, _float("TOOLHUB_OPTIMISTIC_SECONDS", 0.2)),
             visibility_override=_int("TOOLHUB_VISIBILITY_TIMEOUT", 0) or None,
             message_age_override=_float("TOOLHUB_MESSAGE_MAX_AGE_SECONDS", 0.0) or None,
         )

@@ -32,7 +32,6 @@ from .routes import router
 from .sessions import Recover, SessionFactory, Sessions
 from .settings import GatewaySettings
 from .shortcut import CALLS_PATH, CallShortcut
-from .sse import SERVER_SEND
 
 ReadinessCheck = Callable[[], Awaitable[dict[str, str]]]
 """Returns check name → "ok" or the reason it failed."""
@@ -104,7 +103,7 @@ def create_app(
         yield
         await gw.close()
 
-    app = _GatewayApp(
+    app = FastAPI(
         title="toolhub gateway",
         version=toolhub.__version__,
         description="Tool definitions and tool calls over HTTP: JSON results or SSE progress.",
@@ -189,15 +188,6 @@ def _short(value: Any) -> Any:
     if len(text) <= ECHO_CHARS:
         return value
     return text[:ECHO_CHARS] + f"… ({len(text)} chars)"
-
-
-class _GatewayApp(FastAPI):
-    """The gateway's ASGI app: FastAPI, and the server's own ``send`` left in the scope for
-    the SSE streams' body frames (``sse.SERVER_SEND``)."""
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        scope[SERVER_SEND] = send
-        await super().__call__(scope, receive, send)
 
 
 class RequestMetrics:

@@ -11,14 +11,6 @@ follower would hear of each event long after the first. A follower whose
 connection is slow (its transport stopped taking bytes) gets its frames queued and written by a
 task of its own once the connection drains, so it never holds up the others; past
 ``MAX_BACKLOG_BYTES`` queued it is dropped, and resumes with ``Last-Event-ID``.
-
-Under ``toolhub serve`` (uvicorn's httptools protocol) a frame goes to the connection's transport
-as the chunk uvicorn's ``send`` would have written (``_DirectWrites``), without the ASGI
-message, the coroutine and the checks around it, as long as the connection takes bytes; when
-it pushes back, or under any other server, frames go through ``send`` as above. The direct
-writes of one turn of the loop leave together at its end, shared between the loop's thread and
-helper threads when there are many (``fanout_writes.py``): with 1,000 followers a pass is
-1,000 socket writes, and the kernel's side of them, not Python, is most of its time.
 """
 
 from __future__ import annotations
@@ -34,36 +26,14 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from .calllog import CallLog, LoggedEvent
-from .fanout_writes import FanoutWrites
-
-_HTTPTOOLS_CYCLE: type[Any] | None
-try:
-    from uvicorn.protocols.http.httptools_impl import RequestResponseCycle
-
-    _HTTPTOOLS_CYCLE = RequestResponseCycle
-except ImportError:  # uvicorn without httptools: every frame goes through ``send``
-    _HTTPTOOLS_CYCLE = None
-#: What ``_DirectWrites`` reads of the cycle; a uvicorn without one of them is not written to.
-_CYCLE_ATTRIBUTES = (
-    "chunked_encoding",
-    "disconnected",
-    "flow",
-    "response_complete",
-    "response_started",
-    "transport",
-)
 
 logger = logging.getLogger("toolhub.gateway.sse")
 
 MEDIA_TYPE = "text/event-stream"
-#: The scope key under which the gateway app keeps the server's own ``send``.
-SERVER_SEND = "toolhub.server_send"
 CONNECTED = b": connected\n\n"
 KEEPALIVE = b": keepalive\n\n"
 #: What a slow follower may have waiting before it is dropped (it resumes by Last-Event-ID).
 MAX_BACKLOG_BYTES = 4 << 20
-#: The direct writes of a loop's turn, flushed together (on more than one core when many).
-WRITES = FanoutWrites()
 
 
 def encode(event: LoggedEvent) -> bytes:
@@ -90,11 +60,10 @@ class Follower:
     the send would wait (the connection is not draining), the rest of that send and every
     frame after it are finished by a task of the follower's own, in order."""
 
-    __slots__ = ("_backlog", "_direct", "_ending", "_queued", "_resumer", "_send", "ended", "wrote")
+    __slots__ = ("_backlog", "_ending", "_queued", "_resumer", "_send", "ended", "wrote")
 
     def __init__(self, send: Send) -> None:
         self._send = send
-        self._direct = _DirectWrites.of(send)
         #: Frames waiting for a slow connection (None: the connection takes them at once).
         self._backlog: list[bytes] | None = None
         self._queued = 0
@@ -124,11 +93,6 @@ class Follower:
             if self._queued > MAX_BACKLOG_BYTES:
                 self.drop("its connection is too slow")
             return
-        if self._direct is not None and self._direct.write(frame):
-            if self._ending:
-                self._end()
-            return
-        self.settle()
         sending = _coroutine(
             self._send({"type": "http.response.body", "body": frame, "more_body": True})
         )
@@ -143,12 +107,6 @@ class Follower:
             return
         self._backlog = []
         self._resumer = asyncio.ensure_future(self._resume(sending, waiting))
-
-    def settle(self) -> None:
-        """Write now the direct frames still queued for the end of this turn: before anything
-        reaches the connection through ``send``."""
-        if self._direct is not None:
-            self._direct.settle()
 
     async def _resume(self, sending: Coroutine[Any, Any, Any], waiting: Any) -> None:
         """Finish the send that waited, then write what queued meanwhile, one chunk per
@@ -176,44 +134,6 @@ class Follower:
             self.ended.set_result(False)
         if self._resumer is not None and self._resumer is not asyncio.current_task():
             self._resumer.cancel()
-
-
-class _DirectWrites:
-    """A body frame written to uvicorn's transport as ``RequestResponseCycle.send`` writes it
-    on a chunked response (``<hex length>\\r\\n<frame>\\r\\n``), for a stream whose ``send``
-    is that cycle's own (``SERVER_SEND``): uvicorn's httptools implementation (written against
-    0.55), checked by type and by the attributes it reads, so another server, protocol or
-    uvicorn never gets here."""
-
-    __slots__ = ("_cycle",)
-
-    def __init__(self, cycle: Any) -> None:
-        self._cycle = cycle
-
-    @classmethod
-    def of(cls, send: Send) -> _DirectWrites | None:
-        cycle: Any = getattr(send, "__self__", None)
-        if _HTTPTOOLS_CYCLE is None or type(cycle) is not _HTTPTOOLS_CYCLE:
-            return None
-        if not all(hasattr(cycle, name) for name in _CYCLE_ATTRIBUTES):
-            return None
-        if cycle.chunked_encoding is not True or not cycle.response_started:
-            return None
-        return cls(cycle)
-
-    def settle(self) -> None:
-        WRITES.settle(self._cycle.transport)
-
-    def write(self, frame: bytes) -> bool:
-        """Whether the frame is written (or dropped, as ``send`` drops it once the client is
-        gone); False when the connection pushes back, for ``send`` to wait it out."""
-        cycle = self._cycle
-        if cycle.disconnected:
-            return True
-        if cycle.flow.write_paused or cycle.response_complete:
-            return False
-        WRITES.write(cycle.transport, b"%x\r\n%b\r\n" % (len(frame), frame))
-        return True
 
 
 def _coroutine(sending: Awaitable[None]) -> Coroutine[Any, Any, None]:
@@ -268,7 +188,7 @@ class EventStream(Response):
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
-        follower = Follower(scope.get(SERVER_SEND, send))
+        follower = Follower(send)
         follower.write(CONNECTED)
         stop = self.log.listen(follower.on_event, self.after)
         left = asyncio.ensure_future(_disconnected(receive))
@@ -290,7 +210,6 @@ class EventStream(Response):
             left.cancel()
             if not follower.ended.done():
                 follower.drop("the stream ended")
-        follower.settle()
         if follower.ended.result():
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         elif self.on_abandon is not None and not self.log.done:

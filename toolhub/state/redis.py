@@ -39,17 +39,6 @@ class RedisStateSync:
         self.key = key
         self._version = -1
         self._lock = threading.Lock()
-        self._writes = threading.local()
-
-    @property
-    def version(self) -> int:
-        """The state version the container holds; -1 before the first load."""
-        return self._version
-
-    def writes_here(self) -> int:
-        """How many writes this thread has made: a worker's optimistic run tells by it whether
-        its tool or a reminder wrote the session's state (``workers/calls/optimistic.py``)."""
-        return int(getattr(self._writes, "count", 0))
 
     def update(self, resource_id: str, fn: Callable[[Any], Any], adapter: TypeAdapter[Any]) -> Any:
         for _ in range(MAX_RETRIES):
@@ -68,7 +57,6 @@ class RedisStateSync:
                     continue
             with self._lock:
                 self._version = max(self._version, int(version))
-            self._writes.count = self.writes_here() + 1
             return new
         raise RuntimeError(f"state {resource_id!r} stayed contended for {MAX_RETRIES} retries")
 

@@ -69,13 +69,9 @@ def run_attempt(
     running: Running,
     claim: Claim,
     work: Callable[[Claimed], Ended],
-    *,
-    emitter: Emitter | None = None,
-    started: float | None = None,
 ) -> Ended:
     """Act on ``claim``, made for ``running``: drop the message, fail the call, or run
-    ``work`` as the claimed attempt. ``emitter`` and ``started``: an optimistic run's
-    (``optimistic.py``), whose attempt began before its claim."""
+    ``work`` as the claimed attempt."""
     if claim.action == "lost_fail":
         runtime.recovery.fail_lost(running.call_id, message)
         logger.warning("call %s: its worker was lost; failed (policy: fail)", running.call_id)
@@ -92,8 +88,8 @@ def run_attempt(
         )
         return dropped(runtime, running.call_id, claim)
     running.attempt = claim.attempt
-    with metrics.attempt(tool_label(message), claim.attempt, started) as metric:
-        emitter = emitter or Emitter(runtime, running, message["session_id"])
+    with metrics.attempt(tool_label(message), claim.attempt) as metric:
+        emitter = Emitter(runtime, running, message["session_id"])
         if claim.attempt > 1:
             emitter.progress(retry_marker(claim.attempt))
         attempt = Claimed(runtime, message, running, claim, emitter, metric)

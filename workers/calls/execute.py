@@ -1,8 +1,5 @@
 """The ``toolhub.execute`` task body: claim the call, run it through the tool pipeline, publish.
 
-A fresh call of a read-only, synchronous tool may run before its claim instead, and be
-claimed and finished in one step (``optimistic.py``); everything else is claimed first.
-
 The pipeline is the embedded one, unchanged: ``ToolSet.prepare_canonical`` (lookup and
 validation of the canonical arguments the dispatcher sent; remapping happened there) and
 then either ``ToolSet.execute_sync`` (plain sync tools, inline on the pool thread, as the
@@ -32,7 +29,6 @@ from toolhub.toolset import Prepared
 
 from .claimed import Claimed, run_claimed
 from .emitter import Emitter
-from .optimistic import run_optimistic
 from .outcomes import Ended
 from .running import Running
 from .runtime import WorkerRuntime
@@ -42,10 +38,8 @@ logger = logging.getLogger("toolhub.worker")
 
 
 def run_call(runtime: WorkerRuntime, message: dict[str, Any]) -> Ended:
-    """Run one delivered message; returns what happened (for the worker log and Flower). A
-    fresh call of a read-only, synchronous tool runs before its claim (``optimistic.py``)."""
-    ended = run_optimistic(runtime, message, _execute)
-    return ended if ended is not None else run_claimed(runtime, message, _execute)
+    """Run one delivered message; returns what happened (for the worker log and Flower)."""
+    return run_claimed(runtime, message, _execute)
 
 
 def _execute(attempt: Claimed) -> Ended:

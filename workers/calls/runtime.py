@@ -27,7 +27,6 @@ from toolhub.distributed.signing import FleetKeys
 from toolhub.distributed.store import RedisStore
 from toolhub.tenancy import OperatorPolicy
 
-from .late_claims import Speculations
 from .running import Running
 from .toolsets import ToolSets, worker_builder
 
@@ -63,8 +62,6 @@ class WorkerRuntime:
         #: this process already runs registers too (and is dropped by its claim); it must not
         #: hide the real run from lease renewal and cancellation.
         self._running: dict[str, list[Running]] = {}
-        #: Optimistic runs in progress (``optimistic.py``), for the late claimer.
-        self.speculations = Speculations()
         self._lock = threading.Lock()
         self._local = threading.local()
         self._loops: list[asyncio.AbstractEventLoop] = []

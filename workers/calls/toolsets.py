@@ -129,12 +129,6 @@ class ToolSets:
             runtime.close()
         return built
 
-    def cached(self, session_id: str, config_hash: str) -> SessionRuntime | None:
-        """The tool set when it is built already, else None (nothing read, nothing built):
-        an optimistic run needs one that has loaded the session's state before."""
-        with self._lock:
-            return self._touch((session_id, config_hash))
-
     def _touch(self, key: tuple[str, str]) -> SessionRuntime | None:
         """Under the lock: the cached tool set of ``key``, now the most recently used."""
         cached = self._cache.get(key)

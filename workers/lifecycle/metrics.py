@@ -85,8 +85,7 @@ class WorkerMetrics:
         )
         self.in_flight = Gauge(
             "toolhub_worker_calls_in_flight",
-            "Calls this worker runs now: claimed and not settled, or running before their "
-            "claim (an optimistic run).",
+            "Calls this worker runs now: claimed and not settled.",
             registry=self.registry,
         )
         self.leases_lost = Counter(
@@ -111,16 +110,6 @@ class WorkerMetrics:
             ["tool"],
             registry=self.registry,
         )
-        self.optimistic = Counter(
-            "toolhub_worker_optimistic_runs",
-            "Fresh calls of read-only, synchronous tools run before their claim "
-            "(workers/calls/optimistic.py), by how they ended: finished (claimed and finished in "
-            "one step), refused (the call or the session state changed meanwhile: claimed as usual "
-            "and run again), late_claimed (claimed while it ran, past TOOLHUB_OPTIMISTIC_SECONDS), "
-            "wrote_state (a reminder wrote session state: claimed after the run, result kept).",
-            ["outcome"],
-            registry=self.registry,
-        )
         self.dropped = Counter(
             "toolhub_worker_messages_dropped",
             "Delivered messages not run, by the claim's answer: duplicate (another attempt "
@@ -139,13 +128,12 @@ class WorkerMetrics:
         )
 
     @contextmanager
-    def attempt(self, tool: str, number: int, started: float | None = None) -> Iterator[Attempt]:
-        """Count one claimed attempt: in flight while inside, then its outcome and run time
-        (from ``started``, a ``perf_counter`` reading, when it began before its claim)."""
+    def attempt(self, tool: str, number: int) -> Iterator[Attempt]:
+        """Count one claimed attempt: in flight while inside, then its outcome and run time."""
         if number > 1:
             self.retries.labels(tool).inc()
         self.in_flight.inc()
-        started = time.perf_counter() if started is None else started
+        started = time.perf_counter()
         run = Attempt(tool)
         try:
             yield run
@@ -156,9 +144,7 @@ class WorkerMetrics:
                 self.leases_lost.inc()
 
     def count_run(self, tool: str, outcome: str, seconds: float) -> None:
-        """Count an attempt's outcome and run time: what ``attempt`` does when it leaves,
-        and all an optimistic run finished in one step needs (without ``attempt``'s
-        in-flight mark and context manager, which cost several times this)."""
+        """Count an attempt's outcome and run time, as ``attempt`` does when it leaves."""
         children = self._children.get((tool, outcome))
         if children is None:
             children = (self.calls.labels(tool, outcome), self.run_time.labels(tool))

@@ -9,7 +9,7 @@ moment of Celery's worker life each belongs to.
   heartbeat writer, the ``/metrics`` listener, and the warmer of the host's background holder
   (``holder/warmer.py``) when this worker takes background commands.
 * ``ready`` (the broker connection is up, Celery's ``worker_ready``): the lease keeper, the
-  control listener and the late claimer; the startup heap is frozen out of garbage collection
+  control listener; the startup heap is frozen out of garbage collection
   and full collections are spaced (``toolhub/process_heap.py``); heartbeat ``ready``.
 * ``shutting_down`` (warm shutdown asked, ``worker_shutting_down``): heartbeat ``stopping``,
   and a timer that hands calls still running after ``TOOLHUB_SOFT_SHUTDOWN_SECONDS`` back to
@@ -34,7 +34,6 @@ from celery import Celery
 from toolhub.distributed.messages import PoisonMessage
 from toolhub.distributed.settings import QUEUES, Settings
 from toolhub.process_heap import freeze_startup_heap, space_full_collections
-from workers.calls.late_claims import LateClaimer
 from workers.calls.refusals import Refusals, announce, worker_fleet_keys
 from workers.calls.runtime import WorkerRuntime
 from workers.guards.sandboxing import install_worker_sandbox
@@ -112,7 +111,7 @@ class WorkerProcess:
     def ready(self) -> None:
         runtime = self.runtime()
         announce(self.refusals().keys)
-        self.services.start(LeaseKeeper(runtime), ControlListener(runtime), LateClaimer(runtime))
+        self.services.start(LeaseKeeper(runtime), ControlListener(runtime))
         metrics.heap_frozen.set(freeze_startup_heap())
         space_full_collections()
         self.heartbeat.set("ready")
