@@ -52,6 +52,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("cli",),
 ]
 
+
 def _modules() -> dict[str, Path]:
     found = {}
     for path in [*(ROOT / "toolhub").rglob("*.py"), *(ROOT / "workers").rglob("*.py")]:
