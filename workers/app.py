@@ -25,6 +25,7 @@ from celery.signals import worker_init, worker_ready, worker_shutdown, worker_sh
 from toolhub.distributed.celery_app import make_celery
 from toolhub.distributed.messages import PoisonMessage
 from toolhub.distributed.settings import QUEUES, Settings
+from toolhub.fences.kombu import guard_detached_channels
 from toolhub.process_heap import freeze_startup_heap, space_full_collections
 from workers.heartbeat import beat
 
@@ -32,7 +33,6 @@ from .celery_tasks import register_tasks
 from .control import ControlListener
 from .holder_client import enabled as holder_enabled
 from .holder_warmer import HolderWarmer
-from .kombu_redis import install as install_kombu_guard
 from .late_claims import LateClaimer
 from .leases import LeaseKeeper
 from .metrics import metrics
@@ -44,7 +44,7 @@ from .sandboxing import install_worker_sandbox
 
 logger = logging.getLogger("toolhub.worker")
 
-install_kombu_guard()  # survive a Redis restart (workers/kombu_redis.py)
+guard_detached_channels()  # survive a Redis restart (toolhub/fences/kombu.py)
 settings = Settings.from_env()
 #: Task events are published in batches (workers/consumer.py).
 app = make_celery(settings, main="workers", events="workers.consumer:WorkerEvents")

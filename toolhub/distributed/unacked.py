@@ -4,7 +4,7 @@ kombu's Redis transport keeps every delivered-but-unacknowledged message in a ha
 delivery tag → ``[envelope, exchange, routing key]`` as JSON) and a sorted set
 (``unacked_index``: delivery tag → delivery time); an ack removes both. An entry whose ack never
 happens stays: a worker killed mid-call, or a call that ended after a Redis restart (its
-delivery's channel is gone, so ``workers/kombu_redis.py`` drops the ack). kombu's own answer is
+delivery's channel is gone, so ``toolhub/fences/kombu.py`` drops the ack). kombu's own answer is
 to restore such entries to the queue after the visibility timeout; toolhub sets that timeout
 above the longest run and does not rely on it: its leases re-run calls whose worker died
 (``scripts.py``, ``workers/leases.py``). So the entries only pile up.
