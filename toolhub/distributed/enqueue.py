@@ -5,7 +5,7 @@ plain way that is two round trips (the record script, then kombu's ``LPUSH``); h
 own publish path is run with a *capturing* batch, so it builds exactly the message it would
 push (Celery's task message, msgpack body, kombu's Redis envelope, queue key with its priority
 suffix) and hands over the final Redis commands instead of sending them. The record script
-then runs those commands itself, in the same round trip (``scripts.CREATE_AND_ENQUEUE``): the
+then runs those commands itself, in the same round trip (``lua/create_and_enqueue.lua``): the
 message reaches the queue if and only if the record was created, and workers (and Flower)
 receive an ordinary Celery message.
 

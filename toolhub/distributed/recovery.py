@@ -15,7 +15,8 @@ Two ways a worker can lose a call, each found by its own index:
   in its queue, or held by a live worker that has not started it yet (``touch_reserved``), is
   left alone.
 
-Each step is one script (``recovery_scripts.py``), so concurrent sweeps by many workers act once.
+Each step is one script (``lua/requeue.lua``, ``sweep_unclaimed.lua``…), so concurrent sweeps
+by many workers act once.
 """
 
 from __future__ import annotations

@@ -92,6 +92,21 @@ class TouchReply(IntEnum):
     TOUCHED = 1
 
 
+class AnswerReply(IntEnum):
+    NOT_ASKED = 0
+    ANSWERED = 1
+
+
+class RemoveUnackedReply(IntEnum):
+    KEPT = 0
+    REMOVED = 1
+
+
+class RememberReply(IntEnum):
+    NOT_OWNER = 0
+    RECORDED = 1
+
+
 #: Each script's reply enum, by the script's file name.
 REPLIES: dict[str, type[IntEnum] | type[StrEnum]] = {
     "create": CreateReply,
@@ -108,4 +123,7 @@ REPLIES: dict[str, type[IntEnum] | type[StrEnum]] = {
     "sweep_unclaimed": SweepReply,
     "reenqueue": ReenqueueReply,
     "touch_reserved": TouchReply,
+    "answer": AnswerReply,
+    "remove_unacked": RemoveUnackedReply,
+    "remember_remote_task": RememberReply,
 }

@@ -1,4 +1,5 @@
-"""The Lua scripts of the call protocol, one ``.lua`` file per script, read once from the
+"""toolhub's Lua scripts (the call protocol's, and the few standalone ones of the answer box,
+the unacked sweep and the remote-task ledger), one ``.lua`` file per script, read once from the
 installed package (package data in pyproject), so a wheel carries them beside this module.
 
 Each script's header comment lists its reply codes by name; ``toolhub.distributed.script_replies``
