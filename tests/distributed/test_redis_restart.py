@@ -4,7 +4,7 @@ and nothing stored is corrupted.
 
 The worker itself survives too, even while it holds an unacked message (a running call with
 late acks): kombu 5.7's Redis channel used to crash restoring it (``'NoneType' object has no
-attribute 'hostname'``), which ``workers/guards/kombu_redis.py`` works around (docs/distributed.md).
+attribute 'hostname'``), which ``toolhub/fences/kombu.py`` works around (docs/distributed.md).
 The first test still plays the supervisor (compose ``restart:``, a Kubernetes Deployment), as
 production has one; the second checks that no restart is needed and that the kombu ``unacked``
 entry the lost ack leaves behind is swept.
@@ -154,17 +154,17 @@ def test_kombu_guard_is_idempotent_and_degrades_without_its_attributes(
 ):
     from kombu.transport import redis as transport
 
-    from workers.guards import kombu_redis
+    from toolhub.fences import kombu as fence
 
     # Whatever this test does to kombu's classes is undone afterwards.
     monkeypatch.setattr(transport.Channel, "_connparams", transport.Channel._connparams)
     monkeypatch.setattr(transport.QoS, "ack", transport.QoS.ack)
     monkeypatch.setattr(transport.QoS, "reject", transport.QoS.reject)
-    assert kombu_redis.install()
+    assert fence.guard_detached_channels()
     patched = transport.Channel._connparams
-    assert kombu_redis.install()
+    assert fence.guard_detached_channels()
     assert transport.Channel._connparams is patched
-    assert issubclass(kombu_redis.ChannelDetached, transport.Transport.connection_errors)
+    assert issubclass(fence.ChannelDetached, transport.Transport.connection_errors)
     # A kombu without the patched attribute: nothing is patched, the worker still starts.
     monkeypatch.delattr(transport.Channel, "_connparams")
-    assert not kombu_redis.install()
+    assert not fence.guard_detached_channels()

@@ -17,22 +17,14 @@ from redis import Redis
 from toolhub.distributed import replies
 from toolhub.distributed.codec import pack, unpack
 from toolhub.distributed.keys import Keys
+from toolhub.distributed.lua import source
+from toolhub.distributed.script_replies import AnswerReply
 
 from .base import Answers
 
 #: Block at most this long per BLPOP, below the client's socket timeout.
 _BLOCK_SLICE_S = 5.0
 _WITHDRAWN = b"\x00withdrawn"
-
-# KEYS: questions hash, answer list   ARGV: cid, payload, ttl
-_ANSWER = r"""
-if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then return 0 end
-if redis.call('LLEN', KEYS[2]) > 0 then return 0 end
-redis.call('HDEL', KEYS[1], ARGV[1])
-redis.call('RPUSH', KEYS[2], ARGV[2])
-redis.call('EXPIRE', KEYS[2], ARGV[3])
-return 1
-"""
 
 
 class RedisAnswerBox:
@@ -41,7 +33,7 @@ class RedisAnswerBox:
         self.keys = keys
         self.session_id = session_id
         self.ttl_s = ttl_s
-        self._answer = client.register_script(_ANSWER)
+        self._answer = client.register_script(source("answer"))
 
     def post(self, call_id: str, questions: Sequence[Mapping[str, Any]]) -> None:
         pipe = self.client.pipeline()
@@ -71,7 +63,8 @@ class RedisAnswerBox:
 
     def answer(self, call_id: str, answers: Answers) -> bool:
         keys = [self.keys.questions(self.session_id), self.keys.answer(call_id)]
-        return bool(self._answer(keys=keys, args=[call_id, pack(answers), self.ttl_s]))
+        reply = self._answer(keys=keys, args=[call_id, pack(answers), self.ttl_s])
+        return AnswerReply(int(reply)) is AnswerReply.ANSWERED
 
     def withdraw(self, call_id: str) -> None:
         pipe = self.client.pipeline()

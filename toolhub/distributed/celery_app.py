@@ -20,9 +20,13 @@ what it holds but has not started (kombu's in-memory restore).
 from __future__ import annotations
 
 import os
-from typing import Any
+import ssl
+from collections.abc import Callable
+from typing import Any, cast
+from urllib.parse import urlsplit
 
 from celery import Celery
+from redis.connection import parse_url
 
 from .settings import ALL_QUEUES, QUEUES, Settings
 
@@ -31,11 +35,28 @@ BACKGROUND_TASK = "toolhub.background"
 #: A dispatcher asks a worker to start a session's stdio MCP servers and publish their tools
 #: (``toolhub/distributed/mcp_tools.py``).
 MCP_TOOLS_TASK = "toolhub.mcp_tools"
+#: redis-py's URL parser (untyped): the broker reads its TLS options as the store does.
+_parse_url = cast(Callable[[str], dict[str, Any]], parse_url)
+
+
+def broker_tls(url: str) -> dict[str, Any] | None:
+    """The broker's TLS options for a ``rediss://`` URL, read as redis-py reads them (the
+    store's client, the pub/sub reader): every ``ssl_*`` query option of the URL, and a
+    verified certificate unless the URL says otherwise. Threat: kombu alone would take a
+    ``rediss://`` URL with no ``ssl_cert_reqs`` as ``CERT_NONE``, accepting any certificate,
+    where redis-py requires a valid one. None for a URL without TLS."""
+    if urlsplit(url).scheme != "rediss":
+        return None
+    params: dict[str, Any] = _parse_url(url)
+    options = {key: value for key, value in params.items() if key.startswith("ssl_")}
+    options.setdefault("ssl_cert_reqs", ssl.CERT_REQUIRED)
+    return options
 
 
 def celery_config(settings: Settings) -> dict[str, Any]:
     return {
         "broker_url": settings.redis_url,
+        "broker_use_ssl": broker_tls(settings.redis_url),
         "result_backend": None,
         "task_ignore_result": True,
         "task_serializer": "msgpack",
@@ -86,4 +107,11 @@ def make_celery(settings: Settings, *, main: str = "toolhub", events: str | None
     return app
 
 
-__all__ = ["ALL_QUEUES", "BACKGROUND_TASK", "EXECUTE_TASK", "celery_config", "make_celery"]
+__all__ = [
+    "ALL_QUEUES",
+    "BACKGROUND_TASK",
+    "EXECUTE_TASK",
+    "broker_tls",
+    "celery_config",
+    "make_celery",
+]

@@ -37,6 +37,7 @@ from redis.exceptions import ConnectionError, NoScriptError, RedisError, Timeout
 from .evalsha import read_replies, run_pipeline, send_scripts
 from .records import CallRecords
 from .replies import untyped
+from .script_replies import CreateAndEnqueueReply
 
 #: A turn's dispatches are written as soon as this many wait, not all at its end: otherwise a
 #: ``gather`` of 1,000 calls keeps Redis and the workers idle while this loop prepares every
@@ -48,7 +49,7 @@ SEND_EVERY = 32
 class _Pending:
     keys: list[Any]
     args: list[Any]
-    reply: asyncio.Future[int]
+    reply: asyncio.Future[CreateAndEnqueueReply]
 
 
 @dataclass(slots=True)
@@ -73,7 +74,7 @@ class DispatchBatches:
             weakref.WeakKeyDictionary()
         )
 
-    async def create_and_enqueue(self, keys: list[Any], args: list[Any]) -> int:
+    async def create_and_enqueue(self, keys: list[Any], args: list[Any]) -> CreateAndEnqueueReply:
         """The ``create_and_enqueue`` script with these keys and arguments
         (``CallRecords.create_and_enqueue_args``), in this turn's pipeline; its reply."""
         loop = asyncio.get_running_loop()
@@ -125,7 +126,7 @@ class DispatchBatches:
                     reply = script(keys=p.keys, args=p.args)
                 if isinstance(reply, Exception):
                     raise reply
-                p.reply.set_result(int(reply))
+                p.reply.set_result(CreateAndEnqueueReply(int(reply)))
             except RedisError as exc:
                 p.reply.set_exception(exc)
 

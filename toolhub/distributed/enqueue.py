@@ -5,7 +5,7 @@ plain way that is two round trips (the record script, then kombu's ``LPUSH``); h
 own publish path is run with a *capturing* batch, so it builds exactly the message it would
 push (Celery's task message, msgpack body, kombu's Redis envelope, queue key with its priority
 suffix) and hands over the final Redis commands instead of sending them. The record script
-then runs those commands itself, in the same round trip (``scripts.CREATE_AND_ENQUEUE``): the
+then runs those commands itself, in the same round trip (``lua/create_and_enqueue.lua``): the
 message reaches the queue if and only if the record was created, and workers (and Flower)
 receive an ordinary Celery message.
 
@@ -14,10 +14,11 @@ trip it saves costs, and on the dispatcher's event-loop thread). ``MessageTempla
 one captured message per (task, queue) and re-fills only what varies per call; it
 verifies itself against a second capture when made and is not used if it cannot rebuild it.
 
-The capture uses kombu 5.7's publish-batch hook (``Producer._batch_local.current`` and the
-``_publish_batch`` argument of the Redis channel's ``_put``). ``capture_send_task`` returns
-None when that hook is missing or kombu produces anything but a single ``LPUSH`` (a queue
-with an expiry, another transport): the caller then falls back to the two-step path.
+The capture is a reach into kombu's publish-batch hook, fenced in ``toolhub.fences.kombu``
+(``capture_publish``). ``capture_send_task`` returns None when that hook is missing, the plain
+kombu path is chosen (``TOOLHUB_PLAIN_LIBRARIES``), or kombu produces anything but a single
+``LPUSH`` (a queue with an expiry, another transport): the caller then takes the two-step
+path, kombu's public publish after the record script.
 """
 
 from __future__ import annotations
@@ -35,6 +36,9 @@ from kombu import serialization
 from kombu.utils import json as kombu_json
 from msgpack import unpackb
 
+from toolhub.fences import plain
+from toolhub.fences.kombu import capture_publish
+
 logger = logging.getLogger("toolhub.enqueue")
 
 #: kombu's own serializer registry and JSON encoder (untyped): what its publish path uses.
@@ -42,44 +46,16 @@ _serialize: Callable[..., tuple[str, str, bytes]] = serialization.dumps
 _json_dumps: Callable[[Any], str] = kombu_json.dumps
 
 
-class _Collector:
-    """Stands in for kombu's ``PublishBatch``: records the commands of one publish."""
-
-    __slots__ = ("commands",)
-
-    def __init__(self) -> None:
-        self.commands: list[tuple[str, tuple[Any, ...]]] = []
-
-    def add(self, name: str, *args: Any) -> None:
-        self.commands.append((name, args))
-
-
-class _CaptureState:
-    """Stands in for kombu's per-thread ``_ProducerBatchState`` while one message is built."""
-
-    __slots__ = ("collector",)
-
-    def __init__(self) -> None:
-        self.collector = _Collector()
-
-    def publish(self, channel: Any, message: Any, **kwargs: Any) -> None:
-        channel.basic_publish(message, _publish_batch=self.collector, **kwargs)
-
-
 def capture_send_task(app: Celery, name: str, **options: Any) -> tuple[bytes, bytes] | None:
     """``app.send_task(name, **options)`` without the I/O: returns (queue key, payload) for the
-    ``LPUSH`` kombu would run, or None when this kombu cannot be captured this way."""
+    ``LPUSH`` kombu would run, or None when this kombu cannot be captured this way (or the
+    plain kombu path is chosen: ``toolhub.fences.kombu``)."""
     with app.producer_or_acquire() as producer:
-        local = getattr(producer, "_batch_local", None)
-        if local is None or getattr(local, "current", None) is not None:
-            return None
-        state = _CaptureState()
-        local.current = state
-        try:
-            app.send_task(name, producer=producer, **options)
-        finally:
-            del local.current
-    commands = state.collector.commands
+        commands = capture_publish(
+            producer, lambda: app.send_task(name, producer=producer, **options)
+        )
+    if commands is None:
+        return None
     if len(commands) != 1 or commands[0][0] != "lpush" or len(commands[0][1]) != 2:
         logger.debug("kombu publish not capturable (%r); using the two-step path", commands)
         return None
@@ -164,6 +140,8 @@ class Enqueuer:
     def message(
         self, name: str, queue: str, kwargs: dict[str, Any], kwargsrepr: str
     ) -> tuple[bytes, bytes] | None:
+        if plain("kombu"):
+            return None  # a template is a captured message too: the plain path takes neither
         key = (name, queue)
         if key not in self._templates:
             with self._lock:

@@ -19,7 +19,8 @@ import time
 from collections import deque
 from typing import Any, Final
 
-from .resp import PubSubConnection
+from toolhub.fences.redis import PubSubConnection
+from toolhub.fences.redis import connect as pubsub_connect
 
 logger = logging.getLogger("toolhub.pubsub")
 
@@ -125,7 +126,7 @@ class PubSubRouter:
         self._closed = False
         self._conn: PubSubConnection | None = None
         try:
-            self._conn = PubSubConnection(url)
+            self._conn = pubsub_connect(url)
         except OSError as exc:
             logger.warning("pub/sub connection not available yet: %s", exc)
         self._thread = threading.Thread(target=self._run, name="toolhub-pubsub", daemon=True)
@@ -205,7 +206,7 @@ class PubSubRouter:
                 backoff = min(backoff * 2, 1.0)
 
     def _reconnect(self) -> PubSubConnection:
-        conn = PubSubConnection(self._url)
+        conn = pubsub_connect(self._url)
         with self._lock:
             self._conn = conn
             channels = list(self._subs)

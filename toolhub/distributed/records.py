@@ -20,6 +20,13 @@ from . import replies
 from .codec import encode_item, pack, unpack
 from .evalsha import run_script
 from .keys import Keys
+from .script_replies import (
+    CancelReply,
+    ClaimAction,
+    CreateAndEnqueueReply,
+    CreateReply,
+    RenewReply,
+)
 from .scripts import Scripts
 from .settings import Settings
 
@@ -43,7 +50,7 @@ class Claim:
     left to do; ``cancelled``/``exhausted``: the script already wrote the terminal), or refuse
     it (``replayed``: its run finished already, and its record was reset since)."""
 
-    action: str
+    action: ClaimAction
     attempt: int
     state: dict[bytes, bytes] | None = None
     #: Attempts lost before this one: when > 0, this run repeats work that may have happened.
@@ -55,6 +62,17 @@ class Claim:
 
 #: Leases renewed per script call: Redis runs each call whole, so a batch stays short.
 RENEW_BATCH = 500
+
+
+def decode_claim(reply: list[Any]) -> Claim:
+    """The claim script's reply, ``{action, attempt}`` and for ``run`` also ``state`` (flat
+    hash), ``lost`` and ``resumed`` (header of ``lua/claim.lua``)."""
+    action, attempt = ClaimAction(reply[0].decode()), int(reply[1])
+    if action is not ClaimAction.RUN:
+        return Claim(action, attempt)
+    flat, lost, resumed = reply[2], int(reply[3]), reply[4] == 1
+    state = dict(zip(flat[::2], flat[1::2], strict=True))
+    return Claim(action, attempt, state, lost, resumed)
 
 
 class CallRecords:
@@ -70,10 +88,10 @@ class CallRecords:
 
     # -- dispatcher side ---------------------------------------------------------------------------
 
-    def create(self, cid: str, run_id: str, fields: dict[str, Any]) -> int:
-        """Write a fresh ``queued`` record: 1. 0 when the id is in use by a live call, 3 when
-        it is another session's call; a finished record of the same session under the same id
-        is replaced (clients reuse ids like ``c1``)."""
+    def create(self, cid: str, run_id: str, fields: dict[str, Any]) -> CreateReply:
+        """Write a fresh ``queued`` record: ``CREATED``; ``IN_USE`` when the id is a live
+        call's, ``OTHER_SESSION`` when it is another session's call; a finished record of the
+        same session under the same id is replaced (clients reuse ids like ``c1``)."""
         k = self.keys
         created = self.scripts.create(
             keys=[k.call(cid), k.events(cid), k.pending],
@@ -85,7 +103,7 @@ class CallRecords:
                 *_flat(fields),
             ],
         )
-        return int(created)
+        return CreateReply(int(created))
 
     def create_and_enqueue(
         self,
@@ -96,16 +114,14 @@ class CallRecords:
         message: bytes,
         *,
         config_hash: str,
-    ) -> int:
+    ) -> CreateAndEnqueueReply:
         """``create`` and, if it succeeded, push the prepared broker message onto its queue,
-        in one script (one round trip), refreshing the session's TTLs. 1: created and queued;
-        4: the same, and the call's channel already had a subscriber then; 0: the id belongs
-        to a live call; 2: the session's config expired (store it again); 3: the id is
-        another session's call."""
+        in one script (one round trip), refreshing the session's TTLs (``CreateAndEnqueueReply``:
+        ``SESSION_EXPIRED`` asks to store the session's config again)."""
         keys, args = self.create_and_enqueue_args(
             cid, run_id, fields, queue_key, message, config_hash=config_hash
         )
-        return int(self.scripts.create_and_enqueue(keys=keys, args=args))
+        return CreateAndEnqueueReply(int(self.scripts.create_and_enqueue(keys=keys, args=args)))
 
     def create_and_enqueue_args(
         self,
@@ -185,14 +201,14 @@ class CallRecords:
         )
         return bool(answered)
 
-    def cancel(self, cid: str, reason: str = "cancelled") -> str:
+    def cancel(self, cid: str, reason: str = "cancelled") -> CancelReply:
         """``cancelled`` (it was queued, or its worker is gone: terminal written now),
         ``signalled`` (running: the worker got a control message), ``finished`` or ``unknown``."""
         name, tool, sid = replies.hmget(
             self.client, self.keys.call(cid), "name", "tool", "session_id"
         )
         if name is None:
-            return "unknown"
+            return CancelReply.UNKNOWN
         result = cancelled_result(name.decode(), cid, tool.decode() if tool else None, reason)
         message = pack({"op": "cancel", "call_id": cid, "reason": reason})
         outcome = self.scripts.cancel(
@@ -205,7 +221,7 @@ class CallRecords:
                 message,
             ],
         )
-        return outcome.decode() if isinstance(outcome, bytes) else str(outcome)
+        return CancelReply(outcome.decode() if isinstance(outcome, bytes) else str(outcome))
 
     # -- worker side -------------------------------------------------------------------------------
 
@@ -224,7 +240,7 @@ class CallRecords:
             self.settings.record_ttl_seconds,
         ]
         reply = run_script(self.client, self.scripts.claim, keys, [*head, b"", b"", b"", b""])
-        if reply[0] == b"terminal":
+        if reply[0] == ClaimAction.TERMINAL.encode():
             name, tool = message["name"], message.get("tool")
             lost = lost_result(name, cid, tool, int(message.get("max_attempts", 0)))
             cancelled = cancelled_result(name, cid, tool, "cancelled")
@@ -235,11 +251,7 @@ class CallRecords:
                 pack(cancelled.to_dict()),
             ]
             reply = run_script(self.client, self.scripts.claim, keys, [*head, *terminals])
-        if len(reply) > 2:
-            flat = reply[2]
-            state = dict(zip(flat[::2], flat[1::2], strict=True))
-            return Claim(reply[0].decode(), int(reply[1]), state, int(reply[3]), reply[4] == 1)
-        return Claim(reply[0].decode(), int(reply[1]))
+        return decode_claim(reply)
 
     def emit(self, cid: str, attempt: int, payloads: list[bytes]) -> int:
         """Append and publish; -1 when this attempt no longer owns the call (fenced off)."""
@@ -258,9 +270,10 @@ class CallRecords:
         ttl = self.settings.record_ttl_seconds
         return status_of(result), encode_item(result, attempt), pack(result.to_dict()), ttl
 
-    def renew(self, leases: list[tuple[str, int]]) -> list[int]:
-        """Renew several leases, one script call per ``RENEW_BATCH``: per call 0 (this attempt
-        lost the call), 1 (renewed) or 2 (renewed, but a cancel was requested). One command
+    def renew(self, leases: list[tuple[str, int]]) -> list[RenewReply]:
+        """Renew several leases, one script call per ``RENEW_BATCH``: per call ``LOST`` (this
+        attempt lost the call), ``RENEWED`` or ``CANCEL_REQUESTED`` (renewed, but a cancel was
+        requested). One command
         for hundreds of calls costs the worker (with the GIL held) a fraction of a pipeline of
         one script call each."""
         codes: list[int] = []
@@ -272,7 +285,7 @@ class CallRecords:
             codes += self.scripts.renew_many(
                 keys=[self.keys.leases, *(self.keys.call(cid) for cid, _ in batch)], args=args
             )
-        return [int(code) for code in codes]
+        return [RenewReply(int(code)) for code in codes]
 
     def handoff(self, cid: str, attempt: int) -> dict[str, Any] | None:
         """Give a running call back (graceful shutdown); returns its message to re-enqueue."""

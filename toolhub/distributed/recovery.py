@@ -15,7 +15,8 @@ Two ways a worker can lose a call, each found by its own index:
   in its queue, or held by a live worker that has not started it yet (``touch_reserved``), is
   left alone.
 
-Each step is one script (``recovery_scripts.py``), so concurrent sweeps by many workers act once.
+Each step is one script (``lua/requeue.lua``, ``sweep_unclaimed.lua``…), so concurrent sweeps
+by many workers act once.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from toolhub.errors import ErrorCode
 from . import replies
 from .codec import encode_item, pack, unpack
 from .records import CallRecords
+from .script_replies import ReenqueueReply, RequeueOutcome, SweepReply
 
 SWEEP_LIMIT = 100
 
@@ -55,7 +57,7 @@ class Recovery:
     def expired(self, limit: int = SWEEP_LIMIT) -> list[str]:
         return self._due(self.keys.leases, limit)
 
-    def requeue(self, cid: str) -> tuple[dict[str, Any], str] | None:
+    def requeue(self, cid: str) -> tuple[dict[str, Any], RequeueOutcome] | None:
         """(message, outcome) for a call whose lease expired, or None (not expired, finished).
         ``outcome``: ``rerun`` or ``resume`` (re-enqueue it; ``resume``: the lost attempt left a
         remote task to take up), or ``fail`` (its policy is to fail instead: ``fail_lost``).
@@ -66,7 +68,7 @@ class Recovery:
         if not reply:
             return None
         raw, outcome = reply
-        return unpack(raw), outcome.decode()
+        return unpack(raw), RequeueOutcome(outcome.decode())
 
     def fail_lost(self, cid: str, message: dict[str, Any]) -> bool:
         """Fail a running call whose worker is gone, without running it again."""
@@ -84,19 +86,19 @@ class Recovery:
             keys=[self.keys.call(cid), self.keys.pending],
             args=[cid, self.settings.claim_deadline_seconds],
         )
-        if reply[0] != b"taken" or not reply[1]:
+        if SweepReply(reply[0].decode()) is not SweepReply.TAKEN or not reply[1]:
             return None
-        return Unclaimed(cid, unpack(reply[1]), int(reply[2]))
+        message, requeued = reply[1], int(reply[2])
+        return Unclaimed(cid, unpack(message), requeued)
 
     def reenqueue(self, cid: str, run_id: str, queue_key: bytes, payload: bytes) -> bool:
         """Push a fresh copy of the call's message (same run id: one claim wins)."""
         k = self.keys
-        return bool(
-            self.scripts.reenqueue(
-                keys=[k.call(cid), queue_key, k.pending],
-                args=[cid, run_id, payload, self.settings.claim_deadline_seconds],
-            )
+        reply = self.scripts.reenqueue(
+            keys=[k.call(cid), queue_key, k.pending],
+            args=[cid, run_id, payload, self.settings.claim_deadline_seconds],
         )
+        return ReenqueueReply(int(reply)) is ReenqueueReply.QUEUED
 
     def count_requeue(self, cid: str) -> None:
         """Count a re-enqueue that went through kombu's own publish (no captured payload)."""

@@ -23,21 +23,10 @@ from toolhub.core import ToolError
 from toolhub.errors import ErrorCode
 
 from .keys import Keys
+from .lua import source
+from .script_replies import RememberReply
 
 logger = logging.getLogger("toolhub.distributed.redis_task_ledger")
-
-# KEYS: call, remote   ARGV: attempt, record
-# 1: recorded; 0: this attempt no longer owns the call (or its lease ran out).
-_REMEMBER = r"""
-local r = redis.call('HMGET', KEYS[1], 'status', 'attempt', 'lease_until')
-if r[1] ~= 'running' or r[2] ~= ARGV[1] then return 0 end
-local t = redis.call('TIME')
-if tonumber(r[3] or '0') <= tonumber(t[1]) + tonumber(t[2]) / 1000000 then return 0 end
-local ttl = redis.call('PTTL', KEYS[1])
-if ttl <= 0 then return 0 end
-redis.call('SET', KEYS[2], ARGV[2], 'PX', ttl)
-return 1
-"""
 
 
 class RedisRemoteTaskLedger:
@@ -46,7 +35,7 @@ class RedisRemoteTaskLedger:
     def __init__(self, client: Redis, keys: Keys) -> None:
         self.client = client
         self.keys = keys
-        self._remember = client.register_script(_REMEMBER)
+        self._remember = client.register_script(source("remember_remote_task"))
 
     def current(self, call_id: str) -> CallAttempt | None:
         """One round trip. Raises a ``redis_unavailable`` ``ToolError`` when Redis cannot say:
@@ -71,7 +60,8 @@ class RedisRemoteTaskLedger:
         record = json.dumps(task.to_dict())
         keys = [self.keys.call(call_id), self.keys.remote_task(call_id)]
         try:
-            return bool(self._remember(keys=keys, args=[attempt, record]))
+            reply = self._remember(keys=keys, args=[attempt, record])
+            return RememberReply(int(reply)) is RememberReply.RECORDED
         except RedisError as exc:
             logger.warning("call %s: remote task %s not recorded: %s", call_id, task.task_id, exc)
             return False

@@ -3,11 +3,11 @@
 kombu's Redis transport keeps every delivered-but-unacknowledged message in a hash (``unacked``:
 delivery tag → ``[envelope, exchange, routing key]`` as JSON) and a sorted set
 (``unacked_index``: delivery tag → delivery time); an ack removes both. An entry whose ack never
-happens stays: a worker killed mid-call, or a call that ended after a Redis restart (its delivery's
-channel is gone, so ``workers/guards/kombu_redis.py`` drops the ack). kombu's own answer is to
-restore such entries to the queue after the visibility timeout; toolhub sets that timeout above the
-longest run and does not rely on it: its leases re-run calls whose worker died (``scripts.py``,
-``workers/lifecycle/leases.py``). So the entries only pile up.
+happens stays: a worker killed mid-call, or a call that ended after a Redis restart (its
+delivery's channel is gone, so ``toolhub/fences/kombu.py`` drops the ack). kombu's own answer is
+to restore such entries to the queue after the visibility timeout; toolhub sets that timeout
+above the longest run and does not rely on it: its leases re-run calls whose worker died
+(``scripts.py``, ``workers/lifecycle/leases.py``). So the entries only pile up.
 
 ``clean_stale_unacked`` removes the old ones whose call no longer needs them: the call record
 is finished (``succeeded``, ``failed``, ``cancelled``), gone (expired), belongs to another run
@@ -33,6 +33,8 @@ from msgpack import unpackb
 from redis import Redis
 
 from .keys import Keys
+from .lua import source
+from .script_replies import RemoveUnackedReply
 
 logger = logging.getLogger("toolhub.unacked")
 
@@ -42,21 +44,6 @@ DEFAULT_UNACKED_KEY = "unacked"
 DEFAULT_INDEX_KEY = "unacked_index"
 #: Entries looked at per sweep at most.
 DEFAULT_LIMIT = 200
-
-# KEYS: unacked, unacked_index[, call]   ARGV: tag, max_score[, run_id]
-# Removes the entry unless it was refreshed since (younger than max_score, or gone from the
-# index) or its call is queued for this run. Returns 1 when removed.
-_REMOVE = """
-local score = redis.call('ZSCORE', KEYS[2], ARGV[1])
-if not score or tonumber(score) > tonumber(ARGV[2]) then return 0 end
-if KEYS[3] then
-  local r = redis.call('HMGET', KEYS[3], 'status', 'run_id')
-  if r[1] == 'queued' and r[2] == ARGV[3] then return 0 end
-end
-redis.call('HDEL', KEYS[1], ARGV[1])
-redis.call('ZREM', KEYS[2], ARGV[1])
-return 1
-"""
 
 
 def unacked_keys(transport_options: Mapping[str, Any] | None = None) -> tuple[str, str]:
@@ -106,7 +93,7 @@ def clean_stale_unacked(
     if not tags:
         return 0
     values = client.hmget(unacked, tags)
-    remove = client.register_script(_REMOVE)
+    remove = client.register_script(source("remove_unacked"))
     pipe = client.pipeline(transaction=False)
     for tag, value in zip(tags, values, strict=True):
         if value is None:  # acked since, or an index entry without its message
@@ -121,7 +108,7 @@ def clean_stale_unacked(
         remove(
             keys=[unacked, index, keys.call(call_id)], args=[tag, max_score, run_id], client=pipe
         )
-    removed = sum(int(n) for n in pipe.execute())
+    removed = sum(RemoveUnackedReply(int(n)) is RemoveUnackedReply.REMOVED for n in pipe.execute())
     if removed:
         logger.info(
             "removed %d stale kombu unacked entr%s", removed, "y" if removed == 1 else "ies"

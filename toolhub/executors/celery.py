@@ -30,6 +30,8 @@ from toolhub.distributed.codec import pack
 from toolhub.distributed.following import FollowLost
 from toolhub.distributed.pubsub import Subscription
 from toolhub.distributed.records import new_run_id
+from toolhub.distributed.script_replies import CreateAndEnqueueReply as Created
+from toolhub.distributed.script_replies import CreateReply
 from toolhub.distributed.settings import Settings, queue_for
 from toolhub.distributed.shared import enqueuer_for
 from toolhub.distributed.signing import sign_message
@@ -41,9 +43,6 @@ from toolhub.toolset import Entry, ExternalTool, Prepared, ToolSet
 from .local import LocalExecutor, unknown_call
 
 logger = logging.getLogger("toolhub.executor.celery")
-
-#: ``create_and_enqueue``: created and queued, with the call's channel already subscribed.
-SUBSCRIBED = 4
 
 
 class CeleryExecutor:
@@ -180,6 +179,7 @@ class CeleryExecutor:
         # event can predate it and the follower skips its initial stream read: either Redis
         # confirmed it already, or the enqueue script saw the channel subscribed (code 4). The
         # dispatch never waits for the confirmation, which would cost every call a round trip.
+        created: CreateReply | Created
         try:
             if captured is not None:
                 # One round trip: the record, and the message kombu built, pushed by the
@@ -190,13 +190,14 @@ class CeleryExecutor:
                 created = self.store.records.create(cid, run_id, fields)
         except RedisError as exc:
             return _failure(prepared, ErrorCode.REDIS_UNAVAILABLE, f"cannot reach Redis: {exc}")
-        if created not in (1, SUBSCRIBED):
-            detail = "belongs to a call still running" if created == 0 else "is taken"
+        # ``create`` answers a subset of ``create_and_enqueue``'s replies, same names and values.
+        if created not in (Created.CREATED, Created.CREATED_SUBSCRIBED):
+            detail = "belongs to a call still running" if created == Created.IN_USE else "is taken"
             return _failure(
                 prepared, ErrorCode.CALL_ID_IN_USE, f"call id {cid!r} {detail}: choose another"
             )
         if captured is not None:
-            return fresh or created == SUBSCRIBED
+            return fresh or created == Created.CREATED_SUBSCRIBED
         fresh = subscription.confirmed
         try:
             self.app.send_task(EXECUTE_TASK, **options)
@@ -213,13 +214,13 @@ class CeleryExecutor:
 
     async def _create_and_enqueue(
         self, cid: str, run_id: str, fields: dict[str, Any], captured: tuple[bytes, bytes]
-    ) -> int:
+    ) -> Created:
         # In one pipeline with every other dispatch of this loop turn (dispatch_batch.py).
         keys, args = self.store.records.create_and_enqueue_args(
             cid, run_id, fields, *captured, config_hash=self.config_hash
         )
         created = await self.store.dispatches.create_and_enqueue(keys, args)
-        if created == 2:
+        if created == Created.SESSION_EXPIRED:
             # The session sat unused past its TTL and its stored config expired: store it
             # again (the workers build from it) and dispatch once more.
             config = self.toolset.config

@@ -21,6 +21,7 @@ from redis.exceptions import RedisError
 from toolhub.core import CallResult, Progress, ToolError
 from toolhub.core.tool import HANDOFF, INTERNAL_REASONS
 from toolhub.distributed.records import Claim
+from toolhub.distributed.script_replies import ClaimAction
 from toolhub.errors import ErrorCode
 from workers.lifecycle.metrics import Attempt, metrics, outcome, tool_label
 
@@ -72,13 +73,13 @@ def run_attempt(
 ) -> Ended:
     """Act on ``claim``, made for ``running``: drop the message, fail the call, or run
     ``work`` as the claimed attempt."""
-    if claim.action == "lost_fail":
+    if claim.action is ClaimAction.LOST_FAIL:
         runtime.recovery.fail_lost(running.call_id, message)
         logger.warning("call %s: its worker was lost; failed (policy: fail)", running.call_id)
         return Ended.custom(claim.action, ErrorCode.WORKER_LOST)
-    if claim.action == REPLAYED:
+    if claim.action is ClaimAction.REPLAYED:
         return Ended(REPLAYED)  # refused by the task (``celery_tasks.py``, ``refusals.py``)
-    if claim.action != "run":
+    if claim.action is not ClaimAction.RUN:
         metrics.dropped.labels(claim.action).inc()
         logger.info(
             "call %s: %s (attempt %d); message dropped",
@@ -106,11 +107,11 @@ def dropped(runtime: WorkerRuntime, call_id: str, claim: Claim) -> Ended:
     the call's terminal (cancelled; failed, its worker lost too often). ``finished`` before any
     attempt ran: the call ended while queued, usually cancelled (one read tells). Any other
     drop (a duplicate delivery, a stale or gone call) did not end the call."""
-    if claim.action == "cancelled":
+    if claim.action is ClaimAction.CANCELLED:
         return Ended(claim.action, CANCELLED)
-    if claim.action == "exhausted":
+    if claim.action is ClaimAction.EXHAUSTED:
         return Ended.custom(claim.action, ErrorCode.WORKER_LOST)
-    if claim.action == "finished" and claim.attempt == 0:
+    if claim.action is ClaimAction.FINISHED and claim.attempt == 0:
         try:
             record = runtime.store.get_record(call_id) or {}
         except RedisError:

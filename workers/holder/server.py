@@ -57,6 +57,7 @@ from toolhub.backends.process import KILL_GRACE_S
 from toolhub.backends.running import CommandResult, RunningCommand
 from toolhub.core import CancelToken, ToolError
 from toolhub.core.tool import HANDOFF, INTERNAL_REASONS, LEASE_LOST
+from toolhub.distributed.script_replies import RenewReply
 from toolhub.distributed.settings import Settings
 from toolhub.distributed.signing import fleet_keys
 from toolhub.distributed.store import RedisStore
@@ -286,7 +287,7 @@ class Holder:
         if known is not None:  # an older attempt of the call: it lost the call to this one
             known.running.token.cancel(LEASE_LOST)
         (code,) = self.records.renew([(cid, attempt)])
-        if code == 0:
+        if code is RenewReply.LOST:
             return {"ok": False, "error": "lease_lost"}
         running = Running(cid, CancelToken(), attempt)
         sid = message["session_id"]
@@ -312,7 +313,7 @@ class Holder:
 
         running.token.on_cancel(kill)
         command.add_done_callback(lambda outcome: self._ended(held, outcome))
-        if code == 2:
+        if code is RenewReply.CANCEL_REQUESTED:
             running.token.cancel("cancelled")
         logger.info("call %s: attempt %d started (pid %d)", cid, attempt, command.pid)
         return {"ok": True, "state": "started", "pid": command.pid, "holder": self.name}
@@ -361,10 +362,10 @@ class Holder:
                 logger.warning("holder: leases not renewed: %s", exc)
                 continue
             for running, code in zip(held, codes, strict=True):
-                if code == 0:
+                if code is RenewReply.LOST:
                     logger.warning("call %s: lease lost; stopping this attempt", running.call_id)
                     running.token.cancel(LEASE_LOST)
-                elif code == 2:
+                elif code is RenewReply.CANCEL_REQUESTED:
                     running.token.cancel("cancelled")
 
 

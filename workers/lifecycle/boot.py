@@ -4,7 +4,7 @@
 patches or hooks anything when imported. It installs, in order:
 
 1. the kombu guard that lets a worker reconnect after a Redis restart
-   (``guards/kombu_redis.py``);
+   (``toolhub/fences/kombu.py``);
 2. the tasks (``calls/celery_tasks.py``), bound to this process's ``WorkerProcess``;
 3. the queue screen, which dead-letters a bad queue item instead of dying on it
    (``guards/poison.py``): before any channel is made, so in every process that imports the
@@ -28,8 +28,8 @@ from celery import Celery, bootsteps
 from celery.signals import worker_ready, worker_shutdown, worker_shutting_down
 
 from toolhub.distributed.settings import Settings
+from toolhub.fences.kombu import guard_detached_channels
 from workers.calls.celery_tasks import register_tasks
-from workers.guards.kombu_redis import install as install_kombu_guard
 from workers.guards.poison import install as install_queue_screen
 
 from .observe import install as install_observability
@@ -61,7 +61,7 @@ class WorkerServices(bootsteps.StartStopStep):  # type: ignore[misc]
 def boot(app: Celery, settings: Settings) -> WorkerProcess:
     """Install the worker's patches, tasks, bootstep and signal hookups into ``app``'s
     process; returns its ``WorkerProcess``."""
-    install_kombu_guard()
+    guard_detached_channels()
     process = WorkerProcess(app, settings)
     register_tasks(app, process.runtime, process.refusals)
     install_queue_screen(process.refuse_poison)

@@ -22,9 +22,10 @@ import time
 from redis.exceptions import RedisError
 
 from toolhub.core.tool import LEASE_LOST
+from toolhub.distributed.script_replies import RenewReply
 from toolhub.logs import call_context
 from workers.calls.runtime import WorkerRuntime
-from workers.guards.kombu_redis import clean_unacked
+from .unacked import clean_unacked
 
 from .metrics import metrics
 from .sweeper import reserved_unstarted, sweep
@@ -59,11 +60,11 @@ class LeaseKeeper(threading.Thread):
         claimed = [r for r in self.runtime.running() if r.attempt > 0]
         codes = self.runtime.records.renew([(r.call_id, r.attempt) for r in claimed])
         for running, code in zip(claimed, codes, strict=True):
-            if code == 0:
+            if code is RenewReply.LOST:
                 with call_context(running.call_id):
                     logger.warning("call %s: lease lost; stopping this attempt", running.call_id)
                 running.token.cancel(LEASE_LOST)
-            elif code == 2:
+            elif code is RenewReply.CANCEL_REQUESTED:
                 running.token.cancel("cancelled")
         self.runtime.recovery.touch_reserved(reserved_unstarted(self.runtime))
 

@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING
 from celery.worker import state as celery_state
 from redis.exceptions import RedisError
 
+from toolhub.distributed.script_replies import RequeueOutcome
+
 if TYPE_CHECKING:
     from workers.calls.runtime import WorkerRuntime
 
@@ -44,7 +46,7 @@ def requeue_expired(runtime: WorkerRuntime) -> int:
             continue
         message, outcome = found
         try:
-            if outcome == "fail":
+            if outcome is RequeueOutcome.FAIL:
                 if runtime.recovery.fail_lost(call_id, message):
                     logger.warning("call %s lost its worker; failed (policy: fail)", call_id)
                     count += 1

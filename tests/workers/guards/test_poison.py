@@ -150,8 +150,8 @@ def test_a_refused_item_answers_the_queued_call_it_names(live, store):
 
 INSPECT_FROM_A_SCREENED_PROCESS = """
 import json, workers.app as worker_app
-from workers.guards import poison
-assert worker_app.app.connection().transport.Channel._brpop_read is poison._screened_brpop_read
+from toolhub.fences import kombu
+assert worker_app.app.connection().transport.Channel._brpop_read is kombu._screened_brpop_read
 print(json.dumps(sorted(worker_app.app.control.inspect(timeout=3).ping() or {})))
 """
 

@@ -1,0 +1,63 @@
+-- prelude.lua: the helpers every call-protocol script runs after (toolhub/distributed/scripts.py):
+-- now(), fmt(), field_of(), emit(), close_attempt(), finalize(). The loader puts the
+-- constants DONE_TTL, DONE_TTL_BACKGROUND and BACKGROUND_QUEUE before it (from Settings).
+local function now()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) + tonumber(t[2]) / 1000000
+end
+local function fmt(x) return string.format('%.6f', x) end
+local function field_of(from, name)
+  for i = from, #ARGV - 1, 2 do
+    if ARGV[i] == name then return ARGV[i + 1] end
+  end
+  return false
+end
+local function emit(call, events, channel, payload, version)
+  local seq = redis.call('HINCRBY', call, 'seq', 1)
+  if version then
+    redis.call('XADD', events, '0-' .. seq, 'd', payload, 'v', version)
+  else
+    redis.call('XADD', events, '0-' .. seq, 'd', payload)
+    version = ''
+  end
+  redis.call('PUBLISH', channel, seq .. '|' .. version .. '|' .. payload)
+  return seq
+end
+local function close_attempt(call, outcome, t)
+  local raw = redis.call('HGET', call, 'attempts')
+  if not raw then return end
+  local list = cjson.decode(raw)
+  local last = list[#list]
+  if last and not last['outcome'] then
+    last['outcome'] = outcome
+    last['finished_at'] = fmt(t)
+    redis.call('HSET', call, 'attempts', cjson.encode(list))
+  end
+end
+local function finalize(call, events, channel, leases, state, cid, status, payload, result, ttl, t)
+  local version = redis.call('HGET', state, '__v') or '0'
+  local seq
+  if redis.call('EXISTS', events) == 1 then
+    seq = emit(call, events, channel, payload, version)
+  else
+    -- No progress: no stream. The record's result is the terminal event (``state_v``, ``seq``),
+    -- which spares a finished call the ~4.7 KB a one-entry stream costs.
+    seq = redis.call('HINCRBY', call, 'seq', 1)
+    redis.call('PUBLISH', channel, seq .. '|' .. version .. '|' .. payload)
+  end
+  redis.call('HSET', call, 'status', status, 'finished_at', fmt(t), 'result', result,
+             'state_v', version)
+  local run, queue = unpack(redis.call('HMGET', call, 'run_id', 'queue'))
+  if run then
+    local keep = queue == BACKGROUND_QUEUE and DONE_TTL_BACKGROUND or DONE_TTL
+    redis.call('SET', call .. ':done:' .. run, '1', 'EX', keep)
+  end
+  redis.call('HDEL', call, 'message', 'qkey', 'claim_by', 'lease_until', 'handoff')
+  redis.call('DEL', call .. ':payload')
+  redis.call('ZREM', leases, cid)
+  redis.call('ZREM', leases .. ':pending', cid)
+  redis.call('EXPIRE', call, ttl)
+  redis.call('EXPIRE', events, ttl)
+  redis.call('EXPIRE', call .. ':remote', ttl)
+  return seq
+end
