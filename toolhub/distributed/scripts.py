@@ -37,6 +37,7 @@ from redis.commands.core import Script
 from .lua import source
 from .settings import QUEUES, Settings
 
+
 class Scripts:
     """The scripts, registered once per client (EVALSHA after the first call)."""
 

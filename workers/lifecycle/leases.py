@@ -25,10 +25,10 @@ from toolhub.core.tool import LEASE_LOST
 from toolhub.distributed.script_replies import RenewReply
 from toolhub.logs import call_context
 from workers.calls.runtime import WorkerRuntime
-from .unacked import clean_unacked
 
 from .metrics import metrics
 from .sweeper import reserved_unstarted, sweep
+from .unacked import clean_unacked
 
 logger = logging.getLogger("toolhub.worker.leases")
 
