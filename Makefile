@@ -26,8 +26,12 @@ typecheck: $(STAMP)
 	$(VENV)/bin/mypy toolhub/core
 	$(VENV)/bin/mypy toolhub workers
 
+# Test processes (pytest-xdist; a file's tests stay in one process). 0: one process, the default
+# until the whole suite is shown to pass in parallel; `make test TEST_PROCESSES=4` tries it.
+TEST_PROCESSES ?= 0
+
 test: lint typecheck
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_PROCESSES) --dist loadfile
 
 demo: $(STAMP)
 	$(VENV)/bin/toolhub demo

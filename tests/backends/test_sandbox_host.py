@@ -57,20 +57,32 @@ def text(result: CommandResult | None) -> str:
     return (result.output.head + result.output.tail).decode()
 
 
+#: Which sandbox a command runs in: its pid namespace, and when that namespace's first process
+#: started (the kernel gives an ended namespace's number to the next one made).
+SANDBOX_ID = "echo $(readlink /proc/self/ns/pid) $(cut -d' ' -f22 /proc/1/stat)"
+
+
 def pid_namespace(run: ProcessRunner, **kw: object) -> str:
-    return text(run.run("readlink /proc/self/ns/pid", log_name="ns", **kw)).strip()  # type: ignore[arg-type]
+    return text(run.run(SANDBOX_ID, log_name="ns", **kw)).strip()  # type: ignore[arg-type]
 
 
 def bwraps() -> set[int]:
-    me = psutil.Process()
-    return {p.pid for p in me.children(recursive=True) if "bwrap" in p.name()}
+    """The live bwrap processes under this one (one that ends while being looked at is not)."""
+    live = set()
+    for child in psutil.Process().children(recursive=True):
+        try:
+            if "bwrap" in child.name() and child.status() != psutil.STATUS_ZOMBIE:
+                live.add(child.pid)
+        except psutil.NoSuchProcess:
+            pass
+    return live
 
 
 def test_a_sessions_commands_share_one_sandbox_and_each_gets_its_own_cwd(base: Path) -> None:
     run = runner(base)
     first = pid_namespace(run)
     assert first and first == pid_namespace(run)
-    assert first != os.readlink("/proc/self/ns/pid")
+    assert first.split()[0] != os.readlink("/proc/self/ns/pid")
     out = run.start("pwd", log_name="cwd", cwd=base / "ws" / "sub").wait(10)
     assert text(out).strip() == str(base / "ws" / "sub")
     # Another session's policy (another workspace) gets a sandbox of its own.
@@ -119,14 +131,14 @@ def test_a_stopped_launcher_ends_its_sandbox_instead_of_leaving_calls_waiting(
     assert stopper.signal == "SIGKILL" and stopper.duration_s < 10
     result = waiting.wait(10)
     assert result is not None and result.signal == "SIGKILL"
-    assert seconds_until(lambda: not tagged_sleeps(tag), 5) < 5  # really ended, not just said
+    seconds_until(lambda: not tagged_sleeps(tag), 15)  # really ended, not just said
     # A start while the launcher is stopped gives up on that sandbox and uses a new one.
     monkeypatch.setattr(sandbox_host, "STATUS_GRACE_S", 60.0)
     stop_again = run.start("kill -STOP $PPID", log_name="stop-again")
-    seconds_until(lambda: psutil.Process(stop_again.pid).status() == psutil.STATUS_ZOMBIE, 5)
+    seconds_until(lambda: psutil.Process(stop_again.pid).status() == psutil.STATUS_ZOMBIE, 15)
     started = time.monotonic()
     assert pid_namespace(run) not in {before, ""}
-    assert time.monotonic() - started < 10
+    assert time.monotonic() - started < 20  # its start's timeout is 1 s
     result = stop_again.wait(10)  # ended with its sandbox
     assert result is not None and result.signal == "SIGKILL"
 
@@ -159,9 +171,15 @@ def test_an_idle_sandbox_closes(base: Path, monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setattr(sandbox_host, "IDLE_SECONDS", 0.2)
     before = bwraps()
     run = runner(base, "idle")
-    pid_namespace(run)
+    go = base / "idle" / "go"
+    # Seen up while its command runs (a busy sandbox is not idle), however slow the look...
+    command = run.start(f"until [ -e {go} ]; do sleep 0.05; done", log_name="idle")
     assert bwraps() - before
-    assert seconds_until(lambda: not (bwraps() - before), 5) < 5
+    go.touch()
+    result = command.wait(30)
+    assert result is not None and result.exit_code == 0
+    # ...then closed once idle (the bound only fails a sandbox that stays).
+    seconds_until(lambda: not (bwraps() - before), 30)
 
 
 def test_past_the_cap_the_oldest_idle_sandbox_closes(
@@ -214,7 +232,7 @@ def test_the_shared_sandbox_dies_with_the_process_that_started_it(base: Path) ->
     (base / "tmp").mkdir()
     command = f"sleep {tag}1 & sleep {tag}2 & wait"
     host = [sys.executable, "-c", HOST, str(base / "ws"), str(base / "tmp"), command]
-    assert seconds_until_gone_after_kill(host, tag) < 1.0
+    seconds_until_gone_after_kill(host, tag)  # AssertionError while one is left
 
 
 def test_the_launcher_shows_no_secret_of_the_worker(
@@ -247,7 +265,7 @@ def test_a_command_holds_no_descriptor_of_the_launcher_or_another_command(base: 
 def test_an_aborted_command_ends_at_once_while_another_is_held(
     base: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(sandbox_host, "START_TIMEOUT_S", 5.0)
+    monkeypatch.setattr(sandbox_host, "START_TIMEOUT_S", 30.0)
     run = runner(base)
     pid_namespace(run)
     if not run.cgroups.available:
@@ -281,7 +299,7 @@ def test_an_aborted_command_ends_at_once_while_another_is_held(
     second = run.start("echo second", log_name="second")
     thread.join(30)
     # The refused command ended on its own abort, not when the start gave up on it.
-    assert refused_after and refused_after[0] < 3
+    assert refused_after and refused_after[0] < 15
     assert text(second.wait(10)) == "second\n"
 
 
@@ -319,7 +337,7 @@ def test_a_request_too_large_for_one_message_gets_a_sandbox_of_its_own(base: Pat
     shared = pid_namespace(run)
     # JSON escapes each of these characters to six bytes: well past one message.
     filler = "\u4e2d" * 40_000
-    out = run.run(f": '{filler}'; readlink /proc/self/ns/pid", log_name="large")
+    out = run.run(f": '{filler}'; {SANDBOX_ID}", log_name="large")
     assert out.exit_code == 0
     assert text(out).strip() not in {"", shared}
     assert pid_namespace(run) == shared  # the shared sandbox is still there
@@ -350,10 +368,10 @@ def test_a_send_the_kernel_refuses_starts_that_command_alone_and_the_sandbox_sta
         return real(sock, buffers, fds)
 
     monkeypatch.setattr(socket, "send_fds", refuse_once)
-    alone = text(run.run("readlink /proc/self/ns/pid", log_name="alone")).strip()
+    alone = text(run.run(SANDBOX_ID, log_name="alone")).strip()
     assert refused and alone not in {"", shared}
     # The shared sandbox was neither ended nor left open for ever: it closes once idle.
-    assert seconds_until(lambda: not (bwraps() - before), 10) < 10
+    seconds_until(lambda: not (bwraps() - before), 30)
 
 
 def test_a_missing_working_directory_is_said_in_the_output(base: Path) -> None:

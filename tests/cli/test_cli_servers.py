@@ -51,7 +51,7 @@ def run(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.Completed
     )
 
 
-def wait_http(url: str, proc: subprocess.Popen[Any], timeout: float = 30) -> None:
+def wait_http(url: str, proc: subprocess.Popen[Any], timeout: float = 90) -> None:
     deadline = time.monotonic() + timeout
     while True:
         assert proc.poll() is None, "server exited early"

@@ -34,21 +34,23 @@ def test_timeout_ends_every_process_of_the_sandbox(layout: Layout, mode: Sandbox
         f"sleep {tag}1 & sleep {tag}2 & (setsid sleep {tag}3 &); wait", log_name="t", timeout_s=0.5
     )
     assert res.killed == "timeout"
-    assert time.monotonic() - started < 0.5 + runner.kill_grace_s + 1
-    seconds_until(lambda: not tagged_sleeps(tag), 2)
+    # Ended at its timeout, not when the sleeps would have (days): room for a busy machine.
+    assert time.monotonic() - started < 0.5 + runner.kill_grace_s + 10
+    seconds_until(lambda: not tagged_sleeps(tag), 15)
 
 
 def test_kill_ends_the_sandbox_at_once(layout: Layout) -> None:
     tag = _tag(2)
-    runner = layout.runner(layout.policy(SandboxMode.WORKSPACE_WRITE))
+    # A grace far past the bound below: ended by the kill itself, not by its escalation.
+    runner = layout.runner(layout.policy(SandboxMode.WORKSPACE_WRITE), kill_grace_s=60.0)
     running = runner.start(f"sleep {tag}1 & sleep {tag}2; wait", log_name="k")
-    seconds_until(lambda: len(tagged_sleeps(tag)) == 2, 5)
+    seconds_until(lambda: len(tagged_sleeps(tag)) == 2, 15)
     started = time.monotonic()
     assert running.kill("cancelled") is True
-    result = running.wait(5)
+    result = running.wait(30)
     assert result is not None and result.killed == "cancelled"
-    assert time.monotonic() - started < 1.0
-    seconds_until(lambda: not tagged_sleeps(tag), 2)
+    assert time.monotonic() - started < 20
+    seconds_until(lambda: not tagged_sleeps(tag), 15)
 
 
 def test_a_command_that_handles_term_gets_to_finish(layout: Layout) -> None:
@@ -69,7 +71,7 @@ def test_term_ignored_then_killed_after_grace(layout: Layout) -> None:
     res = runner.run("trap '' TERM; sleep 30", log_name="ign", timeout_s=0.5)
     elapsed = time.monotonic() - started
     assert res.killed == "timeout" and res.signal == "SIGKILL"
-    assert 1.4 <= elapsed < 4.5
+    assert 1.4 <= elapsed < 20  # after the grace, long before the sleep's 30 s
 
 
 @pytest.mark.skipif(not PidsCgroups.detect().available, reason="needs a writable pids cgroup")
@@ -109,4 +111,4 @@ def test_sandboxed_command_dies_with_the_host_process(layout: Layout) -> None:
     tag = _tag(4)
     command = f"sleep {tag}1 & sleep {tag}2 & wait"
     host = [sys.executable, "-c", HOST, str(layout.ws), command]
-    assert seconds_until_gone_after_kill(host, tag) < 1.0
+    seconds_until_gone_after_kill(host, tag)  # AssertionError while one is left

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from tests.processes import seconds_until
 from tests.tools.servers.base import Reply
 from tests.tools.servers.drive import call, snapshot
 from tests.tools.servers.media import MP4, PNG, ImagesServer, VideosServer, json_reply
@@ -229,10 +230,16 @@ def test_failed_job_is_an_error(tmp_path: Path) -> None:
 def test_cancel_stops_polling_and_deletes_the_job(tmp_path: Path) -> None:
     with VideosServer(step=1) as srv:
         ctx = video_ctx(tmp_path, srv, poll_interval_s=0.05)
-        threading.Timer(0.3, ctx.cancel.cancel).start()
-        started = time.monotonic()
+        cancelled_at: list[float] = []
+
+        def cancel_once_polled() -> None:  # the job exists and is being polled (100 polls to go)
+            seconds_until(lambda: srv.jobs.get("video_1", 0) > 0, 30)
+            cancelled_at.append(time.monotonic())
+            ctx.cancel.cancel()
+
+        threading.Thread(target=cancel_once_polled, daemon=True).start()
         out = call(VideoGen(), ctx, {"prompt": "x"})[1]
-        assert time.monotonic() - started < 1.5
+        assert cancelled_at and time.monotonic() - cancelled_at[0] < 5
         assert error_of(out) == (ErrorKind.CANCELLED, None)
         assert srv.deleted == ["video_1"]
         polls = len(srv.requests)
