@@ -18,12 +18,12 @@ import sys
 from contextlib import AsyncExitStack
 from typing import TYPE_CHECKING, Any
 
+import httpx2
 import mcp_types as types
 from mcp.client.session import ClientSession, IncomingMessage
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.client.subscriptions import listen
-from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
@@ -54,6 +54,9 @@ logger = logging.getLogger("toolhub.sources.mcp_client")
 CONNECT_TIMEOUT_S = 20.0
 PING_INTERVAL_S = 15.0
 MAX_BACKOFF_S = 30.0
+#: An HTTP server's client: 30 s to connect, write or wait for the pool, 5 min between bytes
+#: read (a server may hold a response stream open), as the MCP SDK's own transports default.
+HTTP_TIMEOUT = httpx2.Timeout(30.0, read=300.0)
 PYTHON_ALIASES = frozenset({"python", "python3"})
 
 
@@ -118,7 +121,7 @@ class ServerLink:
         else:
             assert cfg.url is not None
             http = await stack.enter_async_context(
-                create_mcp_http_client(headers=expand_all(cfg.headers))
+                httpx2.AsyncClient(headers=expand_all(cfg.headers), timeout=HTTP_TIMEOUT)
             )
             read, write = await stack.enter_async_context(
                 streamable_http_client(expand_env(cfg.url), http_client=http)

@@ -28,10 +28,10 @@ from dataclasses import dataclass
 
 from celery import Task
 from celery.exceptions import Ignore
-from celery.worker import state as worker_state
 
 from toolhub.core import CallResult, ErrorKind, ToolError
 from toolhub.errors import ErrorCode
+from toolhub.fences.celery import held_request
 
 CANCELLED = ErrorKind.CANCELLED.value
 
@@ -86,7 +86,7 @@ def report(task: Task, ended: Ended) -> str:
     raise ``Ignore`` (the message is acked, nothing else is recorded)."""
     if ended.kind is None:
         return ended.said
-    request = worker_state.requests.get(task.request.id)
+    request = held_request(task.request.id)
     if request is None:  # not run by a worker's consumer (a direct call): nothing to tell
         return ended.said
     if ended.kind == CANCELLED:

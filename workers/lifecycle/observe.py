@@ -23,13 +23,12 @@ import sys
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
-from celery.apps import worker as celery_worker
 from celery.signals import after_setup_logger
-from celery.worker import state as worker_state
 from celery.worker.control import inspect_command
 from celery.worker.request import Request
 
 from toolhub.distributed.settings import Settings
+from toolhub.fences.celery import active_requests, reserved_requests, route_signal_notices
 from toolhub.logs import adopt_handlers, json_logs
 
 
@@ -38,7 +37,7 @@ def install(settings: Settings) -> None:
     after_setup_logger.connect(_on_logging, weak=False)
     _redact_inspection(safe=not settings.show_arguments)
     if json_logs():
-        celery_worker.safe_say = _say_json
+        route_signal_notices(_say_json)
 
 
 def _say_json(msg: str, f: TextIO | None = sys.__stderr__) -> None:
@@ -61,13 +60,11 @@ def _on_logging(logger: logging.Logger, **_: Any) -> None:
 def _redact_inspection(safe: bool) -> None:
     def active(state: Any, **kwargs: Any) -> list[dict[str, Any]]:
         """List of tasks currently being executed."""
-        return [r.info(safe=safe) for r in state.tset(worker_state.active_requests)]
+        return [r.info(safe=safe) for r in state.tset(active_requests())]
 
     def reserved(state: Any, **kwargs: Any) -> list[dict[str, Any]]:
         """List of currently reserved tasks, not including scheduled/active."""
-        waiting = state.tset(worker_state.reserved_requests) - state.tset(
-            worker_state.active_requests
-        )
+        waiting = state.tset(reserved_requests(for_inspection=True)) - state.tset(active_requests())
         return [r.info(safe=safe) for r in waiting]
 
     def scheduled(state: Any, **kwargs: Any) -> list[dict[str, Any]]:

@@ -18,10 +18,10 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from celery.worker import state as celery_state
 from redis.exceptions import RedisError
 
 from toolhub.distributed.script_replies import RequeueOutcome
+from toolhub.fences.celery import reserved_requests
 
 if TYPE_CHECKING:
     from workers.calls.runtime import WorkerRuntime
@@ -96,7 +96,7 @@ def reserved_unstarted(runtime: WorkerRuntime) -> list[tuple[str, str]]:
     while its threads are busy): the lease keeper keeps their claim deadline moving."""
     registered = {running.call_id for running in runtime.running()}
     calls: list[tuple[str, str]] = []
-    for request in list(celery_state.reserved_requests):
+    for request in reserved_requests():
         kwargs = getattr(request, "kwargs", None) or {}
         cid, run_id = kwargs.get("call_id"), kwargs.get("run_id")
         if isinstance(cid, str) and isinstance(run_id, str) and cid not in registered:
