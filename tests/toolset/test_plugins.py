@@ -62,3 +62,13 @@ def test_entry_point_plugins_register_tools_and_failures_are_reported(installed_
 def test_without_plugins_the_tool_is_unknown(installed_plugin):
     report = ToolSetBuilder(plugins=False).validate({"tools": [{"id": "Acme:greet"}]})
     assert [v.category for v in report.violations] == ["tool_not_found"]
+
+
+def test_a_builder_without_a_catalog_says_where_the_built_ins_are() -> None:
+    from toolhub.tools import CATALOG
+
+    config = {"tools": [{"id": "Main:read_file"}]}
+    report = ToolSetBuilder(plugins=False).validate(config)
+    assert [v.category for v in report.violations] == ["tool_not_found"]
+    assert "ToolSetBuilder(CATALOG)" in report.violations[0].message
+    assert ToolSetBuilder(CATALOG, plugins=False).validate(config).violations == []

@@ -96,6 +96,11 @@ def _stage_tools(
         if registered is None:
             close = difflib.get_close_matches(entry.id, list(registry.tools), n=3)
             hint = f"; did you mean {', '.join(close)}?" if close else ""
+            if not close and not registry.default_tools:
+                hint = (
+                    "; this builder was given no catalog (ToolSetBuilder(CATALOG), with CATALOG"
+                    " from toolhub.tools, has the built-in tools)"
+                )
             report.violations.append(
                 ConfigViolation(
                     entry.id,
