@@ -14,6 +14,7 @@ from redis.exceptions import RedisError
 
 from toolhub.core import CallResult, ToolError
 from toolhub.distributed.records import Claim, cancelled_result, lost_result
+from toolhub.distributed.script_replies import ClaimAction
 from toolhub.errors import ErrorCode
 from workers.calls.claimed import dropped
 from workers.calls.outcomes import Ended, report
@@ -86,7 +87,7 @@ class _Store:
 )
 def test_dropped_messages(action: str, attempt: int, status: str | None, state: str, reads: int):
     store = _Store(status)
-    ended = dropped(SimpleNamespace(store=store), "c1", Claim(action, attempt))
+    ended = dropped(SimpleNamespace(store=store), "c1", Claim(ClaimAction(action), attempt))
     assert (ended.said, ended.state, store.reads) == (action, state, reads)
     if action == "exhausted":
         assert ended.exception == "ToolError('custom', code='worker_lost')"

@@ -13,6 +13,7 @@ from tests.distributed.helpers import TASK_TOOLS
 from toolhub.core import ToolError
 from toolhub.distributed.store import RedisStore
 from toolhub.sandbox import SandboxMode
+from toolhub.tools import CATALOG
 from toolhub.toolset import ToolSetBuilder, ToolSetConfig
 from workers.holder.places import Place, SessionPlaces
 from workers.holder.session_records import session_dir
@@ -35,8 +36,8 @@ def test_a_place_is_derived_from_the_session_and_cached(
     workspace = tmp_path / "ws"
     workspace.mkdir()
     home = tmp_path / "home"
-    config_hash = bare_store.put_session("s1", _config("read_only"), str(workspace))
-    places = SessionPlaces(bare_store, None, ToolSetBuilder(), home)
+    config_hash = _put(bare_store, "s1", _config("read_only"), str(workspace))
+    places = SessionPlaces(bare_store, None, ToolSetBuilder(CATALOG), home)
     place = places.get("s1", config_hash)
     assert isinstance(place, Place)
     assert place.workspace == workspace
@@ -47,9 +48,18 @@ def test_a_place_is_derived_from_the_session_and_cached(
 
 
 def test_an_untrusted_session_has_no_place(bare_store: RedisStore, tmp_path: Path) -> None:
-    places = SessionPlaces(bare_store, None, ToolSetBuilder(), tmp_path)
+    places = SessionPlaces(bare_store, None, ToolSetBuilder(CATALOG), tmp_path)
     with pytest.raises(ToolError, match="not in Redis"):
         places.get("unknown", "h")
-    config_hash = bare_store.put_session("s2", _config("read_only"), str(tmp_path))
+    config_hash = _put(bare_store, "s2", _config("read_only"), str(tmp_path))
     with pytest.raises(ToolError, match="names config"):
         places.get("s2", "not-" + config_hash)
+
+
+def _put(store: RedisStore, sid: str, config: ToolSetConfig, workspace: str) -> str:
+    """Store a session as the dispatcher does; its config hash."""
+    config_hash = config.config_hash()
+    store.put_session(
+        sid, config=config.model_dump_json(), config_hash=config_hash, workspace=workspace
+    )
+    return config_hash

@@ -24,7 +24,7 @@ def _code(exc: pytest.ExceptionInfo[ToolError]) -> str | None:
 
 
 def test_a_stored_session_reads_back_with_its_workspace(bare_store: RedisStore, tmp_path: Path):
-    config_hash = bare_store.put_session("s1", CONFIG, str(tmp_path))
+    config_hash = _put(bare_store, "s1", CONFIG, str(tmp_path))
     info = verified_session(bare_store, None, "s1")
     config, workspace = verified_config(bare_store, None, "s1", info, config_hash)
     assert config.config_hash() == config_hash and workspace == tmp_path
@@ -34,7 +34,7 @@ def test_what_cannot_be_trusted_builds_nothing(bare_store: RedisStore, tmp_path:
     with pytest.raises(ToolError) as unknown:
         verified_session(bare_store, None, "nobody")
     assert _code(unknown) == "session_unknown"
-    config_hash = bare_store.put_session("s2", CONFIG, str(tmp_path))
+    config_hash = _put(bare_store, "s2", CONFIG, str(tmp_path))
     info = verified_session(bare_store, None, "s2")
     with pytest.raises(ToolError, match="names config other, but") as other:
         verified_config(bare_store, None, "s2", info, "other")
@@ -49,7 +49,7 @@ def test_with_a_fleet_key_an_unsigned_record_or_altered_config_is_refused(
     bare_store: RedisStore, tmp_path: Path
 ) -> None:
     keys = FleetKeys(FleetKey(KEY))
-    config_hash = bare_store.put_session("s3", CONFIG, str(tmp_path))  # no key: unsigned
+    config_hash = _put(bare_store, "s3", CONFIG, str(tmp_path))  # no key: unsigned
     with pytest.raises(ToolError, match="nothing ran") as unsigned:
         verified_session(bare_store, keys, "s3")
     assert _code(unsigned) == "message_refused"
@@ -71,3 +71,12 @@ def test_a_session_directory_is_named_by_an_hmac_of_its_id(tmp_path: Path) -> No
     assert "secret-session-id" not in str(first)
     assert first.parent == tmp_path / "worker-sessions"
     assert (tmp_path / "worker-sessions" / ".names.key").stat().st_mode & 0o077 == 0
+
+
+def _put(store: RedisStore, sid: str, config: ToolSetConfig, workspace: str) -> str:
+    """Store a session as the dispatcher does; its config hash."""
+    config_hash = config.config_hash()
+    store.put_session(
+        sid, config=config.model_dump_json(), config_hash=config_hash, workspace=workspace
+    )
+    return config_hash

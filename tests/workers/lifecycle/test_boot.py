@@ -24,7 +24,7 @@ from celery import signals
 from kombu.transport import redis as transport
 before = {
     "brpop": transport.Channel._brpop_read.__qualname__,
-    "connparams": getattr(transport.Channel._connparams, "_toolhub_detached_guard", False),
+    "connparams": getattr(transport.Channel._connparams, "_toolhub_fence", False),
 }
 for info in pkgutil.walk_packages(workers.__path__, "workers."):
     if info.name not in {"workers.app", "workers.lifecycle.boot"} | set(sys.argv[1:]):
@@ -35,12 +35,12 @@ hooked = {
 }
 after_modules = {
     "brpop": transport.Channel._brpop_read.__qualname__,
-    "connparams": getattr(transport.Channel._connparams, "_toolhub_detached_guard", False),
+    "connparams": getattr(transport.Channel._connparams, "_toolhub_fence", False),
 }
 import workers.app as app
 booted = {
     "brpop": transport.Channel._brpop_read.__qualname__,
-    "connparams": getattr(transport.Channel._connparams, "_toolhub_detached_guard", False),
+    "connparams": getattr(transport.Channel._connparams, "_toolhub_fence", False),
     "steps": sorted(step.name for step in app.app.steps["worker"]),
     "tasks": sorted(name for name in app.app.tasks if name.startswith("toolhub.")),
     "ready": len(signals.worker_ready.receivers),
