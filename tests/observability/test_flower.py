@@ -24,7 +24,7 @@ def test_flower_lists_workers_and_calls_without_arguments(live, connect, store, 
     async def go() -> tuple[list[Any], dict[str, Any]]:
         running = asyncio.ensure_future(
             session.call(
-                "ticks", {"n": 30, "delay_ms": 50, "marker": secret_marker}, call_id="fl-long"
+                "ticks", {"n": 120, "delay_ms": 100, "marker": secret_marker}, call_id="fl-long"
             )
         )
         await async_wait_until(
@@ -50,7 +50,7 @@ def test_flower_lists_workers_and_calls_without_arguments(live, connect, store, 
         )
         return [*short, await running], {"page": page.text, "raw": raw}
 
-    results, inspected = asyncio.run(asyncio.wait_for(go(), 30))
+    results, inspected = asyncio.run(asyncio.wait_for(go(), 90))
     assert not any(r.is_error for r in results)
     assert "fl-long" in inspected["page"] and "Test:ticks" in inspected["page"]
     assert SECRET not in inspected["page"]
