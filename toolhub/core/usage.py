@@ -1,0 +1,77 @@
+"""What one call used: the meter a call's code charges and the call's record reads.
+
+Why a meter in a context variable: the code that knows what a command cost (the process
+backend reading its cgroup, or ``wait4``'s resource usage) is deep below the tool, and the code
+that records a call (the worker, the embedded executor) is far above it. The executor opens a
+meter around the call (``metering``); whatever runs inside it, in this thread or in asyncio
+tasks created inside, finds it with ``current_meter`` and charges it. Code that hands work to a
+thread pool captures the meter first and charges it from there. Charging with no meter open
+(a tool called outside any executor) is a no-op.
+
+CPU seconds and output bytes add up over a call's commands; peak memory is the largest peak
+any one of them reached. Nothing here reads the kernel: it is plain bookkeeping.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+
+__all__ = ["Usage", "UsageMeter", "current_meter", "metering"]
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """A call's totals: CPU seconds (user + system) of the commands it ran, the largest peak
+    memory of any of them, and the bytes of output they produced."""
+
+    cpu_seconds: float = 0.0
+    peak_memory_bytes: int = 0
+    output_bytes: int = 0
+
+
+class UsageMeter:
+    """Thread-safe running totals for one call."""
+
+    __slots__ = ("_cpu", "_lock", "_output", "_peak")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._cpu = 0.0
+        self._peak = 0
+        self._output = 0
+
+    def charge(
+        self, *, cpu_seconds: float = 0.0, peak_memory_bytes: int = 0, output_bytes: int = 0
+    ) -> None:
+        """Add one command's (or one piece of work's) use; negative amounts are ignored."""
+        with self._lock:
+            self._cpu += max(0.0, cpu_seconds)
+            self._peak = max(self._peak, peak_memory_bytes)
+            self._output += max(0, output_bytes)
+
+    def usage(self) -> Usage:
+        with self._lock:
+            return Usage(self._cpu, self._peak, self._output)
+
+
+_current: ContextVar[UsageMeter | None] = ContextVar("toolhub_usage_meter", default=None)
+
+
+def current_meter() -> UsageMeter | None:
+    """The meter of the call running here, or None outside any call."""
+    return _current.get()
+
+
+@contextmanager
+def metering(meter: UsageMeter | None = None) -> Iterator[UsageMeter]:
+    """Open ``meter`` (a new one by default) for everything run inside."""
+    meter = meter if meter is not None else UsageMeter()
+    token = _current.set(meter)
+    try:
+        yield meter
+    finally:
+        _current.reset(token)
