@@ -13,6 +13,7 @@ from .principal import (
     tenant_of_session,
     tenant_root,
 )
+from .quotas import Quotas, TenantQuotas
 
 __all__ = [
     "DEFAULT_TENANT",
@@ -20,6 +21,8 @@ __all__ = [
     "TENANT_PATTERN",
     "OperatorPolicy",
     "Principal",
+    "Quotas",
+    "TenantQuotas",
     "admit",
     "client_session_id",
     "effective",

@@ -28,6 +28,8 @@ from toolhub.core import ConfigError, ConfigViolation
 from toolhub.env_refs import is_toolhub_secret, restrict
 from toolhub.sandbox.policy import SandboxMode
 
+from .quotas import TenantQuotas
+
 #: The environment variable naming the policy file.
 POLICY_ENV = "TOOLHUB_POLICY"
 
@@ -120,6 +122,10 @@ class OperatorPolicy(BaseModel):
         default_factory=list,
         description="Variables a config may reference as `${VAR}` (MCP headers, env, url; hub "
         "url and token); toolhub's own (`TOOLHUB_*`) never, even when listed.",
+    )
+    quotas: TenantQuotas = Field(
+        default_factory=TenantQuotas,
+        description="What each tenant may consume of the fleet (``toolhub.tenancy.quotas``).",
     )
 
     @classmethod
