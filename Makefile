@@ -6,10 +6,15 @@ STAMP := $(VENV)/.installed-dev
 
 .PHONY: install lint format typecheck test demo bench chaos clean
 
+# uv installs the same packages as pip in about a quarter of the time; pip when uv is unavailable.
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet uv || true
+	if [ -x $(VENV)/bin/uv ]; then \
+		$(VENV)/bin/uv pip install --quiet --python $(PY) -e '.[dev]'; \
+	else \
+		$(PY) -m pip install --quiet --upgrade pip && $(PY) -m pip install --quiet -e '.[dev]'; \
+	fi
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -31,8 +36,13 @@ typecheck: $(STAMP)
 # one; `make test TEST_PROCESSES=0` runs everything in this process.
 TEST_PROCESSES ?= 4
 
-test: lint typecheck
-	$(PY) -m pytest -q -n $(TEST_PROCESSES) --dist loadfile
+# The type check runs beside the tests (it needs a core while they mostly wait on servers); its
+# output is printed when the tests end, and either failing fails the target.
+test: lint
+	@$(MAKE) --no-print-directory typecheck > $(VENV)/typecheck.log 2>&1 & checking=$$!; \
+	$(PY) -m pytest -q -n $(TEST_PROCESSES) --dist loadfile; tested=$$?; \
+	wait $$checking; checked=$$?; cat $(VENV)/typecheck.log; \
+	[ $$tested = 0 ] && [ $$checked = 0 ]
 
 demo: $(STAMP)
 	$(VENV)/bin/toolhub demo
