@@ -17,18 +17,19 @@ from __future__ import annotations
 import asyncio
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from toolhub.core import CallResult, drain
-from toolhub.session import Session
-from toolhub.tasks import BackgroundTasks
 
 from .embedded import ConfigOpt, RedisOpt, open_session
 from .output import print_json, stderr
 from .progress import ProgressView
 from .terminal_safe import clean
+
+if TYPE_CHECKING:
+    from toolhub.session import Session
 
 #: How long ``call`` waits for an embedded session's background tasks at most.
 BACKGROUND_WAIT_S = 24 * 3600.0
@@ -91,6 +92,8 @@ def _code(result: CallResult, *, mirror: bool) -> int:
 def _wait_for_background(session: Session) -> None:
     """Keep this process (and so the embedded session's background commands) alive until
     they finish; Ctrl-C kills them."""
+    from toolhub.tasks import BackgroundTasks
+
     tasks = session.resources.get(BackgroundTasks)
     if tasks is None:
         return

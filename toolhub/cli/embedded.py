@@ -8,16 +8,18 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from toolhub.core import CapabilityMode, ConfigError
-from toolhub.session import Session, default_builder
 from toolhub.toolset import FORMATS, STRICT_FORMATS, ToolSetConfig
 
 from .output import fail, print_json, stderr, stdout
 from .policy import violations_table
+
+if TYPE_CHECKING:
+    from toolhub.session import Session
 
 ConfigOpt = Annotated[
     Path | None, typer.Option("--config", "-c", help="Tool-set config (YAML or JSON).")
@@ -49,7 +51,11 @@ def open_session(
     session_id: str | None = None,
     mode: CapabilityMode | None = None,
 ) -> Session:
-    """A session for a CLI command; config problems go to stderr as a table, exit 1."""
+    """A session for a CLI command; config problems go to stderr as a table, exit 1. The
+    session stack (the whole tool catalog) is imported here, not with the CLI, so commands that
+    need none of it start quickly."""
+    from toolhub.session import Session
+
     source: Any = config
     if mode is not None:
         try:
@@ -89,6 +95,8 @@ def validate(
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """Check a config; exit 1 and list every violation when it is invalid."""
+    from toolhub.session import default_builder
+
     report = default_builder().validate(config)
     if as_json:
         print_json(
