@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -18,6 +18,9 @@ from toolhub.toolset import FORMATS, STRICT_FORMATS, ToolSetConfig
 
 from .output import fail, print_json, stderr, stdout
 from .policy import violations_table
+
+if TYPE_CHECKING:
+    from toolhub.tenancy import Quotas
 
 ConfigOpt = Annotated[
     Path | None, typer.Option("--config", "-c", help="Tool-set config (YAML or JSON).")
@@ -48,8 +51,10 @@ def open_session(
     redis: str | None = None,
     session_id: str | None = None,
     mode: CapabilityMode | None = None,
+    quotas: Quotas | None = None,
 ) -> Session:
-    """A session for a CLI command; config problems go to stderr as a table, exit 1."""
+    """A session for a CLI command; config problems go to stderr as a table, exit 1.
+    ``quotas``: what a distributed session's calls are held to (``Session.connect``)."""
     source: Any = config
     if mode is not None:
         try:
@@ -60,7 +65,7 @@ def open_session(
     ws = workspace or Path(os.environ.get("TOOLHUB_WORKSPACE", "."))
     try:
         if redis:
-            return Session.connect(redis, source, ws, session_id=session_id)
+            return Session.connect(redis, source, ws, session_id=session_id, quotas=quotas)
         return Session.embedded(source, ws, session_id=session_id)
     except ConfigError as err:
         violations_table(err)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import APIRouter, Header, HTTPException, Query, Request, Response
@@ -20,6 +21,7 @@ from fastapi import Path as PathParam
 from fastapi.responses import JSONResponse
 
 from toolhub.core import ConfigError, ToolError
+from toolhub.errors import ErrorCode
 from toolhub.http_guard import principal_in
 from toolhub.session import Session
 from toolhub.sources.merge import ExternalSources, SourceTool
@@ -184,6 +186,12 @@ async def tool_definitions(
     responses={
         200: {**_SSE, "description": "The result, or with Accept: text/event-stream the events."},
         409: {"model": Problem, "description": "A call with this call_id is still running."},
+        429: {
+            "model": CallResultBody,
+            "description": "Over a quota of the caller's tenant: the result, a `rate_limited` "
+            "error whose details name the quota and `retry_after`; the `Retry-After` header "
+            "says the same in whole seconds. Nothing ran or was queued.",
+        },
         499: {"model": Problem, "description": "Client went away (cancel_on_disconnect)."},
         **_404,
     },
@@ -215,16 +223,27 @@ async def call_tool(
         )
     result = log.result()
     if not cancel_on_disconnect:
-        return JSONResponse(await result)
+        return _result_response(await result)
     waiter = asyncio.ensure_future(result)
     watcher = asyncio.ensure_future(_disconnected(request))
     done, _ = await asyncio.wait({waiter, watcher}, return_when=asyncio.FIRST_COMPLETED)
     watcher.cancel()
     if waiter in done:
-        return JSONResponse(waiter.result())
+        return _result_response(waiter.result())
     waiter.cancel()
     await cancel()
     return JSONResponse({"detail": "client disconnected; call cancelled"}, status_code=499)
+
+
+def _result_response(result: dict[str, Any]) -> JSONResponse:
+    """A call's result: 200, or 429 with ``Retry-After`` when the dispatcher refused it over
+    a quota of the tenant (``toolhub.distributed.quota``); the body is the typed result
+    either way."""
+    details = (result.get("error") or {}).get("details") or {}
+    if details.get("code") != ErrorCode.QUOTA_EXCEEDED:
+        return JSONResponse(result)
+    retry = max(1, math.ceil(float(details.get("retry_after") or 1)))
+    return JSONResponse(result, status_code=429, headers={"Retry-After": str(retry)})
 
 
 async def _disconnected(request: Request) -> None:
