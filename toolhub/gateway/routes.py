@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import APIRouter, Header, HTTPException, Query, Request, Response
@@ -21,7 +20,6 @@ from fastapi import Path as PathParam
 from fastapi.responses import JSONResponse
 
 from toolhub.core import ConfigError, ToolError
-from toolhub.errors import ErrorCode
 from toolhub.http_guard import principal_in
 from toolhub.session import Session
 from toolhub.sources.merge import ExternalSources, SourceTool
@@ -30,6 +28,7 @@ from toolhub.tenancy.principal import Principal, client_session_id
 from toolhub.toolset import STRICT_FORMATS, ExternalSpec
 
 from . import sse
+from .call_answer import call_answer
 from .call_ids import shown, stored_call_id
 from .calls import CallConflict
 from .forward import forward_handler, forward_source, vet_target
@@ -223,27 +222,16 @@ async def call_tool(
         )
     result = log.result()
     if not cancel_on_disconnect:
-        return _result_response(await result)
+        return call_answer(await result)
     waiter = asyncio.ensure_future(result)
     watcher = asyncio.ensure_future(_disconnected(request))
     done, _ = await asyncio.wait({waiter, watcher}, return_when=asyncio.FIRST_COMPLETED)
     watcher.cancel()
     if waiter in done:
-        return _result_response(waiter.result())
+        return call_answer(waiter.result())
     waiter.cancel()
     await cancel()
     return JSONResponse({"detail": "client disconnected; call cancelled"}, status_code=499)
-
-
-def _result_response(result: dict[str, Any]) -> JSONResponse:
-    """A call's result: 200, or 429 with ``Retry-After`` when the dispatcher refused it over
-    a quota of the tenant (``toolhub.distributed.quota``); the body is the typed result
-    either way."""
-    details = (result.get("error") or {}).get("details") or {}
-    if details.get("code") != ErrorCode.QUOTA_EXCEEDED:
-        return JSONResponse(result)
-    retry = max(1, math.ceil(float(details.get("retry_after") or 1)))
-    return JSONResponse(result, status_code=429, headers={"Retry-After": str(retry)})
 
 
 async def _disconnected(request: Request) -> None:
