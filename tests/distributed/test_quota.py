@@ -31,6 +31,7 @@ from toolhub.distributed.script_replies import CreateAndEnqueueReply as Created
 from toolhub.distributed.settings import Settings
 from toolhub.distributed.store import RedisStore
 from toolhub.tasks.redis import RedisBackgroundTasks
+from toolhub.tenancy import Quotas
 
 QUEUE = b"quota.test.queue"
 
@@ -269,3 +270,23 @@ def test_background_tasks_are_counted_per_tenant_across_sessions(live, store, te
 
 def _start(tasks: RedisBackgroundTasks, session: str) -> str:
     return tasks.start("sleep 30", cwd=None, timeout_ms=None, owner_session=session, call_id="c")
+
+
+def test_a_python_session_reads_the_typed_error_and_its_retry_runs(connect, tmp_path, tenant):
+    """``Session.connect(quotas=...)``: the refused call's result is the typed error (calls
+    never raise), and the call retried after ``retry_after`` runs on a worker."""
+    workspace = tmp_path / "root" / "tenants" / tenant
+    session = connect(
+        session_id=f"{tenant}~s",
+        workspace=workspace,
+        quotas=Quotas(calls_per_second=0.5, burst=1),
+    )
+    assert not session.call_sync("noop", {}, call_id="first").is_error
+    refused = session.call_sync("noop", {}, call_id="second")
+    assert refused.error is not None and refused.error.kind is ErrorKind.RATE_LIMITED
+    details = refused.error.details or {}
+    assert details["quota"] == "calls_per_second" and details["tenant"] == tenant
+    assert "retry after" in refused.prompt_text
+    assert session.executor.store.get_record("second") is None, "nothing recorded"
+    time.sleep(details["retry_after"] + 0.1)
+    assert not session.call_sync("noop", {}, call_id="second").is_error
