@@ -33,7 +33,7 @@ from toolhub.core import ConfigError, Container, Params, ToolError
 from toolhub.errors import ErrorCode
 from toolhub.sandbox import Mechanism, SandboxPolicy, default_settings, enforce
 from toolhub.tasks import BackgroundTasks, LocalBackgroundTasks
-from toolhub.tenancy import DEFAULT_TENANT, tenant_of_session
+from toolhub.tenancy import DEFAULT_TENANT, Quotas, tenant_of_session
 from toolhub.tools.shell import BashParams
 from toolhub.toolset import ConfigSource, ExternalSpec, ToolSet, ToolSetBuilder, ToolSetConfig
 
@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from celery import Celery
     from redis import Redis
 
+    from toolhub.distributed.quota import QuotaLimits
     from toolhub.distributed.settings import Settings
     from toolhub.distributed.store import RedisStore
     from toolhub.executors import Executor
@@ -174,6 +175,8 @@ class Fleet:
     #: calls record the remote tasks they poll. A dispatcher runs external calls with no record
     #: to keep one in, so it spares them the lookup.
     runs_calls: bool = False
+    #: The session's tenant's quotas: its background tasks count against them.
+    quotas: QuotaLimits | None = None
 
 
 @dataclass(slots=True)
@@ -239,7 +242,9 @@ def _install_fleet_resources(
     from toolhub.tasks.redis import RedisBackgroundTasks
 
     settings, keys = fleet.settings, Keys(fleet.settings.prefix)
-    tasks = RedisBackgroundTasks(fleet.client, fleet.app, settings, session_id, config_hash)
+    tasks = RedisBackgroundTasks(
+        fleet.client, fleet.app, settings, session_id, config_hash, quotas=fleet.quotas
+    )
     container.insert(tasks, BackgroundTasks)
     answers = RedisAnswerBox(fleet.client, keys, session_id, settings.record_ttl_seconds)
     container.insert(answers, AnswerBox)
@@ -331,15 +336,19 @@ def connected_parts(
     workspace: str | os.PathLike[str],
     session_id: str | None,
     builder: ToolSetBuilder,
+    quotas: Quotas | None = None,
 ) -> SessionParts:
     """The ``Session`` of ``Session.connect``: the assembled tool set on the fleet behind
     ``redis_url``, its state read from Redis, the session stored for the workers (config by
-    hash), and the Celery executor. The config's stdio MCP servers run on the workers only:
-    once the session is stored, a worker starts them and publishes their tools, which are shown
-    here (``toolhub.sources.mcp_fleet_tools.worker_stdio_tools``; ``ConfigError`` when the workers
-    refuse them or none answers). ``RedisUnavailable`` when Redis cannot be reached."""
+    hash), and the Celery executor, which holds the session's calls to ``quotas`` (the
+    operator's, for the session's tenant; None: none). The config's stdio MCP servers run on
+    the workers only: once the session is stored, a worker starts them and publishes their
+    tools, which are shown here (``toolhub.sources.mcp_fleet_tools.worker_stdio_tools``;
+    ``ConfigError`` when the workers refuse them or none answers). ``RedisUnavailable`` when
+    Redis cannot be reached."""
     from redis.exceptions import RedisError
 
+    from toolhub.distributed.quota import QuotaLimits
     from toolhub.distributed.settings import Settings
     from toolhub.distributed.shared import shared_backend
     from toolhub.errors import RedisUnavailable
@@ -350,13 +359,14 @@ def connected_parts(
     store, app = shared_backend(settings)
     cfg = ToolSetConfig.load(config)
     sid = session_id or workspace_session_id(root)
+    limits = QuotaLimits.of(tenant_of_session(sid), quotas) if quotas is not None else None
     parts = assemble(
         cfg,
         workspace=root,
         session_id=sid,
         session_dir=toolhub_home() / "sessions" / sid,
         builder=builder,
-        fleet=Fleet(store.client, app, settings),
+        fleet=Fleet(store.client, app, settings, quotas=limits),
     )
     assert parts.state is not None
     warnings = parts.warnings
@@ -384,6 +394,7 @@ def connected_parts(
         workspace=str(root),
         state=parts.state,
         state_version=version,
+        quotas=limits,
     )
     return SessionParts(parts.toolset, executor, sid, root, warnings, parts.sources)
 

@@ -84,6 +84,9 @@ class ErrorCode(StrEnum):
     NO_SUBAGENT_RUNNER = "no_subagent_runner"
     #: ``task`` with a ``resume_from`` the runner has no state of (a ``not_found`` error).
     UNKNOWN_SUBAGENT = "unknown_subagent"
+    #: The dispatcher refused a call over a quota of its tenant (a ``rate_limited`` error with
+    #: ``quota``, ``limit`` and ``retry_after``; ``toolhub.distributed.quota``). Nothing ran.
+    QUOTA_EXCEEDED = "quota_exceeded"
     #: ``task`` while ``max_concurrent`` sub-agents are running (a ``rate_limited`` error).
     TOO_MANY_SUBAGENTS = "too_many_subagents"
     #: ``task`` called by a sub-agent at the depth limit (a ``permission_denied`` error).

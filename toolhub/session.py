@@ -42,6 +42,7 @@ from toolhub.toolset import (
 
 if TYPE_CHECKING:
     from toolhub.sources.attach import AttachedSources
+    from toolhub.tenancy import Quotas
 
 T = TypeVar("T")
 
@@ -131,12 +132,19 @@ class Session:
         *,
         session_id: str | None = None,
         builder: ToolSetBuilder | None = None,
+        quotas: Quotas | None = None,
     ) -> Session:
         """A session whose calls run on Celery workers behind Redis at ``redis_url``.
 
-        Validation and remapping still happen here, so a bad call never enters a queue."""
+        Validation and remapping still happen here, so a bad call never enters a queue.
+        ``quotas``: the operator's quotas of the session's tenant
+        (``OperatorPolicy.quotas.for_tenant``), checked before each call is queued (a call
+        over one is a ``rate_limited`` error); the gateway and ``toolhub mcp`` pass their
+        policy's. None: no quota (a program with the fleet's Redis is the operator's)."""
         return cls._of(
-            connected_parts(redis_url, config, workspace, session_id, builder or default_builder())
+            connected_parts(
+                redis_url, config, workspace, session_id, builder or default_builder(), quotas
+            )
         )
 
     @classmethod

@@ -18,8 +18,8 @@ from toolhub.distributed.lua import reply_names, source
 from toolhub.distributed.script_replies import REPLIES
 
 ROOT = Path(__file__).resolve().parents[2]
-#: Scripts without reply codes: the prelude (helpers), ``handoff`` (the message or nil).
-NO_CODES = {"prelude", "handoff"}
+#: Scripts without reply codes: the prelude and quota helpers, ``handoff`` (the message or nil).
+NO_CODES = {"prelude", "quota", "handoff"}
 
 
 def _lua_files() -> set[str]:

@@ -1,7 +1,8 @@
 """How a toolhub result becomes an MCP result: ``structuredContent`` only when the text is its
 JSON (clients that prefer it then lose nothing the model must read), otherwise the structured
 output in ``_meta["toolhub/output"]`` — which toolhub's own MCP client reads back, so a toolhub
-reached over MCP keeps its typed outputs."""
+reached over MCP keeps its typed outputs; a failed call's typed error in
+``_meta["toolhub/error"]``."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ from tests.gateway.support import make_builder
 from tests.mcp.stdio_support import ROOT
 from toolhub import Session
 from toolhub.core import CallResult, ToolError, ToolOutput
-from toolhub.mcp.call_results import to_mcp_result
+from toolhub.distributed.quota import OverQuota, over_quota_error
+from toolhub.mcp.call_results import ERROR_META_KEY, to_mcp_result
 from toolhub.sources.mcp_outcome import OUTPUT_META_KEY, outcome_of
 
 VALUE = {"city": "Paris", "degrees": 21}
@@ -43,7 +45,22 @@ def test_plain_text_and_failures_carry_no_output() -> None:
     plain = to_mcp_result(result("just text", ToolOutput.plain_text("just text")))
     assert plain.structured_content is None and plain.meta is None
     failed = to_mcp_result(CallResult.failure("weather", ToolError.execution("no network")))
-    assert failed.is_error and failed.structured_content is None and failed.meta is None
+    assert failed.is_error and failed.structured_content is None
+    assert failed.meta == {ERROR_META_KEY: ToolError.execution("no network").to_dict()}
+
+
+def test_a_refusal_over_a_quota_carries_its_typed_error() -> None:
+    """The model reads that it was refused and when to retry; a program reads the quota and
+    ``retry_after`` in ``_meta``."""
+    error = over_quota_error("acme", OverQuota("concurrent_calls", 4, 1.0))
+    sent = to_mcp_result(CallResult.failure("bash", error))
+    assert sent.is_error
+    text = sent.content[0].text  # type: ignore[union-attr]
+    assert "at most 4 calls in flight at once" in text and "retry after 1 s" in text
+    assert sent.meta is not None
+    details = sent.meta[ERROR_META_KEY]["details"]
+    assert sent.meta[ERROR_META_KEY]["kind"] == "rate_limited"
+    assert details["quota"] == "concurrent_calls" and details["retry_after"] == 1.0
 
 
 def test_the_client_reads_the_output_back_from_meta() -> None:

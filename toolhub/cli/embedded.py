@@ -20,6 +20,7 @@ from .policy import violations_table
 
 if TYPE_CHECKING:
     from toolhub.session import Session
+    from toolhub.tenancy import Quotas
 
 ConfigOpt = Annotated[
     Path | None, typer.Option("--config", "-c", help="Tool-set config (YAML or JSON).")
@@ -50,8 +51,10 @@ def open_session(
     redis: str | None = None,
     session_id: str | None = None,
     mode: CapabilityMode | None = None,
+    quotas: Quotas | None = None,
 ) -> Session:
-    """A session for a CLI command; config problems go to stderr as a table, exit 1. The
+    """A session for a CLI command; config problems go to stderr as a table, exit 1.
+    ``quotas``: what a distributed session's calls are held to (``Session.connect``). The
     session stack (the whole tool catalog) is imported here, not with the CLI, so commands that
     need none of it start quickly."""
     from toolhub.session import Session
@@ -66,7 +69,7 @@ def open_session(
     ws = workspace or Path(os.environ.get("TOOLHUB_WORKSPACE", "."))
     try:
         if redis:
-            return Session.connect(redis, source, ws, session_id=session_id)
+            return Session.connect(redis, source, ws, session_id=session_id, quotas=quotas)
         return Session.embedded(source, ws, session_id=session_id)
     except ConfigError as err:
         violations_table(err)

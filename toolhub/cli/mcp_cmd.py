@@ -51,6 +51,7 @@ def mcp(
     """Serve the tool set over the Model Context Protocol."""
     from toolhub.http_guard import UnsafeBind, check_bind, flag_env
     from toolhub.mcp.transports import run_http, run_stdio
+    from toolhub.tenancy import DEFAULT_TENANT
     from toolhub.tenancy.policy import POLICY_ENV
 
     if not 0 < port < 65536:
@@ -64,7 +65,10 @@ def mcp(
     ws = (workspace or Path(os.environ.get("TOOLHUB_WORKSPACE", "."))).resolve()
     own = transport is Transport.stdio and redis is None and not os.environ.get(POLICY_ENV)
     served = load_config(config) if own else admitted(config, ws)
-    with open_session(served, ws, redis=redis, session_id=session) as sess:
+    # Served to clients as the default tenant: a distributed session's calls are held to its
+    # quotas in the operator's policy.
+    quotas = load(None).quotas.for_tenant(DEFAULT_TENANT) if redis else None
+    with open_session(served, ws, redis=redis, session_id=session, quotas=quotas) as sess:
         for warning in sess.warnings:
             stderr.print(f"[yellow]warning:[/] {warning}", highlight=False)
         if transport is Transport.stdio:

@@ -35,6 +35,7 @@ from redis.connection import Connection
 from redis.exceptions import ConnectionError, NoScriptError, RedisError, TimeoutError
 
 from .evalsha import read_replies, run_pipeline, send_scripts
+from .quota import OverQuota, script_reply
 from .records import CallRecords
 from .replies import untyped
 from .script_replies import CreateAndEnqueueReply
@@ -49,7 +50,7 @@ SEND_EVERY = 32
 class _Pending:
     keys: list[Any]
     args: list[Any]
-    reply: asyncio.Future[CreateAndEnqueueReply]
+    reply: asyncio.Future[CreateAndEnqueueReply | OverQuota]
 
 
 @dataclass(slots=True)
@@ -74,9 +75,12 @@ class DispatchBatches:
             weakref.WeakKeyDictionary()
         )
 
-    async def create_and_enqueue(self, keys: list[Any], args: list[Any]) -> CreateAndEnqueueReply:
+    async def create_and_enqueue(
+        self, keys: list[Any], args: list[Any]
+    ) -> CreateAndEnqueueReply | OverQuota:
         """The ``create_and_enqueue`` script with these keys and arguments
-        (``CallRecords.create_and_enqueue_args``), in this turn's pipeline; its reply."""
+        (``CallRecords.create_and_enqueue_args``), in this turn's pipeline; its reply (a
+        refusal over a quota as ``OverQuota``)."""
         loop = asyncio.get_running_loop()
         pending = _Pending(keys, args, loop.create_future())
         turn = self._turns.get(loop)
@@ -126,7 +130,10 @@ class DispatchBatches:
                     reply = script(keys=p.keys, args=p.args)
                 if isinstance(reply, Exception):
                     raise reply
-                p.reply.set_result(CreateAndEnqueueReply(int(reply)))
+                created = script_reply(reply)
+                p.reply.set_result(
+                    created if isinstance(created, OverQuota) else CreateAndEnqueueReply(created)
+                )
             except RedisError as exc:
                 p.reply.set_exception(exc)
 

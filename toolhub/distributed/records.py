@@ -20,6 +20,7 @@ from . import replies
 from .codec import encode_item, pack, unpack
 from .evalsha import run_script
 from .keys import Keys
+from .quota import NO_QUOTA, OverQuota, script_reply
 from .script_replies import (
     CancelReply,
     ClaimAction,
@@ -88,22 +89,29 @@ class CallRecords:
 
     # -- dispatcher side ---------------------------------------------------------------------------
 
-    def create(self, cid: str, run_id: str, fields: dict[str, Any]) -> CreateReply:
+    def create(
+        self, cid: str, run_id: str, fields: dict[str, Any], quota: list[Any] = NO_QUOTA
+    ) -> CreateReply | OverQuota:
         """Write a fresh ``queued`` record: ``CREATED``; ``IN_USE`` when the id is a live
         call's, ``OTHER_SESSION`` when it is another session's call; a finished record of the
-        same session under the same id is replaced (clients reuse ids like ``c1``)."""
+        same session under the same id is replaced (clients reuse ids like ``c1``). ``quota``:
+        the tenant's quota arguments (``quota.quota_args``); over one, ``OverQuota`` and
+        nothing written."""
         k = self.keys
-        created = self.scripts.create(
-            keys=[k.call(cid), k.events(cid), k.pending],
-            args=[
-                run_id,
-                self.settings.active_ttl_seconds,
-                self.settings.claim_deadline_seconds,
-                cid,
-                *_flat(fields),
-            ],
+        created = script_reply(
+            self.scripts.create(
+                keys=[k.call(cid), k.events(cid), k.pending],
+                args=[
+                    run_id,
+                    self.settings.active_ttl_seconds,
+                    self.settings.claim_deadline_seconds,
+                    cid,
+                    *quota,
+                    *_flat(fields),
+                ],
+            )
         )
-        return CreateReply(int(created))
+        return created if isinstance(created, OverQuota) else CreateReply(created)
 
     def create_and_enqueue(
         self,
@@ -114,14 +122,16 @@ class CallRecords:
         message: bytes,
         *,
         config_hash: str,
-    ) -> CreateAndEnqueueReply:
+        quota: list[Any] = NO_QUOTA,
+    ) -> CreateAndEnqueueReply | OverQuota:
         """``create`` and, if it succeeded, push the prepared broker message onto its queue,
         in one script (one round trip), refreshing the session's TTLs (``CreateAndEnqueueReply``:
         ``SESSION_EXPIRED`` asks to store the session's config again)."""
         keys, args = self.create_and_enqueue_args(
-            cid, run_id, fields, queue_key, message, config_hash=config_hash
+            cid, run_id, fields, queue_key, message, config_hash=config_hash, quota=quota
         )
-        return CreateAndEnqueueReply(int(self.scripts.create_and_enqueue(keys=keys, args=args)))
+        created = script_reply(self.scripts.create_and_enqueue(keys=keys, args=args))
+        return created if isinstance(created, OverQuota) else CreateAndEnqueueReply(created)
 
     def create_and_enqueue_args(
         self,
@@ -132,9 +142,10 @@ class CallRecords:
         message: bytes,
         *,
         config_hash: str,
+        quota: list[Any] = NO_QUOTA,
     ) -> tuple[list[Any], list[Any]]:
         """The keys and arguments of the ``create_and_enqueue`` script (``dispatch_batch.py``
-        sends many in one pipeline)."""
+        sends many in one pipeline); ``quota``: the tenant's quota arguments."""
         k, sid = self.keys, str(fields["session_id"])
         keys: list[Any] = [
             k.call(cid),
@@ -154,6 +165,7 @@ class CallRecords:
             self.settings.claim_deadline_seconds,
             cid,
             self.settings.session_ttl_seconds,
+            *quota,
             *_flat(fields),
         ]
         return keys, args
@@ -328,7 +340,7 @@ def decode_record(raw: dict[bytes, bytes]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in raw.items():
         name = key.decode()
-        if name in {"message", "payload", "qkey"}:
+        if name in {"message", "payload", "qkey", "quota_held"}:
             continue
         if name == "result":
             out[name] = unpack(value)

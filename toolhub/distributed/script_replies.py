@@ -1,7 +1,9 @@
 """What each Lua script of the call protocol answers, by name: one enum per script, the same
 names and values as the ``Replies`` header of its ``.lua`` file (``toolhub/distributed/lua``;
-a test checks they agree). Scripts that answer a sequence number on success name only their
-refusals (``EmitReply.STALE``); any other value is the sequence number.
+a test checks they agree). ``RATE_LIMITED`` comes as a list with the quota it is over
+(``quota.script_reply`` reads it as ``OverQuota``). Scripts that answer a sequence number on
+success name only their refusals (``EmitReply.STALE``); any other value is the sequence
+number.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ class CreateReply(IntEnum):
     IN_USE = 0
     CREATED = 1
     OTHER_SESSION = 3
+    RATE_LIMITED = 5
 
 
 class CreateAndEnqueueReply(IntEnum):
@@ -21,6 +24,7 @@ class CreateAndEnqueueReply(IntEnum):
     SESSION_EXPIRED = 2
     OTHER_SESSION = 3
     CREATED_SUBSCRIBED = 4
+    RATE_LIMITED = 5
 
 
 class ClaimAction(StrEnum):

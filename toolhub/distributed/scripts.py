@@ -8,9 +8,10 @@ names. toolhub runs on one Redis (as kombu does), so keys a script derives need 
 slot.
 
 Each script is a file in ``lua/`` (its keys, arguments and named replies in its header
-comment), run after ``lua/prelude.lua``; the sweeps' own (a lost worker's call, a message
-taken but never claimed: ``requeue``, ``fail_lost``, ``sweep_unclaimed``, ``reenqueue``,
-``touch_reserved``) among them. Failing a call that is still queued is one script
+comment), run after ``lua/quota.lua`` (a tenant's quotas, ``quota.py``) and
+``lua/prelude.lua``; the sweeps' own (a lost worker's call, a message taken but never
+claimed: ``requeue``, ``fail_lost``, ``sweep_unclaimed``, ``reenqueue``, ``touch_reserved``)
+among them. Failing a call that is still queued is one script
 (``fail_queued``), for the dispatcher and the sweep alike.
 
 Fencing: every write by a worker names the attempt it runs; a write from an attempt that is no
@@ -44,10 +45,14 @@ class Scripts:
     def __init__(self, client: Redis, settings: Settings) -> None:
         # How long a finished run's marker is kept, per kind of call (``finalize``).
         prelude = (
-            f"local DONE_TTL = {settings.replay_marker_seconds('command')}\n"
-            f"local DONE_TTL_BACKGROUND = {settings.replay_marker_seconds('background')}\n"
-            f"local BACKGROUND_QUEUE = '{QUEUES['background']}'\n"
-        ) + source("prelude")
+            (
+                f"local DONE_TTL = {settings.replay_marker_seconds('command')}\n"
+                f"local DONE_TTL_BACKGROUND = {settings.replay_marker_seconds('background')}\n"
+                f"local BACKGROUND_QUEUE = '{QUEUES['background']}'\n"
+            )
+            + source("quota")
+            + source("prelude")
+        )
 
         def script(name: str) -> Script:
             return client.register_script(prelude + source(name))

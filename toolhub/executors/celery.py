@@ -29,6 +29,7 @@ from toolhub.distributed.celery_app import EXECUTE_TASK
 from toolhub.distributed.codec import pack
 from toolhub.distributed.following import FollowLost
 from toolhub.distributed.pubsub import Subscription
+from toolhub.distributed.quota import OverQuota, QuotaLimits, over_quota_error, quota_args
 from toolhub.distributed.records import new_run_id
 from toolhub.distributed.script_replies import CreateAndEnqueueReply as Created
 from toolhub.distributed.script_replies import CreateReply
@@ -58,6 +59,7 @@ class CeleryExecutor:
         workspace: str,
         state: RedisStateSync,
         state_version: int,
+        quotas: QuotaLimits | None = None,
     ) -> None:
         self.toolset = toolset
         self.store = store
@@ -70,6 +72,9 @@ class CeleryExecutor:
         self._state_version = state_version
         self._local = LocalExecutor(toolset)
         self.enqueuer = enqueuer_for(app)
+        #: The session's tenant's quotas, checked in the script that creates each call
+        #: (``toolhub.distributed.quota``); None: no quota.
+        self.quotas = quotas
 
     def call_sync(self, prepared: Prepared) -> CallResult | None:
         if self._runs_here(prepared.entry):
@@ -165,6 +170,14 @@ class CeleryExecutor:
             "on_lost": entry.on_worker_lost,
             "message": pack(message),
         }
+        quota, held = quota_args(
+            self.store.keys,
+            self.quotas,
+            counted="calls",
+            workload=entry.workload,
+            hold_seconds=self.settings.call_deadline_seconds(entry.workload),
+        )
+        fields.update(held)
         options: dict[str, Any] = {
             "kwargs": message,
             "queue": queue,
@@ -179,17 +192,25 @@ class CeleryExecutor:
         # event can predate it and the follower skips its initial stream read: either Redis
         # confirmed it already, or the enqueue script saw the channel subscribed (code 4). The
         # dispatch never waits for the confirmation, which would cost every call a round trip.
-        created: CreateReply | Created
+        created: CreateReply | Created | OverQuota
         try:
             if captured is not None:
                 # One round trip: the record, and the message kombu built, pushed by the
                 # same script (toolhub/distributed/enqueue.py).
                 fresh = subscription.confirmed
-                created = await self._create_and_enqueue(cid, run_id, fields, captured)
+                created = await self._create_and_enqueue(cid, run_id, fields, captured, quota)
             else:
-                created = self.store.records.create(cid, run_id, fields)
+                created = self.store.records.create(cid, run_id, fields, quota)
         except RedisError as exc:
             return _failure(prepared, ErrorCode.REDIS_UNAVAILABLE, f"cannot reach Redis: {exc}")
+        if isinstance(created, OverQuota):
+            assert self.quotas is not None
+            return CallResult.failure(
+                prepared.name,
+                over_quota_error(self.quotas.tenant, created),
+                tool_id=entry.fq_id,
+                call_id=cid,
+            )
         # ``create`` answers a subset of ``create_and_enqueue``'s replies, same names and values.
         if created not in (Created.CREATED, Created.CREATED_SUBSCRIBED):
             detail = "belongs to a call still running" if created == Created.IN_USE else "is taken"
@@ -213,11 +234,16 @@ class CeleryExecutor:
         return fresh
 
     async def _create_and_enqueue(
-        self, cid: str, run_id: str, fields: dict[str, Any], captured: tuple[bytes, bytes]
-    ) -> Created:
+        self,
+        cid: str,
+        run_id: str,
+        fields: dict[str, Any],
+        captured: tuple[bytes, bytes],
+        quota: list[Any],
+    ) -> Created | OverQuota:
         # In one pipeline with every other dispatch of this loop turn (dispatch_batch.py).
         keys, args = self.store.records.create_and_enqueue_args(
-            cid, run_id, fields, *captured, config_hash=self.config_hash
+            cid, run_id, fields, *captured, config_hash=self.config_hash, quota=quota
         )
         created = await self.store.dispatches.create_and_enqueue(keys, args)
         if created == Created.SESSION_EXPIRED:

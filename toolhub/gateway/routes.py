@@ -28,6 +28,7 @@ from toolhub.tenancy.principal import Principal, client_session_id
 from toolhub.toolset import STRICT_FORMATS, ExternalSpec
 
 from . import sse
+from .call_answer import call_answer
 from .call_ids import shown, stored_call_id
 from .calls import CallConflict
 from .forward import forward_handler, forward_source, vet_target
@@ -184,6 +185,12 @@ async def tool_definitions(
     responses={
         200: {**_SSE, "description": "The result, or with Accept: text/event-stream the events."},
         409: {"model": Problem, "description": "A call with this call_id is still running."},
+        429: {
+            "model": CallResultBody,
+            "description": "Over a quota of the caller's tenant: the result, a `rate_limited` "
+            "error whose details name the quota and `retry_after`; the `Retry-After` header "
+            "says the same in whole seconds. Nothing ran or was queued.",
+        },
         499: {"model": Problem, "description": "Client went away (cancel_on_disconnect)."},
         **_404,
     },
@@ -215,13 +222,13 @@ async def call_tool(
         )
     result = log.result()
     if not cancel_on_disconnect:
-        return JSONResponse(await result)
+        return call_answer(await result)
     waiter = asyncio.ensure_future(result)
     watcher = asyncio.ensure_future(_disconnected(request))
     done, _ = await asyncio.wait({waiter, watcher}, return_when=asyncio.FIRST_COMPLETED)
     watcher.cancel()
     if waiter in done:
-        return JSONResponse(waiter.result())
+        return call_answer(waiter.result())
     waiter.cancel()
     await cancel()
     return JSONResponse({"detail": "client disconnected; call cancelled"}, status_code=499)

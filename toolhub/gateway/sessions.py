@@ -62,10 +62,15 @@ class TooManySessions(RuntimeError):
     pass
 
 
-def default_factory(settings: GatewaySettings) -> SessionFactory:
+def default_factory(settings: GatewaySettings, policy: OperatorPolicy) -> SessionFactory:
+    """Distributed sessions hold their tenant's calls to the policy's quotas."""
+
     def make(config: ConfigSource, workspace: Path, session_id: str) -> Session:
         if settings.redis_url:
-            return Session.connect(settings.redis_url, config, workspace, session_id=session_id)
+            quotas = policy.quotas.for_tenant(tenant_of_session(session_id))
+            return Session.connect(
+                settings.redis_url, config, workspace, session_id=session_id, quotas=quotas
+            )
         return Session.embedded(config, workspace, session_id=session_id)
 
     return make
@@ -115,7 +120,7 @@ class Sessions:
         #: defaults). A malformed file raises here, so a gateway never serves a policy it
         #: did not mean.
         self.policy = policy if policy is not None else OperatorPolicy.load()
-        self.factory = factory or default_factory(settings)
+        self.factory = factory or default_factory(settings, self.policy)
         self._recover = recover(self.factory) if recover else None
         self._multi_tenant = multi_tenant or (lambda: False)
         self._sessions: dict[str, Session] = {}

@@ -26,12 +26,12 @@ import re
 from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
-from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from toolhub.http_guard import principal_in
 
+from .call_answer import call_answer
 from .calllog import CallLog
 from .calls import CallConflict
 from .models import CallRequest
@@ -67,7 +67,7 @@ class CallShortcut:
             await self.app(scope, replay, send)
             return
         scope["route"] = self.route
-        await JSONResponse(await log.result())(scope, receive, send)
+        await call_answer(await log.result())(scope, receive, send)
 
     def _start(self, scope: Scope, client_id: str, body: bytes) -> CallLog | None:
         """The call's log once started, or None to leave the request to FastAPI."""

@@ -11,6 +11,11 @@ import mcp_types as types
 from toolhub.core import CallResult
 from toolhub.sources.mcp_outcome import OUTPUT_META_KEY
 
+#: Where a failed call's typed error travels in ``_meta`` (kind, detail, details: a
+#: ``rate_limited`` refusal's ``quota`` and ``retry_after``), for programs; the model reads
+#: the same in the text.
+ERROR_META_KEY = "toolhub/error"
+
 
 def to_mcp_result(result: CallResult) -> types.CallToolResult:
     """``prompt_text`` (reminders and notes included) as the text, then the result's images.
@@ -21,7 +26,8 @@ def to_mcp_result(result: CallResult) -> types.CallToolResult:
     serialized structured content. The model must read ``prompt_text`` in every client, so
     ``structuredContent`` is sent only when the text is exactly its JSON; otherwise the
     structured output travels in ``_meta`` under ``toolhub/output``, for programs (clients
-    do not show ``_meta`` to models).
+    do not show ``_meta`` to models). A failed call's typed error goes in ``_meta`` under
+    ``toolhub/error``.
     """
     output = result.output
     value = output.value if output is not None and output.tag != "plain_text" else None
@@ -32,10 +38,15 @@ def to_mcp_result(result: CallResult) -> types.CallToolResult:
         for block in result.content
         if block.type == "image" and block.data
     ]
+    meta: dict[str, Any] = {}
+    if value is not None and not twin:
+        meta[OUTPUT_META_KEY] = value
+    if result.error is not None:
+        meta[ERROR_META_KEY] = result.error.to_dict()
     return types.CallToolResult(
         content=content,
         structured_content=value if twin else None,
-        meta={OUTPUT_META_KEY: value} if value is not None and not twin else None,
+        meta=meta or None,
         is_error=result.is_error,
     )
 

@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 from httpx_sse import EventSource, SSEError, aconnect_sse, connect_sse
 
+from toolhub.core import ToolError
 from toolhub.errors import ErrorCode, ToolhubError
 
 
@@ -37,6 +38,24 @@ class GatewayError(ToolhubError, RuntimeError):
         self.detail = detail
 
 
+class RateLimited(GatewayError):
+    """The gateway answered 429: over a quota of this client's tenant (``error``: the typed
+    ``rate_limited`` error of a refused call, naming the quota; None for the gateway's own
+    limits, such as its session table). ``retry_after``: seconds to wait, from the
+    ``Retry-After`` header (None when it sent none). Nothing ran."""
+
+    def __init__(self, detail: Any, retry_after: float | None, error: ToolError | None) -> None:
+        super().__init__(429, detail)
+        self.retry_after = retry_after
+        self.error = error
+
+    @property
+    def quota(self) -> str | None:
+        """Which quota refused the call (``calls_per_second``, ``concurrent_calls`` ...)."""
+        details = self.error.details if self.error is not None else None
+        return str(details["quota"]) if details and "quota" in details else None
+
+
 #: What a request to a gateway raises when the gateway is unreachable or answers otherwise
 #: than the API says (an error status, or a body that is not the expected JSON).
 GATEWAY_FAILURES = (httpx.HTTPError, GatewayError, ValueError, KeyError)
@@ -50,11 +69,30 @@ def _json(response: httpx.Response) -> Any:
     """The answer's JSON body, or ``GatewayError`` for an error status."""
     if response.status_code >= 400:
         try:
-            detail = response.json().get("detail")
+            body = response.json()
         except ValueError:
-            detail = response.text
-        raise GatewayError(response.status_code, detail)
+            body = {"detail": response.text}
+        body = body if isinstance(body, dict) else {"detail": body}
+        if response.status_code == 429:
+            raise _rate_limited(response, body)
+        raise GatewayError(response.status_code, body.get("detail"))
     return response.json() if response.content else None
+
+
+def _rate_limited(response: httpx.Response, body: dict[str, Any]) -> RateLimited:
+    header = response.headers.get("Retry-After")
+    try:
+        retry_after: float | None = float(header) if header is not None else None
+    except ValueError:
+        retry_after = None
+    error = None
+    if isinstance(body.get("error"), dict):
+        error = ToolError.from_dict(body["error"])
+        details = error.details or {}
+        if isinstance(details.get("retry_after"), int | float):
+            retry_after = float(details["retry_after"])
+        return RateLimited(error.detail, retry_after, error)
+    return RateLimited(body.get("detail"), retry_after, error)
 
 
 class GatewayClient:

@@ -30,6 +30,7 @@ from toolhub.distributed import replies
 from toolhub.distributed.celery_app import BACKGROUND_TASK
 from toolhub.distributed.codec import decode_item, pack, unpack
 from toolhub.distributed.keys import Keys
+from toolhub.distributed.quota import OverQuota, QuotaLimits, over_quota_error, quota_args
 from toolhub.distributed.records import TERMINAL_STATUSES, CallRecords, new_run_id
 from toolhub.distributed.settings import QUEUES, Settings
 from toolhub.distributed.signing import sign_message
@@ -56,6 +57,8 @@ class RedisBackgroundTasks:
         settings: Settings,
         session_id: str,
         config_hash: str | None = None,
+        *,
+        quotas: QuotaLimits | None = None,
     ) -> None:
         self.client = client
         self.app = app
@@ -64,6 +67,9 @@ class RedisBackgroundTasks:
         self.config_hash = config_hash
         self.keys = Keys(settings.prefix)
         self.records = CallRecords(client, settings)
+        #: The tenant's quotas: a task over ``concurrent_background_tasks`` (all the tenant's
+        #: sessions together) or its command CPU-seconds per hour is not started.
+        self.quotas = quotas
 
     def start(
         self,
@@ -122,7 +128,14 @@ class RedisBackgroundTasks:
             "max_attempts": self.settings.max_attempts,
         }
         message = sign_message(message)  # with a fleet key: workers run only signed messages
-        self.records.create(
+        quota, held = quota_args(
+            self.keys,
+            self.quotas,
+            counted="tasks",
+            workload="background",
+            hold_seconds=self.settings.call_deadline_seconds("background"),
+        )
+        created = self.records.create(
             task_id,
             run_id,
             {
@@ -134,8 +147,13 @@ class RedisBackgroundTasks:
                 "parent_call": call_id,
                 "max_attempts": self.settings.max_attempts,
                 "message": pack(message),
+                **held,
             },
+            quota,
         )
+        if isinstance(created, OverQuota):
+            assert self.quotas is not None
+            raise over_quota_error(self.quotas.tenant, created)
         self.client.zadd(self.keys.session_tasks(owner_session), {task_id: time.time()})
         self.app.send_task(
             BACKGROUND_TASK,

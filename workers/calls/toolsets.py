@@ -37,6 +37,7 @@ from celery import Celery
 
 from toolhub.assembly import Fleet, assemble, toolhub_home
 from toolhub.core import ConfigError, ToolError
+from toolhub.distributed.quota import QuotaLimits
 from toolhub.distributed.settings import Settings
 from toolhub.distributed.signing import FleetKeys
 from toolhub.distributed.store import RedisStore
@@ -208,13 +209,17 @@ class ToolSets:
         info = self._session(session_id)
         config, workspace = verified_config(self.store, self.keys, session_id, info, config_hash)
         config = self._admit(session_id, config, workspace)
+        tenant = tenant_of_session(session_id)
+        quotas = QuotaLimits.of(tenant, self.policy.quotas.for_tenant(tenant))
         parts = assemble(
             config,
             workspace=workspace,
             session_id=session_id,
             session_dir=self.session_dir(session_id),
             builder=self.builder,
-            fleet=Fleet(self.store.client, self.app, self.store.settings, runs_calls=True),
+            fleet=Fleet(
+                self.store.client, self.app, self.store.settings, runs_calls=True, quotas=quotas
+            ),
         )
         assert parts.state is not None
         for warning in parts.warnings:

@@ -1,6 +1,7 @@
 -- create_and_enqueue.lua: runs after prelude.lua (toolhub/distributed/scripts.py).
 -- KEYS: call, events, queue, pending, session, config, state, tasks, channel
--- ARGV: run_id, active_ttl, message, claim_seconds, cid, session_ttl, field, value, ...
+-- ARGV: run_id, active_ttl, message, claim_seconds, cid, session_ttl, the 8 quota arguments
+-- (quota.lua), field, value, ...
 -- CREATE, then LPUSH the Celery message kombu built (``enqueue.py``) onto its queue: one round
 -- trip, and the message is queued if and only if the record was created. Idempotent for a
 -- retried dispatch (same run_id): the first run already queued the message, and a worker may
@@ -22,11 +23,14 @@
 --   SESSION_EXPIRED = 2  -- the session's config expired
 --   OTHER_SESSION = 3  -- the id is another session's call
 --   CREATED_SUBSCRIBED = 4  -- created and queued, its channel already subscribed
+--   RATE_LIMITED = 5  -- over a quota of its tenant: {5, quota, limit, retry_after}, nothing written
 local st, run, owner = unpack(redis.call('HMGET', KEYS[1], 'status', 'run_id', 'session_id'))
-if owner and owner ~= field_of(7, 'session_id') then return 3 end
+if owner and owner ~= field_of(15, 'session_id') then return 3 end
 if st and run == ARGV[1] then return 1 end
 if st == 'queued' or st == 'running' then return 0 end
 if redis.call('EXPIRE', KEYS[6], ARGV[6]) == 0 then return 2 end
+local refused = quota_admit(7, ARGV[5], now())
+if refused then return quota_refusal(5, refused) end
 redis.call('EXPIRE', KEYS[5], ARGV[6])
 redis.call('EXPIRE', KEYS[7], ARGV[6])
 redis.call('EXPIRE', KEYS[8], ARGV[6])
@@ -35,7 +39,7 @@ local t = now()
 local by = t + tonumber(ARGV[4])
 redis.call('HSET', KEYS[1], 'status', 'queued', 'run_id', ARGV[1], 'seq', 0, 'attempt', 0,
            'lost', 0, 'created_at', fmt(t), 'claim_by', fmt(by), 'qkey', KEYS[3],
-           unpack(ARGV, 7))
+           unpack(ARGV, 15))
 redis.call('EXPIRE', KEYS[1], ARGV[2])
 redis.call('SET', KEYS[1] .. ':payload', ARGV[3], 'EX', ARGV[2])
 redis.call('ZADD', KEYS[4], by, ARGV[5])

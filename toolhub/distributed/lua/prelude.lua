@@ -1,6 +1,7 @@
 -- prelude.lua: the helpers every call-protocol script runs after (toolhub/distributed/scripts.py):
 -- now(), fmt(), field_of(), emit(), close_attempt(), finalize(). The loader puts the
--- constants DONE_TTL, DONE_TTL_BACKGROUND and BACKGROUND_QUEUE before it (from Settings).
+-- constants DONE_TTL, DONE_TTL_BACKGROUND and BACKGROUND_QUEUE before it (from Settings), and
+-- quota.lua (the tenant's quotas: what a call holds, ``quota_held``, is released here).
 local function now()
   local t = redis.call('TIME')
   return tonumber(t[1]) + tonumber(t[2]) / 1000000
@@ -47,7 +48,8 @@ local function finalize(call, events, channel, leases, state, cid, status, paylo
   end
   redis.call('HSET', call, 'status', status, 'finished_at', fmt(t), 'result', result,
              'state_v', version)
-  local run, queue = unpack(redis.call('HMGET', call, 'run_id', 'queue'))
+  local run, queue, held = unpack(redis.call('HMGET', call, 'run_id', 'queue', 'quota_held'))
+  if held then redis.call('ZREM', held, cid) end
   if run then
     local keep = queue == BACKGROUND_QUEUE and DONE_TTL_BACKGROUND or DONE_TTL
     redis.call('SET', call .. ':done:' .. run, '1', 'EX', keep)
