@@ -262,7 +262,7 @@ def test_an_expired_session_config_is_stored_again_on_the_next_call(live, connec
 def create_rejects_expired(store, sid: str, config_hash: str) -> bool:
     fields = {"session_id": sid, "name": "noop"}
     code = store.records.create_and_enqueue(
-        "expired-probe", "run", fields, b"bench.expired", b"m", config_hash=config_hash
+        "expired-probe", "run", fields, b"bench.expired", b"m", config_hash=config_hash, tenant="t"
     )
     queued = store.client.llen(b"bench.expired")
     store.client.delete(b"bench.expired", store.keys.call("expired-probe"))

@@ -19,6 +19,7 @@ from toolhub.errors import ErrorCode
 from . import replies
 from .codec import encode_item, pack, unpack
 from .evalsha import run_script
+from .fair import sunk_queue
 from .keys import Keys
 from .script_replies import (
     CancelReply,
@@ -114,12 +115,14 @@ class CallRecords:
         message: bytes,
         *,
         config_hash: str,
+        tenant: str,
     ) -> CreateAndEnqueueReply:
         """``create`` and, if it succeeded, push the prepared broker message onto its queue,
         in one script (one round trip), refreshing the session's TTLs (``CreateAndEnqueueReply``:
-        ``SESSION_EXPIRED`` asks to store the session's config again)."""
+        ``SESSION_EXPIRED`` asks to store the session's config again). ``tenant``: whose
+        share of the queues the call takes (``fair.py``)."""
         keys, args = self.create_and_enqueue_args(
-            cid, run_id, fields, queue_key, message, config_hash=config_hash
+            cid, run_id, fields, queue_key, message, config_hash=config_hash, tenant=tenant
         )
         return CreateAndEnqueueReply(int(self.scripts.create_and_enqueue(keys=keys, args=args)))
 
@@ -132,6 +135,7 @@ class CallRecords:
         message: bytes,
         *,
         config_hash: str,
+        tenant: str,
     ) -> tuple[list[Any], list[Any]]:
         """The keys and arguments of the ``create_and_enqueue`` script (``dispatch_batch.py``
         sends many in one pipeline)."""
@@ -146,6 +150,8 @@ class CallRecords:
             k.state(sid),
             k.session_tasks(sid),
             k.channel(cid),
+            k.fair_queued(tenant),
+            sunk_queue(queue_key),
         ]
         args: list[Any] = [
             run_id,
@@ -328,7 +334,7 @@ def decode_record(raw: dict[bytes, bytes]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in raw.items():
         name = key.decode()
-        if name in {"message", "payload", "qkey"}:
+        if name in {"message", "payload", "qkey", "fair"}:
             continue
         if name == "result":
             out[name] = unpack(value)

@@ -1,5 +1,5 @@
 -- create_and_enqueue.lua: runs after prelude.lua (toolhub/distributed/scripts.py).
--- KEYS: call, events, queue, pending, session, config, state, tasks, channel
+-- KEYS: call, events, queue, pending, session, config, state, tasks, channel, fair, sunk queue
 -- ARGV: run_id, active_ttl, message, claim_seconds, cid, session_ttl, field, value, ...
 -- CREATE, then LPUSH the Celery message kombu built (``enqueue.py``) onto its queue: one round
 -- trip, and the message is queued if and only if the record was created. Idempotent for a
@@ -34,11 +34,26 @@ redis.call('DEL', KEYS[1], KEYS[2], KEYS[1] .. ':remote')
 local t = now()
 local by = t + tonumber(ARGV[4])
 redis.call('HSET', KEYS[1], 'status', 'queued', 'run_id', ARGV[1], 'seq', 0, 'attempt', 0,
-           'lost', 0, 'created_at', fmt(t), 'claim_by', fmt(by), 'qkey', KEYS[3],
-           unpack(ARGV, 7))
+           'lost', 0, 'created_at', fmt(t), 'claim_by', fmt(by), unpack(ARGV, 7))
 redis.call('EXPIRE', KEYS[1], ARGV[2])
-redis.call('SET', KEYS[1] .. ':payload', ARGV[3], 'EX', ARGV[2])
 redis.call('ZADD', KEYS[4], by, ARGV[5])
-redis.call('LPUSH', KEYS[3], ARGV[3])
+-- Fair dispatch (toolhub/distributed/fair.py): KEYS[10] indexes the tenant's calls queued and
+-- not yet claimed (call id -> when the entry lapses; claim.lua removes it). At FAIR_SHARE or
+-- more the message goes to its queue's sunk list (KEYS[11]), which workers pop only when no
+-- level-0 message waits, with kombu's priority property rewritten to match.
+local queue, payload = KEYS[3], ARGV[3]
+redis.call('ZREMRANGEBYSCORE', KEYS[10], '-inf', t)
+if FAIR_SHARE > 0 and redis.call('ZCARD', KEYS[10]) >= FAIR_SHARE then
+  local at = string.find(payload, NORMAL_FIELD, 1, true)
+  if at then
+    queue = KEYS[11]
+    payload = string.sub(payload, 1, at - 1) .. SUNK_FIELD .. string.sub(payload, at + #NORMAL_FIELD)
+  end
+end
+redis.call('ZADD', KEYS[10], t + tonumber(ARGV[2]), ARGV[5])
+redis.call('EXPIRE', KEYS[10], ARGV[2])
+redis.call('HSET', KEYS[1], 'qkey', queue, 'fair', KEYS[10])
+redis.call('SET', KEYS[1] .. ':payload', payload, 'EX', ARGV[2])
+redis.call('LPUSH', queue, payload)
 if redis.call('PUBSUB', 'NUMSUB', KEYS[9])[2] > 0 then return 4 end
 return 1
