@@ -2,7 +2,8 @@
 at once while another runs an ordinary workload. Did every call of the well-behaved tenant
 succeed, and did any toolhub process die?
 
-    .venv/bin/python bench/chaos_neighbour.py [--seconds 60] [--forks 1500] [--keep]
+    .venv/bin/python bench/chaos_neighbour.py [--seconds 60] [--forks 1500]
+                                              [--attacks memory,fork,...] [--keep]
 
 Starts ``toolhub up``'s stack (``toolhub.stack.local.LocalStack``: Redis, two workers, the
 gateway, Flower when installed) with one API key for each of two tenants (``toolhub keys
@@ -111,10 +112,14 @@ class Tally:
             self.add(attack, f"transport: {type(exc).__name__}")
 
 
+#: The attacks, by the name ``--attacks`` takes.
+ATTACKS = ("memory", "fork", "output", "sessions", "background")
+
+
 def attacks(
     noisy: Tenant, tally: Tally, stop: threading.Event, forks: int
-) -> list[Callable[[], None]]:
-    """The five attacks, each a function its own thread runs until ``stop`` (or done)."""
+) -> dict[str, Callable[[], None]]:
+    """The attacks by name, each a function its own thread runs until ``stop`` (or done)."""
 
     def repeat(attack: str, command: str, parallel: int) -> Callable[[], None]:
         def run() -> None:
@@ -141,13 +146,13 @@ def attacks(
                 return
             tally.attempt("background flood", lambda: noisy.bash(sid, "sleep 60", background=True))
 
-    return [
-        repeat("memory bomb", MEMORY_BOMB, 1),
-        repeat("fork bomb", FORK_BOMB.format(n=forks), 3),
-        repeat("output flood", OUTPUT_FLOOD, 8),
-        sessions,
-        background,
-    ]
+    return {
+        "memory": repeat("memory bomb", MEMORY_BOMB, 1),
+        "fork": repeat("fork bomb", FORK_BOMB.format(n=forks), 3),
+        "output": repeat("output flood", OUTPUT_FLOOD, 8),
+        "sessions": sessions,
+        "background": background,
+    }
 
 
 def good_workload(good: Tenant, seconds: float) -> Counter[str]:
@@ -175,8 +180,15 @@ def create_key(home: Path, tenant: str) -> str:
     return done.stdout.strip().splitlines()[-1]
 
 
-def run(home: Path, seconds: float, forks: int, say: Callable[[str], None] = print) -> bool:
-    """The scenario; whether every good call succeeded and no toolhub process died."""
+def run(
+    home: Path,
+    seconds: float,
+    forks: int,
+    say: Callable[[str], None] = print,
+    chosen: tuple[str, ...] = ATTACKS,
+) -> bool:
+    """The scenario with the ``chosen`` attacks; whether every good call succeeded and no
+    toolhub process died."""
     os.environ.update(
         {
             "TOOLHUB_HOME": str(home),
@@ -200,7 +212,8 @@ def run(home: Path, seconds: float, forks: int, say: Callable[[str], None] = pri
     noisy, good = Tenant(info.gateway_url, keys["noisy"]), Tenant(info.gateway_url, keys["good"])
     threads = [
         threading.Thread(target=attack, daemon=True)
-        for attack in attacks(noisy, tally, stop, forks)
+        for name, attack in attacks(noisy, tally, stop, forks).items()
+        if name in chosen
     ]
     try:
         for thread in threads:
@@ -253,11 +266,18 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--forks", type=int, default=1500)
+    parser.add_argument(
+        "--attacks", default=",".join(ATTACKS), help=f"some of {','.join(ATTACKS)} (all)"
+    )
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
     args = parser.parse_args(argv)
+    chosen = tuple(name for name in args.attacks.split(",") if name)
+    if set(chosen) - set(ATTACKS):
+        parser.error(f"--attacks: choose among {', '.join(ATTACKS)}")
     home = Path(tempfile.mkdtemp(prefix="toolhub-neighbour-"))
     try:
-        return 0 if run(home, args.seconds, args.forks, lambda t: print(t, flush=True)) else 1
+        ok = run(home, args.seconds, args.forks, lambda t: print(t, flush=True), chosen)
+        return 0 if ok else 1
     finally:
         if args.keep:
             print(f"work directory kept: {home}")
