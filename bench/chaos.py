@@ -1,7 +1,7 @@
 """``make chaos``: calls with side effects under faults, against toolhub and vanilla Celery.
 
     .venv/bin/python bench/chaos.py [--quick] [--calls N] [--kills N] [--burst N] [--lease S]
-                                    [--hung-after S] [--no-celery] [--keep]
+                                    [--hung-after S] [--no-celery] [--no-neighbour] [--keep]
 
 Each call is a ``bash`` command that appends one line per run to its own side-effect file
 (0 lines: lost, 2+: duplicated) and sleeps (a recognisable process: its environment names the
@@ -13,6 +13,9 @@ a message it has not claimed, then SIGKILLs it (``chaos_probe.py``; Celery's sid
 30-90 ms after the burst); during the load, a background command runs through a SIGKILL of its
 worker.
 The same calls and faults then hit a plain Celery app (late acks, reject on worker lost).
+Then (not in ``--quick``) the noisy-neighbour scenario of issue 38 (``chaos_neighbour.py``): one
+tenant's memory bomb, fork bomb, output flood, session flood and background-task flood beside
+another tenant's workload, which must all succeed with no toolhub process dying.
 
 Prints both systems side by side and exits non-zero when toolhub misses a bar:
 0 hung, 0 lost, 0 duplicates it does not announce, 0 orphan processes, 0 workers lost to the
@@ -121,6 +124,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hung-after", type=float)
     parser.add_argument("--no-celery", action="store_true")
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
+    parser.add_argument(
+        "--no-neighbour", action="store_true", help="skip the noisy-neighbour scenario"
+    )
     args = parser.parse_args(argv)
     profile = PROFILES["quick" if args.quick else "full"]
     changes = {
@@ -147,6 +153,12 @@ def main(argv: list[str] | None = None) -> int:
             if text:
                 print(text)
         missed = bars(scores[0], profile)
+        if not args.quick and not args.no_neighbour:
+            from bench.chaos_neighbour import run as neighbour
+
+            print("\nnoisy-neighbour scenario (bench/chaos_neighbour.py)", flush=True)
+            if not neighbour(home / "neighbour", 60.0, 1500, say=lambda t: print(t, flush=True)):
+                missed.append("noisy neighbour: a good call failed or a toolhub process died")
         print()
         if missed:
             print("toolhub misses: " + "; ".join(missed))

@@ -172,9 +172,10 @@ def test_external_redis_uses_tls_and_a_secret_password() -> None:
                 "rediss://toolhub:$(REDIS_PASSWORD)@redis.example.com:6380/2"
             )
     for so in of_kind(docs, "ScaledObject"):
-        meta = so["spec"]["triggers"][0]["metadata"]
-        assert meta["address"] == "redis.example.com:6380" and meta["enableTLS"] == "true"
-        assert meta["databaseIndex"] == "2" and meta["usernameFromEnv"] == "REDIS_USERNAME"
+        for trigger in so["spec"]["triggers"]:
+            meta = trigger["metadata"]
+            assert meta["address"] == "redis.example.com:6380" and meta["enableTLS"] == "true"
+            assert meta["databaseIndex"] == "2" and meta["usernameFromEnv"] == "REDIS_USERNAME"
 
 
 def test_generated_secret_holds_tokens_and_nothing_leaks() -> None:

@@ -45,7 +45,13 @@ def queued_call(
     store.client.set(store.keys.config("h"), "{}")
     record = {"session_id": "s", "name": "noop", "max_attempts": max_attempts, **fields}
     code = store.records.create_and_enqueue(
-        cid, "run-1", {**record, "message": pack(message)}, queue, b"payload-1", config_hash="h"
+        cid,
+        "run-1",
+        {**record, "message": pack(message)},
+        queue,
+        b"payload-1",
+        config_hash="h",
+        tenant="t",
     )
     assert code == 1
     return message

@@ -20,7 +20,13 @@ QUEUE = b"bench.batched"
 def _dispatch(store, cid: str, run_id: str = "run"):
     return store.dispatches.create_and_enqueue(
         *store.records.create_and_enqueue_args(
-            cid, run_id, {"session_id": "s", "name": "noop"}, QUEUE, cid.encode(), config_hash="h"
+            cid,
+            run_id,
+            {"session_id": "s", "name": "noop"},
+            QUEUE,
+            cid.encode(),
+            config_hash="h",
+            tenant="t",
         )
     )
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import functools
 import json
 import time
 from pathlib import Path
@@ -237,7 +238,7 @@ def test_a_retried_dispatch_queues_its_message_once(live, store):
     key = b"bench.retried"
     store.client.delete(key)
     store.client.set(store.keys.config("h"), "{}")
-    create = store.records.create_and_enqueue
+    create = functools.partial(store.records.create_and_enqueue, tenant="t")
     assert create("retried", "run-1", fields, key, b"m1", config_hash="h") == 1
     assert create("retried", "run-1", fields, key, b"m1", config_hash="h") == 1
     assert create("retried", "run-2", fields, key, b"m2", config_hash="h") == 0
@@ -262,7 +263,7 @@ def test_an_expired_session_config_is_stored_again_on_the_next_call(live, connec
 def create_rejects_expired(store, sid: str, config_hash: str) -> bool:
     fields = {"session_id": sid, "name": "noop"}
     code = store.records.create_and_enqueue(
-        "expired-probe", "run", fields, b"bench.expired", b"m", config_hash=config_hash
+        "expired-probe", "run", fields, b"bench.expired", b"m", config_hash=config_hash, tenant="t"
     )
     queued = store.client.llen(b"bench.expired")
     store.client.delete(b"bench.expired", store.keys.call("expired-probe"))

@@ -28,6 +28,7 @@ from urllib.parse import urlsplit
 from celery import Celery
 from redis.connection import parse_url
 
+from .fair import SUNK_PRIORITY
 from .settings import ALL_QUEUES, QUEUES, Settings
 
 EXECUTE_TASK = "toolhub.execute"
@@ -72,10 +73,11 @@ def celery_config(settings: Settings) -> dict[str, Any]:
             "visibility_timeout": settings.visibility_timeout,
             "socket_connect_timeout": 5,
             "ack_emulation": False,
-            # toolhub sends no priorities: one list per queue. kombu's default of four steps
-            # made every worker's BRPOP name four lists per queue it serves (12 keys for the
-            # three queues), each message paying for the longer command in kombu and Redis.
-            "priority_steps": [0],
+            # Two levels: level 0, and the sunk level of a tenant's calls past its fair share
+            # (``fair.py``); a worker's BRPOP names every level-0 list first. kombu's default
+            # of four steps would make it name four lists per queue it serves, each message
+            # paying for the longer command in kombu and Redis.
+            "priority_steps": [0, SUNK_PRIORITY],
         },
         "broker_connection_retry_on_startup": True,
         "broker_connection_timeout": 5,

@@ -25,6 +25,12 @@ class Keys:
         dispatched with, even after the session's config changed."""
         return f"{self.prefix}config:{config_hash}"
 
+    def fair_queued(self, tenant: str) -> str:
+        """Sorted set of a tenant's calls queued and not yet claimed, call id -> when the
+        entry lapses: what fair dispatch counts (``fair.py``). The claim script reads its name
+        from the record's ``fair`` field."""
+        return f"{self.prefix}fair:{tenant}:queued"
+
     def call(self, cid: str) -> str:
         return f"{self.prefix}call:{cid}"
 

@@ -19,6 +19,7 @@ from toolhub.errors import ErrorCode
 from . import replies
 from .codec import encode_item, pack, unpack
 from .evalsha import run_script
+from .fair import sunk_queue
 from .keys import Keys
 from .quota import NO_QUOTA, OverQuota, script_reply
 from .script_replies import (
@@ -122,13 +123,22 @@ class CallRecords:
         message: bytes,
         *,
         config_hash: str,
+        tenant: str,
         quota: list[Any] = NO_QUOTA,
     ) -> CreateAndEnqueueReply | OverQuota:
         """``create`` and, if it succeeded, push the prepared broker message onto its queue,
         in one script (one round trip), refreshing the session's TTLs (``CreateAndEnqueueReply``:
-        ``SESSION_EXPIRED`` asks to store the session's config again)."""
+        ``SESSION_EXPIRED`` asks to store the session's config again). ``tenant``: whose
+        share of the queues the call takes (``fair.py``)."""
         keys, args = self.create_and_enqueue_args(
-            cid, run_id, fields, queue_key, message, config_hash=config_hash, quota=quota
+            cid,
+            run_id,
+            fields,
+            queue_key,
+            message,
+            config_hash=config_hash,
+            tenant=tenant,
+            quota=quota,
         )
         created = script_reply(self.scripts.create_and_enqueue(keys=keys, args=args))
         return created if isinstance(created, OverQuota) else CreateAndEnqueueReply(created)
@@ -142,6 +152,7 @@ class CallRecords:
         message: bytes,
         *,
         config_hash: str,
+        tenant: str,
         quota: list[Any] = NO_QUOTA,
     ) -> tuple[list[Any], list[Any]]:
         """The keys and arguments of the ``create_and_enqueue`` script (``dispatch_batch.py``
@@ -157,6 +168,8 @@ class CallRecords:
             k.state(sid),
             k.session_tasks(sid),
             k.channel(cid),
+            k.fair_queued(tenant),
+            sunk_queue(queue_key),
         ]
         args: list[Any] = [
             run_id,
@@ -340,7 +353,7 @@ def decode_record(raw: dict[bytes, bytes]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in raw.items():
         name = key.decode()
-        if name in {"message", "payload", "qkey", "quota_held"}:
+        if name in {"message", "payload", "qkey", "quota_held", "fair"}:
             continue
         if name == "result":
             out[name] = unpack(value)

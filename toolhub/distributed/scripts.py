@@ -35,6 +35,7 @@ from __future__ import annotations
 from redis import Redis
 from redis.commands.core import Script
 
+from .fair import lua_constants
 from .lua import source
 from .settings import QUEUES, Settings
 
@@ -50,6 +51,7 @@ class Scripts:
                 f"local DONE_TTL_BACKGROUND = {settings.replay_marker_seconds('background')}\n"
                 f"local BACKGROUND_QUEUE = '{QUEUES['background']}'\n"
             )
+            + lua_constants(settings.fair_share)
             + source("quota")
             + source("prelude")
         )

@@ -103,6 +103,10 @@ class Settings:
     #: ``TOOLHUB_MESSAGE_MAX_AGE_SECONDS``: how old a signed message a worker still runs, when
     #: set (else ``message_max_age_seconds`` derives it from the longest a call lives).
     message_age_override: float | None = None
+    #: ``TOOLHUB_FAIR_SHARE``: how many of a tenant's calls may wait, queued and not yet
+    #: claimed, at the normal priority; its further calls queue at the sunk one, behind every
+    #: other tenant's (``fair.py``). 0 turns fair dispatch off (one FIFO for all).
+    fair_share: int = 4
 
     @classmethod
     def from_env(cls, redis_url: str | None = None) -> Settings:
@@ -131,6 +135,7 @@ class Settings:
             cached_sessions=max(1, _int("TOOLHUB_WORKER_SESSIONS", 256)),
             visibility_override=_int("TOOLHUB_VISIBILITY_TIMEOUT", 0) or None,
             message_age_override=_float("TOOLHUB_MESSAGE_MAX_AGE_SECONDS", 0.0) or None,
+            fair_share=max(0, _int("TOOLHUB_FAIR_SHARE", 4)),
         )
 
     @property

@@ -39,6 +39,7 @@ from toolhub.distributed.signing import sign_message
 from toolhub.distributed.store import CallNotFound, RedisStore
 from toolhub.errors import ErrorCode, RedisUnavailable
 from toolhub.state.redis import RedisStateSync
+from toolhub.tenancy import tenant_of_session
 from toolhub.toolset import Entry, ExternalTool, Prepared, ToolSet
 
 from .local import LocalExecutor, unknown_call
@@ -66,6 +67,8 @@ class CeleryExecutor:
         self.app = app
         self.settings = settings
         self.session_id = session_id
+        #: Whose share of the queues this session's calls take (fair dispatch).
+        self.tenant = tenant_of_session(session_id)
         self.config_hash = config_hash
         self.workspace = workspace
         self.state = state
@@ -243,7 +246,13 @@ class CeleryExecutor:
     ) -> Created | OverQuota:
         # In one pipeline with every other dispatch of this loop turn (dispatch_batch.py).
         keys, args = self.store.records.create_and_enqueue_args(
-            cid, run_id, fields, *captured, config_hash=self.config_hash, quota=quota
+            cid,
+            run_id,
+            fields,
+            *captured,
+            config_hash=self.config_hash,
+            tenant=self.tenant,
+            quota=quota,
         )
         created = await self.store.dispatches.create_and_enqueue(keys, args)
         if created == Created.SESSION_EXPIRED:

@@ -27,9 +27,11 @@
 local call, events, channel, leases, state = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local cid = ARGV[1]
 local r = redis.call('HMGET', call, 'status', 'run_id', 'attempt', 'lease_until',
-                     'cancel_requested', 'handoff', 'max_attempts', 'on_lost', 'lost')
+                     'cancel_requested', 'handoff', 'max_attempts', 'on_lost', 'lost', 'fair')
 if not r[1] then return {'gone', 0} end
 if r[2] ~= ARGV[2] then return {'stale', 0} end
+-- Its message left the queue: no longer one of its tenant's waiting calls (fair dispatch).
+if r[10] then redis.call('ZREM', r[10], cid) end
 local status = r[1]
 local attempt = tonumber(r[3]) or 0
 if status ~= 'queued' and status ~= 'running' then return {'finished', attempt} end

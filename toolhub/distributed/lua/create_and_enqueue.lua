@@ -1,5 +1,5 @@
 -- create_and_enqueue.lua: runs after prelude.lua (toolhub/distributed/scripts.py).
--- KEYS: call, events, queue, pending, session, config, state, tasks, channel
+-- KEYS: call, events, queue, pending, session, config, state, tasks, channel, fair, sunk queue
 -- ARGV: run_id, active_ttl, message, claim_seconds, cid, session_ttl, the 8 quota arguments
 -- (quota.lua), field, value, ...
 -- CREATE, then LPUSH the Celery message kombu built (``enqueue.py``) onto its queue: one round
@@ -39,10 +39,31 @@ local t = now()
 local by = t + tonumber(ARGV[4])
 redis.call('HSET', KEYS[1], 'status', 'queued', 'run_id', ARGV[1], 'seq', 0, 'attempt', 0,
            'lost', 0, 'created_at', fmt(t), 'claim_by', fmt(by), 'qkey', KEYS[3],
-           unpack(ARGV, 15))
+           'fair', KEYS[10], unpack(ARGV, 15))
 redis.call('EXPIRE', KEYS[1], ARGV[2])
-redis.call('SET', KEYS[1] .. ':payload', ARGV[3], 'EX', ARGV[2])
 redis.call('ZADD', KEYS[4], by, ARGV[5])
-redis.call('LPUSH', KEYS[3], ARGV[3])
+-- Fair dispatch (toolhub/distributed/fair.py): KEYS[10] indexes the tenant's calls queued and
+-- not yet claimed (call id -> when the entry lapses; claim.lua removes it, named by the record's
+-- 'fair'). At FAIR_SHARE or more (lapsed entries trimmed first) the message goes to its queue's
+-- sunk list (KEYS[11]), which workers pop only when no level-0 message waits, with kombu's
+-- priority property rewritten to match. FAIR_SHARE 0: no bookkeeping (the claim's ZREM finds
+-- nothing), one FIFO.
+local queue, payload = KEYS[3], ARGV[3]
+if FAIR_SHARE > 0 then
+  local fair = KEYS[10]
+  if redis.call('ZCARD', fair) >= FAIR_SHARE then
+    redis.call('ZREMRANGEBYSCORE', fair, '-inf', t)
+    local at = string.find(payload, NORMAL_FIELD, 1, true)
+    if at and redis.call('ZCARD', fair) >= FAIR_SHARE then
+      queue = KEYS[11]
+      payload = string.sub(payload, 1, at - 1) .. SUNK_FIELD .. string.sub(payload, at + #NORMAL_FIELD)
+      redis.call('HSET', KEYS[1], 'qkey', queue)
+    end
+  end
+  redis.call('ZADD', fair, t + tonumber(ARGV[2]), ARGV[5])
+  redis.call('EXPIRE', fair, ARGV[2])
+end
+redis.call('SET', KEYS[1] .. ':payload', payload, 'EX', ARGV[2])
+redis.call('LPUSH', queue, payload)
 if redis.call('PUBSUB', 'NUMSUB', KEYS[9])[2] > 0 then return 4 end
 return 1

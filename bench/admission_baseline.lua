@@ -1,0 +1,44 @@
+-- create_and_enqueue.lua: runs after prelude.lua (toolhub/distributed/scripts.py).
+-- KEYS: call, events, queue, pending, session, config, state, tasks, channel
+-- ARGV: run_id, active_ttl, message, claim_seconds, cid, session_ttl, field, value, ...
+-- CREATE, then LPUSH the Celery message kombu built (``enqueue.py``) onto its queue: one round
+-- trip, and the message is queued if and only if the record was created. Idempotent for a
+-- retried dispatch (same run_id): the first run already queued the message, and a worker may
+-- have claimed or even finished it since (a turn's first writes run while the dispatcher is
+-- still preparing the rest, ``dispatch_batch.py``), so a record with this run id, in any
+-- status, answers 1. The pushed bytes
+-- are kept beside the record (``call:{cid}:payload``, and ``qkey`` on it) until the claim, so
+-- the sweep can tell a call still waiting in its queue (LPOS) from one a dead worker took. A
+-- key of their own: in the record, a value that large would move the whole hash to Redis's
+-- larger encoding for good. The session's keys get their
+-- TTL refreshed here, by use, at no extra round trip; 2 means the session's config expired,
+-- 3 that the id is another session's call (as in CREATE). 4 is 1 with the call's channel
+-- already subscribed when the message was queued (``PUBSUB NUMSUB``): the dispatcher's own
+-- subscription, sent just before, was active before any worker could publish, so it need not
+-- wait for Redis's confirmation nor read the stream first.
+-- Replies (toolhub.distributed.script_replies.CreateAndEnqueueReply):
+--   IN_USE = 0  -- the id is a live call's
+--   CREATED = 1  -- created and queued
+--   SESSION_EXPIRED = 2  -- the session's config expired
+--   OTHER_SESSION = 3  -- the id is another session's call
+--   CREATED_SUBSCRIBED = 4  -- created and queued, its channel already subscribed
+local st, run, owner = unpack(redis.call('HMGET', KEYS[1], 'status', 'run_id', 'session_id'))
+if owner and owner ~= field_of(7, 'session_id') then return 3 end
+if st and run == ARGV[1] then return 1 end
+if st == 'queued' or st == 'running' then return 0 end
+if redis.call('EXPIRE', KEYS[6], ARGV[6]) == 0 then return 2 end
+redis.call('EXPIRE', KEYS[5], ARGV[6])
+redis.call('EXPIRE', KEYS[7], ARGV[6])
+redis.call('EXPIRE', KEYS[8], ARGV[6])
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[1] .. ':remote')
+local t = now()
+local by = t + tonumber(ARGV[4])
+redis.call('HSET', KEYS[1], 'status', 'queued', 'run_id', ARGV[1], 'seq', 0, 'attempt', 0,
+           'lost', 0, 'created_at', fmt(t), 'claim_by', fmt(by), 'qkey', KEYS[3],
+           unpack(ARGV, 7))
+redis.call('EXPIRE', KEYS[1], ARGV[2])
+redis.call('SET', KEYS[1] .. ':payload', ARGV[3], 'EX', ARGV[2])
+redis.call('ZADD', KEYS[4], by, ARGV[5])
+redis.call('LPUSH', KEYS[3], ARGV[3])
+if redis.call('PUBSUB', 'NUMSUB', KEYS[9])[2] > 0 then return 4 end
+return 1
