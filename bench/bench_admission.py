@@ -6,7 +6,7 @@ Issue 38 decides each call's admission where it is queued: the tenant's quotas a
 ``lua/create_and_enqueue.lua`` (before the record is created) and fair dispatch's bookkeeping
 at its bottom (``toolhub/distributed/fair.py``). This bench runs, on a real redis-server, the
 script as dispatchers run it today (keys and arguments from ``CallRecords
-.create_and_enqueue_args``, so whatever the admission adds is in) against the same script
+.create_and_enqueue_args``, every quota on, so whatever the admission adds is in) against the same script
 before issue 38 (``admission_baseline.lua``: main at 89f0b47, with that commit's keys and
 arguments), each on ``--calls`` fresh calls carrying a real captured Celery message, in
 ``--rounds`` interleaved rounds. Today's script runs for two tenants: one with nothing queued
@@ -38,6 +38,7 @@ from redis import Redis  # noqa: E402
 
 from toolhub.distributed.celery_app import EXECUTE_TASK, make_celery  # noqa: E402
 from toolhub.distributed.codec import pack  # noqa: E402
+from toolhub.distributed.quota import QuotaLimits, quota_args  # noqa: E402
 from toolhub.distributed.enqueue import Enqueuer  # noqa: E402
 from toolhub.distributed.lua import source  # noqa: E402
 from toolhub.distributed.settings import Settings  # noqa: E402
@@ -102,8 +103,21 @@ def main() -> int:
             def call_args(i: int) -> tuple[list[Any], list[Any]]:
                 sid = f"{tenant(i)}~s"
                 record, key, payload = fields(i, sid)
+                # Every quota on, at the defaults but for a rate and a concurrency no bench
+                # call reaches: the checks run in full and admit.
+                limits = QuotaLimits(tenant(i), 1e9, 10**9, 10**9, 10**9, 3600.0)
+                quota, held = quota_args(
+                    store.keys, limits, counted="calls", workload="command", hold_seconds=60
+                )
                 return store.records.create_and_enqueue_args(
-                    f"c{i}", "r", record, key, payload, config_hash="h", tenant=tenant(i)
+                    f"c{i}",
+                    "r",
+                    {**record, **held},
+                    key,
+                    payload,
+                    config_hash="h",
+                    tenant=tenant(i),
+                    quota=quota,
                 )
 
             return call_args
