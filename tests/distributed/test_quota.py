@@ -64,7 +64,14 @@ def dispatch(
     )
     fields = {"session_id": "s", "name": "noop", **held}
     keys, args = store.records.create_and_enqueue_args(
-        cid, "run-" + cid, fields, QUEUE, cid.encode(), config_hash="h", quota=quota
+        cid,
+        "run-" + cid,
+        fields,
+        QUEUE,
+        cid.encode(),
+        config_hash="h",
+        tenant=limits.tenant if limits else "default",
+        quota=quota,
     )
     return asyncio.run(store.dispatches.create_and_enqueue(keys, args))
 
