@@ -20,6 +20,7 @@ from redis.backoff import ExponentialBackoff
 from redis.retry import Retry
 
 from toolhub.core import CallResult, Progress
+from toolhub.core.trimmed import trimmed_marker
 from toolhub.distributed import replies
 from toolhub.distributed.codec import StreamEvent, decode_item, unpack
 from toolhub.distributed.dispatch_batch import DispatchBatches
@@ -116,10 +117,14 @@ class RedisStore:
 
     def read_events(self, call_id: str, after_seq: int = 0) -> list[StreamEvent]:
         """The call's events after ``after_seq``. A call that finished without any progress
-        keeps no stream: its terminal event is read from the record."""
+        keeps no stream: its terminal event is read from the record. Where earlier events
+        were trimmed (``emit.lua``: the stream's bytes are bounded), the first one read is
+        the marker saying how much (``trimmed_marker``), numbered as the last trimmed one."""
         entries = replies.xrange(self.client, self.keys.events(call_id), f"(0-{after_seq}")
         if not entries:
-            return self._terminal_from_record(call_id, after_seq)
+            return self._with_marker(
+                call_id, after_seq, self._terminal_from_record(call_id, after_seq)
+            )
         out: list[StreamEvent] = []
         for entry_id, fields in entries:
             version = fields.get(b"v")
@@ -130,7 +135,20 @@ class RedisStore:
                     int(version) if version else None,
                 )
             )
-        return out
+        return self._with_marker(call_id, after_seq, out)
+
+    def _with_marker(
+        self, call_id: str, after_seq: int, events: list[StreamEvent]
+    ) -> list[StreamEvent]:
+        """``events`` after the trimmed marker when they do not follow ``after_seq`` (a gap
+        only trimming makes; the record is read only then)."""
+        if not events or events[0].seq <= after_seq + 1:
+            return events
+        trimmed = replies.hget(self.client, self.keys.call(call_id), "trimmed")
+        if not trimmed or int(trimmed) <= 0:
+            return events
+        marker = trimmed_marker(int(trimmed), by="redis")
+        return [StreamEvent(events[0].seq - 1, marker, None), *events]
 
     def latest_progress(self, call_id: str, look_back: int = 8) -> Progress | None:
         """The newest progress item among the call's last ``look_back`` events (one

@@ -25,6 +25,7 @@ from toolhub.errors import ErrorCode, RedisUnavailable
 from toolhub.http_guard import PUBLIC_PATHS, Guard
 from toolhub.tenancy.keys import KeyFile, Principals
 
+from .calllog import CallLogs
 from .calls import Calls
 from .metrics import Metrics, QueueDepths
 from .mirrors import RemoteCalls
@@ -59,7 +60,8 @@ class Gateway:
         self.sessions = Sessions(
             settings, factory, recover, multi_tenant=lambda: self.principals.multi_tenant
         )
-        self.calls = Calls(self.metrics, remote=remote)
+        window = settings.call_window_bytes
+        self.calls = Calls(self.metrics, CallLogs(window=window), remote, window=window)
         self._readiness = readiness
 
     @property

@@ -8,6 +8,7 @@ lease then lets the call be recovered, so nothing is published twice or by a str
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -19,8 +20,9 @@ from redis.exceptions import RedisError
 from toolhub.core import CallResult, Progress
 from toolhub.core.tool import LEASE_LOST, REDIS_LOST
 from toolhub.distributed.codec import encode_item
-from toolhub.distributed.records import CallRecords
+from toolhub.distributed.records import CallRecords, StreamBounds
 from toolhub.distributed.settings import Settings
+from toolhub.tenancy import OperatorPolicy, TenantQuotas, tenant_of_session
 
 from .running import Running
 
@@ -39,11 +41,26 @@ class EmitterHost(Protocol):
     def settings(self) -> Settings: ...
 
 
+@functools.cache
+def _quotas() -> TenantQuotas:
+    """This process's operator quotas (the policy file, read once)."""
+    return OperatorPolicy.load().quotas
+
+
+def stream_bounds(session_id: str) -> StreamBounds:
+    """The progress bytes Redis keeps of a call and of a session of ``session_id``'s tenant:
+    the worker that emits passes them, so the bound is the operator's policy where the
+    command runs, whatever the dispatcher asked."""
+    quotas = _quotas().for_tenant(tenant_of_session(session_id))
+    return StreamBounds(quotas.stream_bytes_per_call, quotas.stream_bytes_per_session)
+
+
 class Emitter:
     def __init__(self, runtime: EmitterHost, running: Running, session_id: str) -> None:
         self.runtime = runtime
         self.running = running
         self.session_id = session_id
+        self.bounds = stream_bounds(session_id)
         self.stopped = False
         self.finished = False
         self._finish_lock = threading.Lock()
@@ -53,7 +70,13 @@ class Emitter:
             return
         payload = encode_item(item, self.running.attempt)
         seq = self._patiently(
-            lambda: self.runtime.records.emit(self.running.call_id, self.running.attempt, [payload])
+            lambda: self.runtime.records.emit(
+                self.running.call_id,
+                self.running.attempt,
+                [payload],
+                sid=self.session_id,
+                bounds=self.bounds,
+            )
         )
         if seq is not None and seq < 0:
             self._fenced()
