@@ -58,7 +58,11 @@ class Gateway:
         self.principals = Principals(settings.api_token, keys)
         self.metrics = Metrics(queue_depths)
         self.sessions = Sessions(
-            settings, factory, recover, multi_tenant=lambda: self.principals.multi_tenant
+            settings,
+            factory,
+            recover,
+            multi_tenant=lambda: self.principals.multi_tenant,
+            busy=lambda sid: self.calls.running_in(sid),
         )
         window = settings.call_window_bytes
         self.calls = Calls(self.metrics, CallLogs(window=window), remote, window=window)

@@ -119,6 +119,10 @@ class Calls:
         self.metrics.observe_call(tool, outcome_of(result), time.perf_counter() - started)
         yield result
 
+    def running_in(self, session_id: str) -> bool:
+        """Whether a call of ``session_id`` runs here (its session must not be evicted)."""
+        return any(s.session_id == session_id for s in self._owners.values())
+
     def _local(self, call_id: str, session_id: str) -> CallLog | None:
         log = self.logs.get(call_id)
         return log if log is not None and log.session_id == session_id else None
