@@ -8,7 +8,6 @@ lease then lets the call be recovered, so nothing is published twice or by a str
 
 from __future__ import annotations
 
-import functools
 import logging
 import threading
 import time
@@ -22,7 +21,7 @@ from toolhub.core.tool import LEASE_LOST, REDIS_LOST
 from toolhub.distributed.codec import encode_item
 from toolhub.distributed.records import CallRecords, StreamBounds
 from toolhub.distributed.settings import Settings
-from toolhub.tenancy import OperatorPolicy, TenantQuotas, tenant_of_session
+from toolhub.tenancy.session_quotas import quotas_of_session
 
 from .running import Running
 
@@ -41,17 +40,11 @@ class EmitterHost(Protocol):
     def settings(self) -> Settings: ...
 
 
-@functools.cache
-def _quotas() -> TenantQuotas:
-    """This process's operator quotas (the policy file, read once)."""
-    return OperatorPolicy.load().quotas
-
-
 def stream_bounds(session_id: str) -> StreamBounds:
     """The progress bytes Redis keeps of a call and of a session of ``session_id``'s tenant:
     the worker that emits passes them, so the bound is the operator's policy where the
     command runs, whatever the dispatcher asked."""
-    quotas = _quotas().for_tenant(tenant_of_session(session_id))
+    quotas = quotas_of_session(session_id)
     return StreamBounds(quotas.stream_bytes_per_call, quotas.stream_bytes_per_session)
 
 
