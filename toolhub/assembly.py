@@ -27,6 +27,7 @@ from toolhub.backends import (
     SessionInfo,
     Workspace,
 )
+from toolhub.backends.disk_budget import DiskBudget
 from toolhub.backends.tool_index import EnabledToolNames, InMemoryToolIndex, ToolEntry, ToolIndex
 from toolhub.backends.worktrees import GitWorktrees
 from toolhub.core import ConfigError, Container, Params, ToolError
@@ -90,6 +91,8 @@ def install_local_resources(
     )
     container.insert(ws)
     container.insert(SessionInfo(session_id, Path(session_dir)))
+    disk_limit = quotas_of_session(session_id).disk_per_session
+    container.insert(DiskBudget((ws.root, Path(session_dir)), disk_limit))
     container.insert(runner)
     if tasks is None:
         tasks = LocalBackgroundTasks(runner, per_session=_tasks_per_session)
