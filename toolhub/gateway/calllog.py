@@ -130,7 +130,7 @@ class CallLog:
             raise RuntimeError(f"call {self.call_id} already has its result")
         names = None if self.client_id == self.call_id else (self.call_id, self.client_id)
         last = isinstance(item, CallResult)
-        if last:
+        if isinstance(item, CallResult):
             item = cut_result(item, self.window)
         self._seq += 1
         event = LoggedEvent(self._seq, item, names, size_of(item))
