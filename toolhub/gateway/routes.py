@@ -49,7 +49,8 @@ from .models import (
     SessionCreated,
     WhoAmI,
 )
-from .sessions import TenantAtCap, TooManySessions, WorkspaceError, stored_id
+from .session_use import TenantAtCap
+from .sessions import TooManySessions, WorkspaceError, stored_id
 
 if TYPE_CHECKING:
     from .app import Gateway

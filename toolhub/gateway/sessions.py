@@ -25,10 +25,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 import os
 import time
-from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
@@ -43,6 +41,7 @@ from toolhub.tenancy.principal import (
 )
 from toolhub.toolset import ConfigSource
 
+from .session_use import SessionUse, TenantAtCap
 from .settings import GatewaySettings
 
 logger = logging.getLogger("toolhub.gateway.sessions")
@@ -73,21 +72,6 @@ class WorkspaceError(ValueError):
 
 class TooManySessions(RuntimeError):
     pass
-
-
-class TenantAtCap(RuntimeError):
-    """The tenant holds its share of sessions (``Quotas.sessions``), none of them idle long
-    enough to be evicted: retry after ``retry_after`` seconds (when the first may be)."""
-
-    def __init__(self, tenant: str, limit: int, retry_after: float) -> None:
-        super().__init__(
-            f"tenant {tenant} holds its {limit} sessions (quota `sessions`); end one "
-            f"(DELETE /v1/sessions/{{id}}) or retry after {math.ceil(retry_after)}s, when an "
-            "idle one is evicted"
-        )
-        self.tenant = tenant
-        self.limit = limit
-        self.retry_after = retry_after
 
 
 #: How often at most the table is scanned for idle sessions (it is scanned on create and on
@@ -158,8 +142,7 @@ class Sessions:
         self._creating: dict[str, asyncio.Future[Session]] = {}
         self._checked: dict[str, float] = {}
         #: When each held session was last used (monotonic), and how many each tenant holds.
-        self._used: dict[str, float] = {}
-        self._per_tenant: Counter[str] = Counter()
+        self._use = SessionUse()
         self._scanned = 0.0
 
     def __len__(self) -> int:
@@ -178,28 +161,19 @@ class Sessions:
         return session if self._checked_lately(session_id) else None
 
     def _touch(self, session_id: str) -> Session | None:
-        session = self._sessions.get(session_id)
-        if session is not None:
-            self._used[session_id] = time.monotonic()
-        return session
+        self._use.touch(session_id)
+        return self._sessions.get(session_id)
 
     def _hold(self, session_id: str, session: Session) -> Session:
         """Hold ``session`` (or the one already held under its id, which is returned)."""
         existing = self._sessions.setdefault(session_id, session)
-        if existing is session:
-            self._per_tenant[tenant_of_session(session_id)] += 1
-        self._used[session_id] = time.monotonic()
+        self._use.hold(session_id)
         return existing
 
     def _release(self, session_id: str) -> Session | None:
         session = self._sessions.pop(session_id, None)
         self._checked.pop(session_id, None)
-        self._used.pop(session_id, None)
-        if session is not None:
-            tenant = tenant_of_session(session_id)
-            self._per_tenant[tenant] -= 1
-            if self._per_tenant[tenant] <= 0:
-                del self._per_tenant[tenant]
+        self._use.release(session_id)
         return session
 
     def quotas(self, tenant: str) -> Quotas:
@@ -208,7 +182,7 @@ class Sessions:
     def held_by(self, tenant: str) -> int:
         """Sessions ``tenant`` holds here, and those being built."""
         building = sum(1 for sid in self._creating if tenant_of_session(sid) == tenant)
-        return self._per_tenant.get(tenant, 0) + building
+        return self._use.count(tenant) + building
 
     async def evict_idle(self, *, force: bool = False) -> int:
         """Close the sessions unused for their tenant's ``session_idle_seconds`` and running
@@ -218,12 +192,7 @@ class Sessions:
         if not force and now - self._scanned < IDLE_SCAN_S:
             return 0
         self._scanned = now
-        idle = [
-            sid
-            for sid, used in self._used.items()
-            if now - used > self.quotas(tenant_of_session(sid)).session_idle_seconds
-            and not self._busy(sid)
-        ]
+        idle = self._use.idle(lambda t: self.quotas(t).session_idle_seconds, self._busy)
         for sid in idle:
             await self._evict(sid)
         return len(idle)
@@ -250,12 +219,7 @@ class Sessions:
         if limit is None or self.held_by(tenant) < limit:
             return
         idle_s = self.quotas(tenant).session_idle_seconds
-        now = time.monotonic()
-        first = min(
-            (used for sid, used in self._used.items() if tenant_of_session(sid) == tenant),
-            default=now,
-        )
-        raise TenantAtCap(tenant, limit, max(1.0, first + idle_s - now))
+        raise TenantAtCap(tenant, limit, self._use.retry_after(tenant, idle_s))
 
     async def _room_to_recover(self, tenant: str) -> None:
         """Before recovering one of ``tenant``'s sessions at its share: its least recently
@@ -265,13 +229,9 @@ class Sessions:
         limit = self.quotas(tenant).sessions
         if limit is None or self.held_by(tenant) < limit:
             return
-        ours = sorted(
-            (used, sid)
-            for sid, used in self._used.items()
-            if tenant_of_session(sid) == tenant and not self._busy(sid)
-        )
-        if ours:
-            await self._evict(ours[0][1])
+        oldest = self._use.least_recent(tenant, self._busy)
+        if oldest is not None:
+            await self._evict(oldest)
 
     def _checked_lately(self, session_id: str) -> bool:
         return time.monotonic() - self._checked.get(session_id, 0.0) < RECHECK_S
@@ -282,7 +242,7 @@ class Sessions:
         if self._recover is None:
             return session
         if session is not None:
-            self._used[session_id] = time.monotonic()
+            self._use.touch(session_id)
             return session if await self._still_stored(session_id) else None
         pending = self._creating.get(session_id)
         if pending is not None:
@@ -395,7 +355,6 @@ class Sessions:
 
     async def close_all(self) -> None:
         sessions, self._sessions = list(self._sessions.values()), {}
-        self._used.clear()
-        self._per_tenant.clear()
+        self._use.clear()
         for session in sessions:
             await asyncio.to_thread(session.close)
