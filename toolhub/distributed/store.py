@@ -22,7 +22,7 @@ from redis.retry import Retry
 from toolhub.core import CallResult, Progress
 from toolhub.core.trimmed import trimmed_marker
 from toolhub.distributed import replies
-from toolhub.distributed.codec import StreamEvent, decode_item, unpack
+from toolhub.distributed.codec import StreamEvent, decode_item, pack, unpack
 from toolhub.distributed.dispatch_batch import DispatchBatches
 from toolhub.distributed.following import EventCursor
 from toolhub.distributed.keys import Keys
@@ -97,8 +97,11 @@ class RedisStore:
     def drop_session(self, sid: str) -> bool:
         """Forget the session's record: no dispatcher rebuilds it and workers run no new call
         of it (``session_unknown``). Its calls' records, its state and its task index stay
-        until they expire, so what already ran can still be read."""
-        return bool(self.client.delete(self.keys.session(sid)))
+        until they expire, so what already ran can still be read. Every worker hears it on the
+        control channel and removes the session's command logs and tmp on its host."""
+        dropped = bool(self.client.delete(self.keys.session(sid)))
+        self.client.publish(self.keys.control, pack({"op": "ended", "session_id": sid}))
+        return dropped
 
     def get_session(self, sid: str) -> dict[str, str] | None:
         raw = replies.hgetall(self.client, self.keys.session(sid))
