@@ -27,6 +27,7 @@ from toolhub.backends import (
     SessionInfo,
     Workspace,
 )
+from toolhub.backends.disk_budget import DiskBudget
 from toolhub.backends.tool_index import EnabledToolNames, InMemoryToolIndex, ToolEntry, ToolIndex
 from toolhub.backends.worktrees import GitWorktrees
 from toolhub.core import ConfigError, Container, Params, ToolError
@@ -34,6 +35,7 @@ from toolhub.errors import ErrorCode
 from toolhub.sandbox import Mechanism, SandboxPolicy, default_settings, enforce
 from toolhub.tasks import BackgroundTasks, LocalBackgroundTasks
 from toolhub.tenancy import DEFAULT_TENANT, Quotas, tenant_of_session
+from toolhub.tenancy.session_quotas import quotas_of_session
 from toolhub.tools.shell import BashParams
 from toolhub.toolset import ConfigSource, ExternalSpec, ToolSet, ToolSetBuilder, ToolSetConfig
 
@@ -63,6 +65,11 @@ def workspace_session_id(workspace: Path) -> str:
     return "ws-" + hashlib.sha256(str(workspace).encode()).hexdigest()[:16]
 
 
+def _tasks_per_session(session_id: str) -> int | None:
+    """The cap on a session's running background tasks: its tenant's quota."""
+    return quotas_of_session(session_id).background_tasks_per_session
+
+
 def install_local_resources(
     container: Container,
     *,
@@ -85,8 +92,12 @@ def install_local_resources(
     )
     container.insert(ws)
     container.insert(SessionInfo(session_id, Path(session_dir)))
+    disk_limit = quotas_of_session(session_id).disk_per_session
+    container.insert(DiskBudget((ws.root, Path(session_dir)), disk_limit))
     container.insert(runner)
-    container.insert(tasks if tasks is not None else LocalBackgroundTasks(runner), BackgroundTasks)
+    if tasks is None:
+        tasks = LocalBackgroundTasks(runner, per_session=_tasks_per_session)
+    container.insert(tasks, BackgroundTasks)
     container.insert(LocalAnswerBox(), AnswerBox)
     container.insert(PathLocks())
     container.insert(Ripgrep())
@@ -243,7 +254,13 @@ def _install_fleet_resources(
 
     settings, keys = fleet.settings, Keys(fleet.settings.prefix)
     tasks = RedisBackgroundTasks(
-        fleet.client, fleet.app, settings, session_id, config_hash, quotas=fleet.quotas
+        fleet.client,
+        fleet.app,
+        settings,
+        session_id,
+        config_hash,
+        per_session=_tasks_per_session,
+        quotas=fleet.quotas,
     )
     container.insert(tasks, BackgroundTasks)
     answers = RedisAnswerBox(fleet.client, keys, session_id, settings.record_ttl_seconds)

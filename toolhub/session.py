@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from toolhub.assembly import SessionParts, connected_parts, embedded_parts
+from toolhub.backends.session_info import SessionInfo, remove_scratch
 from toolhub.core import (
     CallResult,
     Container,
@@ -372,9 +373,13 @@ class Session:
     def end(self) -> None:
         """End the session everywhere, then close it here. Distributed: no dispatcher can
         reconnect to it (``Session.connect`` with its id starts afresh) and workers take no
-        new call of it; calls already running finish, and their records stay readable."""
+        new call of it; calls already running finish, and their records stay readable. The
+        session's command logs and tmp here are removed (``remove_scratch``)."""
         self.executor.end()
+        info = self.toolset.container.get(SessionInfo)
         self.close()
+        if info is not None:
+            remove_scratch(info.session_dir)
 
     def close(self) -> None:
         if self._closed:

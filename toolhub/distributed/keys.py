@@ -74,6 +74,17 @@ class Keys:
         """List the waiting ``ask_user`` call pops its answer (or a withdrawal) from."""
         return f"{self.prefix}answer:{cid}"
 
+    def session_streams(self, sid: str) -> str:
+        """Sorted set of the call keys whose streams hold a session's progress, scored by
+        their first event (``emit.lua`` trims the oldest first when the session is over its
+        bytes)."""
+        return f"{self.prefix}session:{sid}:streams"
+
+    def session_stream_bytes(self, sid: str) -> str:
+        """Hash of the progress bytes each call stream of a session holds (field: the call
+        key) and their ``total``."""
+        return f"{self.prefix}session:{sid}:stream-bytes"
+
     def session_tasks(self, sid: str) -> str:
         """Sorted set of one session's background task ids, scored by start time; the score
         is negated once the task's completion was reported (``RedisBackgroundTasks._open``)."""

@@ -46,6 +46,17 @@ def status_of(result: CallResult) -> str:
 
 
 @dataclass(frozen=True, slots=True)
+class StreamBounds:
+    """The progress bytes Redis keeps of one call's stream and of one session's streams
+    (``Quotas.stream_bytes_per_call`` / ``stream_bytes_per_session`` of the session's tenant,
+    passed by the worker that emits). Threat: a command printing without end fills Redis'
+    memory for every tenant. The full output stays in the command's log file."""
+
+    per_call: int = 1 << 20
+    per_session: int = 16 << 20
+
+
+@dataclass(frozen=True, slots=True)
 class Claim:
     """What a worker may do with a delivered message: ``run`` it as ``attempt``, or drop it
     (``duplicate``: another worker holds a live lease; ``finished``/``gone``/``stale``: nothing
@@ -278,11 +289,30 @@ class CallRecords:
             reply = run_script(self.client, self.scripts.claim, keys, [*head, *terminals])
         return decode_claim(reply)
 
-    def emit(self, cid: str, attempt: int, payloads: list[bytes]) -> int:
-        """Append and publish; -1 when this attempt no longer owns the call (fenced off)."""
+    def emit(
+        self,
+        cid: str,
+        attempt: int,
+        payloads: list[bytes],
+        *,
+        sid: str = "",
+        bounds: StreamBounds | None = None,
+    ) -> int:
+        """Append and publish; -1 when this attempt no longer owns the call (fenced off).
+        The call's stream keeps at most ``bounds.per_call`` bytes of progress and session
+        ``sid``'s streams together ``bounds.per_session`` (older progress is trimmed: the
+        readers' marker, ``StreamBounds``)."""
         k = self.keys
-        keys = [k.call(cid), k.events(cid), k.channel(cid)]
-        return int(run_script(self.client, self.scripts.emit, keys, [attempt, *payloads]))
+        bounds = bounds or StreamBounds()
+        keys = [
+            k.call(cid),
+            k.events(cid),
+            k.channel(cid),
+            k.session_streams(sid),
+            k.session_stream_bytes(sid),
+        ]
+        args = [attempt, bounds.per_call, bounds.per_session, self.settings.record_ttl_seconds]
+        return int(run_script(self.client, self.scripts.emit, keys, [*args, *payloads]))
 
     def finish(self, cid: str, sid: str, attempt: int, result: CallResult) -> int:
         status, payload, packed, ttl = self._terminal(result, attempt)

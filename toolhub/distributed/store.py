@@ -20,8 +20,9 @@ from redis.backoff import ExponentialBackoff
 from redis.retry import Retry
 
 from toolhub.core import CallResult, Progress
+from toolhub.core.trimmed import trimmed_marker
 from toolhub.distributed import replies
-from toolhub.distributed.codec import StreamEvent, decode_item, unpack
+from toolhub.distributed.codec import StreamEvent, decode_item, pack, unpack
 from toolhub.distributed.dispatch_batch import DispatchBatches
 from toolhub.distributed.following import EventCursor
 from toolhub.distributed.keys import Keys
@@ -96,8 +97,11 @@ class RedisStore:
     def drop_session(self, sid: str) -> bool:
         """Forget the session's record: no dispatcher rebuilds it and workers run no new call
         of it (``session_unknown``). Its calls' records, its state and its task index stay
-        until they expire, so what already ran can still be read."""
-        return bool(self.client.delete(self.keys.session(sid)))
+        until they expire, so what already ran can still be read. Every worker hears it on the
+        control channel and removes the session's command logs and tmp on its host."""
+        dropped = bool(self.client.delete(self.keys.session(sid)))
+        self.client.publish(self.keys.control, pack({"op": "ended", "session_id": sid}))
+        return dropped
 
     def get_session(self, sid: str) -> dict[str, str] | None:
         raw = replies.hgetall(self.client, self.keys.session(sid))
@@ -116,10 +120,14 @@ class RedisStore:
 
     def read_events(self, call_id: str, after_seq: int = 0) -> list[StreamEvent]:
         """The call's events after ``after_seq``. A call that finished without any progress
-        keeps no stream: its terminal event is read from the record."""
+        keeps no stream: its terminal event is read from the record. Where earlier events
+        were trimmed (``emit.lua``: the stream's bytes are bounded), the first one read is
+        the marker saying how much (``trimmed_marker``), numbered as the last trimmed one."""
         entries = replies.xrange(self.client, self.keys.events(call_id), f"(0-{after_seq}")
         if not entries:
-            return self._terminal_from_record(call_id, after_seq)
+            return self._with_marker(
+                call_id, after_seq, self._terminal_from_record(call_id, after_seq)
+            )
         out: list[StreamEvent] = []
         for entry_id, fields in entries:
             version = fields.get(b"v")
@@ -130,7 +138,20 @@ class RedisStore:
                     int(version) if version else None,
                 )
             )
-        return out
+        return self._with_marker(call_id, after_seq, out)
+
+    def _with_marker(
+        self, call_id: str, after_seq: int, events: list[StreamEvent]
+    ) -> list[StreamEvent]:
+        """``events`` after the trimmed marker when they do not follow ``after_seq`` (a gap
+        only trimming makes; the record is read only then)."""
+        if not events or events[0].seq <= after_seq + 1:
+            return events
+        trimmed = replies.hget(self.client, self.keys.call(call_id), "trimmed")
+        if not trimmed or int(trimmed) <= 0:
+            return events
+        marker = trimmed_marker(int(trimmed), by="redis")
+        return [StreamEvent(events[0].seq - 1, marker, None), *events]
 
     def latest_progress(self, call_id: str, look_back: int = 8) -> Progress | None:
         """The newest progress item among the call's last ``look_back`` events (one

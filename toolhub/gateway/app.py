@@ -25,6 +25,7 @@ from toolhub.errors import ErrorCode, RedisUnavailable
 from toolhub.http_guard import PUBLIC_PATHS, Guard
 from toolhub.tenancy.keys import KeyFile, Principals
 
+from .calllog import CallLogs
 from .calls import Calls
 from .metrics import Metrics, QueueDepths
 from .mirrors import RemoteCalls
@@ -57,9 +58,14 @@ class Gateway:
         self.principals = Principals(settings.api_token, keys)
         self.metrics = Metrics(queue_depths)
         self.sessions = Sessions(
-            settings, factory, recover, multi_tenant=lambda: self.principals.multi_tenant
+            settings,
+            factory,
+            recover,
+            multi_tenant=lambda: self.principals.multi_tenant,
+            busy=lambda sid: self.calls.running_in(sid),
         )
-        self.calls = Calls(self.metrics, remote=remote)
+        window = settings.call_window_bytes
+        self.calls = Calls(self.metrics, CallLogs(window=window), remote, window=window)
         self._readiness = readiness
 
     @property

@@ -11,6 +11,12 @@ client reads of it (``LoggedEvent.data``: docs/interfaces.md) is made once, by i
 reader. Readers register a listener that ``append`` calls in place (``listen``: the SSE
 streams, so one appended event reaches every stream without waking a task per stream), or
 await the result (``result``: a JSON call).
+
+Each log holds a bounded window of its call (``window.py``): past ``window`` bytes of progress
+the oldest events are replaced by one marker event numbered as the last one it replaces
+(``trimmed_marker``), and a result larger than the window is cut with a note. Listeners hear
+every event as it is appended, before any trimming; a client resuming from before the window
+reads the marker first.
 """
 
 from __future__ import annotations
@@ -24,8 +30,10 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from toolhub.core import CallResult, Progress, closing
+from toolhub.core.trimmed import TRIMMED, trimmed_marker
 
 from .call_ids import client_call_id, shown
+from .window import DEFAULT_CALL_WINDOW_BYTES, cut_result, size_of
 
 logger = logging.getLogger("toolhub.gateway.calllog")
 
@@ -49,11 +57,15 @@ class LoggedEvent:
     the client reads it (naming the call by ``names``' client id, when the stored id differs),
     is made at its first reader and kept."""
 
-    __slots__ = ("_data", "_frame", "item", "names", "seq")
+    __slots__ = ("_data", "_frame", "item", "names", "seq", "size")
 
-    def __init__(self, seq: int, item: Item, names: tuple[str, str] | None = None) -> None:
+    def __init__(
+        self, seq: int, item: Item, names: tuple[str, str] | None = None, size: int = 0
+    ) -> None:
         self.seq = seq
         self.item = item
+        #: About the bytes the item holds (``window.size_of``).
+        self.size = size
         #: (stored call id, client call id), when they differ (``call_ids.shown``)
         self.names = names
         self._data: dict[str, Any] | None = None
@@ -75,13 +87,19 @@ class LoggedEvent:
 @dataclass
 class CallLog:
     """The events of the stored call ``call_id``, logged as its client reads them: naming the
-    call by ``client_id`` (``call_ids.py``), the id the client chose or was given."""
+    call by ``client_id`` (``call_ids.py``), the id the client chose or was given. ``events``
+    are numbered on from the first one held (a marker, once older ones were trimmed);
+    ``held`` is about the bytes they hold, at most ``window`` (plus the newest event)."""
 
     call_id: str
     session_id: str
+    window: int = DEFAULT_CALL_WINDOW_BYTES
     events: list[LoggedEvent] = field(default_factory=list)
     finished_at: float | None = None
+    held: int = 0
+    trimmed: int = 0
     _listeners: dict[int, Listener] = field(default_factory=dict)
+    _seq: int = 0
     client_id: str = field(init=False)
 
     def __post_init__(self) -> None:
@@ -111,23 +129,56 @@ class CallLog:
         if self.done:
             raise RuntimeError(f"call {self.call_id} already has its result")
         names = None if self.client_id == self.call_id else (self.call_id, self.client_id)
-        event = LoggedEvent(len(self.events) + 1, item, names)
-        self.events.append(event)
         last = isinstance(item, CallResult)
+        if isinstance(item, CallResult):
+            item = cut_result(item, self.window)
+        self._seq += 1
+        event = LoggedEvent(self._seq, item, names, size_of(item))
+        self.events.append(event)
+        self.held += event.size
         if last:
             self.finished_at = time.monotonic()
         for listener in tuple(self._listeners.values()):
             listener(event)
         if last:
             self._listeners.clear()
+        if self.held > self.window:
+            self._trim()
         return event
+
+    def _trim(self) -> None:
+        """Replace the oldest progress by one marker until at most half the window is held
+        (half: trimming is a list copy, so it runs once per half-window appended, not per
+        event); the newest event always stays."""
+        names = None if self.client_id == self.call_id else (self.call_id, self.client_id)
+        drop = 0
+        held = self.held
+        while drop < len(self.events) - 1 and held > self.window // 2:
+            event = self.events[drop]
+            held -= event.size
+            if not _is_marker(event):
+                self.trimmed += event.size
+            drop += 1
+        if drop == 0:
+            return
+        last_dropped = self.events[drop - 1].seq
+        marker = LoggedEvent(last_dropped, trimmed_marker(self.trimmed, by="gateway"), names)
+        marker.size = size_of(marker.item)
+        self.events = [marker, *self.events[drop:]]
+        self.held = held + marker.size
+
+    def _index_after(self, after: int) -> int:
+        """The position in ``events`` of the first event numbered above ``after``."""
+        if not self.events:
+            return 0
+        return min(max(0, after - self.events[0].seq + 1), len(self.events))
 
     def listen(self, listener: Listener, after: int = 0) -> Callable[[], None]:
         """Call ``listener`` with every event after ``after``: those logged so far at once,
         then each as it is appended, up to the result. Returns the function that stops it.
         Replay and registration are one step (nothing awaited between), so no event is
         missed or repeated."""
-        for event in self.events[after:]:
+        for event in self.events[self._index_after(after) :]:
             listener(event)
         if self.done:
             return _nothing
@@ -163,7 +214,7 @@ class CallLog:
             elif event.kind == "result":
                 answer.set_result(event.data)
 
-        stop = self.listen(hear, len(self.events))
+        stop = self.listen(hear, self._seq)
         try:
             return await answer
         finally:
@@ -174,18 +225,32 @@ def _nothing() -> None:
     return None
 
 
+def _is_marker(event: LoggedEvent) -> bool:
+    """The gateway's own marker (a marker from Redis is output here, counted and trimmed)."""
+    item = event.item
+    return (
+        isinstance(item, Progress)
+        and item.subkind == TRIMMED
+        and isinstance(item.payload, dict)
+        and item.payload.get("by") == "gateway"
+    )
+
+
 class CallLogs:
     """Logs of the calls this gateway started, bounded: finished logs are dropped oldest first
     beyond ``keep`` or after ``ttl`` seconds; running ones are never dropped."""
 
-    def __init__(self, keep: int = 2000, ttl: float = 3600.0) -> None:
+    def __init__(
+        self, keep: int = 2000, ttl: float = 3600.0, window: int = DEFAULT_CALL_WINDOW_BYTES
+    ) -> None:
         self.keep = keep
         self.ttl = ttl
+        self.window = window
         self._logs: OrderedDict[str, CallLog] = OrderedDict()
 
     def open(self, call_id: str, session_id: str) -> CallLog:
         self._evict()
-        log = CallLog(call_id, session_id)
+        log = CallLog(call_id, session_id, self.window)
         self._logs[call_id] = log
         return log
 

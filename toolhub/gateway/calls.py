@@ -33,6 +33,7 @@ from .call_ids import stored_call_id
 from .calllog import CallLog, CallLogs, Item
 from .metrics import UNKNOWN_TOOL, Metrics
 from .mirrors import Mirrors, RemoteCalls
+from .window import DEFAULT_CALL_WINDOW_BYTES
 
 logger = logging.getLogger("toolhub.gateway.calls")
 
@@ -47,12 +48,18 @@ def outcome_of(result: CallResult) -> str:
 
 class Calls:
     def __init__(
-        self, metrics: Metrics, logs: CallLogs | None = None, remote: RemoteCalls | None = None
+        self,
+        metrics: Metrics,
+        logs: CallLogs | None = None,
+        remote: RemoteCalls | None = None,
+        *,
+        window: int = DEFAULT_CALL_WINDOW_BYTES,
     ) -> None:
         self.metrics = metrics
-        self.logs = logs or CallLogs()
+        #: Each call's log holds at most ``window`` bytes of it (``window.py``).
+        self.logs = logs or CallLogs(window=window)
         self.remote = remote
-        self.mirrors = Mirrors(remote) if remote is not None else None
+        self.mirrors = Mirrors(remote, window=window) if remote is not None else None
         self._owners: dict[str, Session] = {}
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -111,6 +118,10 @@ class Calls:
             result = CallResult.failure(name, error, call_id=call_id)
         self.metrics.observe_call(tool, outcome_of(result), time.perf_counter() - started)
         yield result
+
+    def running_in(self, session_id: str) -> bool:
+        """Whether a call of ``session_id`` runs here (its session must not be evicted)."""
+        return any(s.session_id == session_id for s in self._owners.values())
 
     def _local(self, call_id: str, session_id: str) -> CallLog | None:
         log = self.logs.get(call_id)

@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator
 from typing import Any, Protocol
 
 from .calllog import CallLog, CallLogs, Item
+from .window import DEFAULT_CALL_WINDOW_BYTES
 
 
 class RemoteCalls(Protocol):
@@ -33,9 +34,17 @@ class RemoteCalls(Protocol):
 
 
 class Mirrors:
-    def __init__(self, remote: RemoteCalls, *, keep: int = 2000, ttl: float = 600.0) -> None:
+    def __init__(
+        self,
+        remote: RemoteCalls,
+        *,
+        keep: int = 2000,
+        ttl: float = 600.0,
+        window: int = DEFAULT_CALL_WINDOW_BYTES,
+    ) -> None:
         self.remote = remote
-        self.logs = CallLogs(keep=keep, ttl=ttl)
+        #: Each mirror holds at most ``window`` bytes of its call, like a call's own log.
+        self.logs = CallLogs(keep=keep, ttl=ttl, window=window)
         self._tasks: set[asyncio.Task[None]] = set()
 
     async def open(self, call_id: str, session_id: str) -> CallLog | None:

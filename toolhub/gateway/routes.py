@@ -32,6 +32,7 @@ from .call_answer import call_answer
 from .call_ids import shown, stored_call_id
 from .calls import CallConflict
 from .forward import forward_handler, forward_source, vet_target
+from .limited import rate_limited
 from .metrics import CONTENT_TYPE
 from .models import (
     TOOL_NAME,
@@ -49,6 +50,7 @@ from .models import (
     SessionCreated,
     WhoAmI,
 )
+from .session_use import TenantAtCap
 from .sessions import TooManySessions, WorkspaceError, stored_id
 
 if TYPE_CHECKING:
@@ -111,7 +113,11 @@ async def _session(request: Request, session_id: str) -> Session:
         200: {"model": SessionCreated, "description": "The session already existed."},
         400: {"model": Problem, "description": "Workspace outside the root."},
         422: {"model": Problem, "description": "Invalid body or tool-set config."},
-        429: {"model": Problem, "description": "Too many sessions."},
+        429: {
+            "model": Problem,
+            "description": "Too many sessions: the gateway's, or the tenant's share "
+            "(`rate_limited`, with `Retry-After`).",
+        },
     },
 )
 async def create_session(body: CreateSession, request: Request) -> Any:
@@ -127,6 +133,9 @@ async def create_session(body: CreateSession, request: Request) -> Any:
     except TooManySessions as err:
         logger.warning("principal %s: session refused: %s", caller, err)
         raise HTTPException(429, str(err)) from None
+    except TenantAtCap as err:
+        logger.warning("principal %s: session refused: %s", caller, err)
+        return rate_limited(str(err), err.retry_after, quota="sessions", limit=err.limit)
     except ConfigError as err:
         logger.warning(
             "principal %s: session config refused: %d violation(s)", caller, len(err.violations)

@@ -11,11 +11,20 @@ stay inside its tenant's root (``tenant_root``: the gateway's workspace root on 
 gateway, ``<root>/tenants/<tenant>`` once named API keys exist): a client names a
 sub-directory, never a path of its own choosing on the server, and no workspace at all means
 the tenant's root, never the gateway's.
+
+The table is bounded per tenant (``Quotas.sessions`` of the operator's policy) and a session
+unused for ``Quotas.session_idle_seconds`` (and running no call) is evicted: closed here, its
+files and stored state kept, so a later request recovers it (distributed: ``Recover``) or the
+client re-creates it by its id (embedded: its state is read back). Threat: one tenant creating
+sessions until the gateway's table is full, so that every other tenant's client is refused; a
+tenant at its share gets ``TenantAtCap`` (HTTP 429, ``rate_limited``, with ``Retry-After``)
+while other tenants still create sessions.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import time
 from collections.abc import Callable
@@ -23,7 +32,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from toolhub.session import Session
-from toolhub.tenancy import OperatorPolicy, admit
+from toolhub.tenancy import OperatorPolicy, Quotas, admit
 from toolhub.tenancy.principal import (
     Principal,
     scoped_session_id,
@@ -32,7 +41,10 @@ from toolhub.tenancy.principal import (
 )
 from toolhub.toolset import ConfigSource
 
+from .session_use import SessionUse, TenantAtCap
 from .settings import GatewaySettings
+
+logger = logging.getLogger("toolhub.gateway.sessions")
 
 SessionFactory = Callable[[ConfigSource, Path, str], Session]
 """``(config, workspace, session_id) -> Session``; the default picks embedded or distributed."""
@@ -60,6 +72,11 @@ class WorkspaceError(ValueError):
 
 class TooManySessions(RuntimeError):
     pass
+
+
+#: How often at most the table is scanned for idle sessions (it is scanned on create and on
+#: recovery, the two ways it grows).
+IDLE_SCAN_S = 1.0
 
 
 def default_factory(settings: GatewaySettings, policy: OperatorPolicy) -> SessionFactory:
@@ -114,6 +131,7 @@ class Sessions:
         recover: Callable[[SessionFactory], Recover] | None = None,
         multi_tenant: Callable[[], bool] | None = None,
         policy: OperatorPolicy | None = None,
+        busy: Callable[[str], bool] | None = None,
     ) -> None:
         self.settings = settings
         #: What any tenant's config may ask for (``TOOLHUB_POLICY``; none: the strict
@@ -123,24 +141,102 @@ class Sessions:
         self.factory = factory or default_factory(settings, self.policy)
         self._recover = recover(self.factory) if recover else None
         self._multi_tenant = multi_tenant or (lambda: False)
+        #: Whether a session has a call running here (such a session is never evicted).
+        self._busy = busy or (lambda _sid: False)
         self._sessions: dict[str, Session] = {}
         self._creating: dict[str, asyncio.Future[Session]] = {}
         self._checked: dict[str, float] = {}
+        #: When each held session was last used (monotonic), and how many each tenant holds.
+        self._use = SessionUse()
+        self._scanned = 0.0
 
     def __len__(self) -> int:
         return len(self._sessions)
 
     def get(self, session_id: str) -> Session | None:
-        return self._sessions.get(session_id)
+        return self._touch(session_id)
 
     def held(self, session_id: str) -> Session | None:
         """The session when this gateway holds it and may use it without asking the shared
         store (held, and a distributed one checked within ``RECHECK_S``); otherwise None, and
         ``lookup`` says."""
-        session = self._sessions.get(session_id)
+        session = self._touch(session_id)
         if session is None or self._recover is None:
             return session
         return session if self._checked_lately(session_id) else None
+
+    def _touch(self, session_id: str) -> Session | None:
+        self._use.touch(session_id)
+        return self._sessions.get(session_id)
+
+    def _hold(self, session_id: str, session: Session) -> Session:
+        """Hold ``session`` (or the one already held under its id, which is returned)."""
+        existing = self._sessions.setdefault(session_id, session)
+        self._use.hold(session_id)
+        return existing
+
+    def _release(self, session_id: str) -> Session | None:
+        session = self._sessions.pop(session_id, None)
+        self._checked.pop(session_id, None)
+        self._use.release(session_id)
+        return session
+
+    def quotas(self, tenant: str) -> Quotas:
+        return self.policy.quotas.for_tenant(tenant)
+
+    def held_by(self, tenant: str) -> int:
+        """Sessions ``tenant`` holds here, and those being built."""
+        building = sum(1 for sid in self._creating if tenant_of_session(sid) == tenant)
+        return self._use.count(tenant) + building
+
+    async def evict_idle(self, *, force: bool = False) -> int:
+        """Close the sessions unused for their tenant's ``session_idle_seconds`` and running
+        no call (files and stored state kept); at most once per ``IDLE_SCAN_S`` unless
+        ``force``. Returns how many were evicted."""
+        now = time.monotonic()
+        if not force and now - self._scanned < IDLE_SCAN_S:
+            return 0
+        self._scanned = now
+        idle = self._use.idle(lambda t: self.quotas(t).session_idle_seconds, self._busy)
+        for sid in idle:
+            await self._evict(sid)
+        return len(idle)
+
+    async def _evict(self, session_id: str) -> None:
+        session = self._release(session_id)
+        if session is not None:
+            logger.info("session %s evicted (idle or over its tenant's share)", session_id)
+            await asyncio.to_thread(session.close)
+
+    async def _make_room(self, tenant: str) -> None:
+        """Before ``tenant`` holds one more session: raise ``TenantAtCap`` at its share."""
+        await self.evict_idle()
+        limit = self.quotas(tenant).sessions
+        if limit is None or self.held_by(tenant) < limit:
+            return
+        await self.evict_idle(force=True)
+        self._check_share(tenant)
+
+    def _check_share(self, tenant: str) -> None:
+        """Raise ``TenantAtCap`` when ``tenant`` holds its share; no await between this and
+        registering the session being built, so a burst of creates cannot all pass it."""
+        limit = self.quotas(tenant).sessions
+        if limit is None or self.held_by(tenant) < limit:
+            return
+        idle_s = self.quotas(tenant).session_idle_seconds
+        raise TenantAtCap(tenant, limit, self._use.retry_after(tenant, idle_s))
+
+    async def _room_to_recover(self, tenant: str) -> None:
+        """Before recovering one of ``tenant``'s sessions at its share: its least recently
+        used session not running a call is evicted (it is stored, so it comes back the same
+        way when asked for)."""
+        await self.evict_idle()
+        limit = self.quotas(tenant).sessions
+        if limit is None or self.held_by(tenant) < limit:
+            return
+        oldest = self._use.least_recent(tenant, self._busy)
+        if oldest is not None:
+            await self._evict(oldest)
 
     def _checked_lately(self, session_id: str) -> bool:
         return time.monotonic() - self._checked.get(session_id, 0.0) < RECHECK_S
@@ -151,18 +247,22 @@ class Sessions:
         if self._recover is None:
             return session
         if session is not None:
+            self._use.touch(session_id)
             return session if await self._still_stored(session_id) else None
         pending = self._creating.get(session_id)
         if pending is not None:
             return await asyncio.shield(pending)
+        tenant = tenant_of_session(session_id)
         try:
-            root = self.root_of(tenant_of_session(session_id))
+            root = self.root_of(tenant)
         except WorkspaceError:
             return None
         recovered = await asyncio.to_thread(self._recover, session_id, root)
         if recovered is None:
             return None
-        existing = self._sessions.setdefault(session_id, recovered)
+        if session_id not in self._sessions:
+            await self._room_to_recover(tenant)
+        existing = self._hold(session_id, recovered)
         if existing is not recovered:
             await asyncio.to_thread(recovered.close)
         return existing
@@ -177,8 +277,7 @@ class Sessions:
         if await asyncio.to_thread(self._recover.exists, session_id):
             self._checked[session_id] = now
             return True
-        session = self._sessions.pop(session_id, None)
-        self._checked.pop(session_id, None)
+        session = self._release(session_id)
         if session is not None:
             await asyncio.to_thread(session.close)
         return False
@@ -220,6 +319,7 @@ class Sessions:
         pending = self._creating.get(sid)
         if pending is not None:
             return await asyncio.shield(pending), False
+        await self._make_room(principal.tenant)
         if len(self._sessions) + len(self._creating) >= self.settings.max_sessions:
             raise TooManySessions(f"the gateway holds {self.settings.max_sessions} sessions")
         root = self.root_of(principal.tenant)
@@ -231,6 +331,7 @@ class Sessions:
         source = await asyncio.to_thread(
             admit, requested, self.policy, tenant=principal.tenant, tenant_root=root
         )
+        self._check_share(principal.tenant)
         future: asyncio.Future[Session] = asyncio.get_running_loop().create_future()
         self._creating[sid] = future
         try:
@@ -241,7 +342,7 @@ class Sessions:
             raise
         finally:
             self._creating.pop(sid, None)
-        self._sessions[sid] = session
+        self._hold(sid, session)
         self._checked[sid] = time.monotonic()
         future.set_result(session)
         return session, True
@@ -251,8 +352,7 @@ class Sessions:
         otherwise rebuild it from the shared store on its next request."""
         if await self.lookup(session_id) is None:
             return False
-        session = self._sessions.pop(session_id, None)
-        self._checked.pop(session_id, None)
+        session = self._release(session_id)
         if session is None:
             return False
         await asyncio.to_thread(session.end)
@@ -260,5 +360,6 @@ class Sessions:
 
     async def close_all(self) -> None:
         sessions, self._sessions = list(self._sessions.values()), {}
+        self._use.clear()
         for session in sessions:
             await asyncio.to_thread(session.close)

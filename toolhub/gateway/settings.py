@@ -16,6 +16,8 @@ from toolhub.http_guard import (
 )
 from toolhub.tenancy.keys import KeyFile, default_keys_file
 
+from .window import DEFAULT_CALL_WINDOW_BYTES
+
 __all__ = ["GatewaySettings", "UnsafeBind"]
 
 
@@ -50,6 +52,7 @@ class GatewaySettings:
     forward_private: bool = False
     access_log: bool = False
     keys_file: Path | None = None
+    call_window_bytes: int = DEFAULT_CALL_WINDOW_BYTES
 
     @classmethod
     def from_env(
@@ -72,6 +75,7 @@ class GatewaySettings:
             forward_private=flag_env("TOOLHUB_FORWARD_PRIVATE"),
             access_log=flag_env("TOOLHUB_ACCESS_LOG"),
             keys_file=default_keys_file(),
+            call_window_bytes=_int_env("TOOLHUB_CALL_WINDOW_BYTES", DEFAULT_CALL_WINDOW_BYTES),
         )
 
     def bound_to(self, host: str) -> GatewaySettings:

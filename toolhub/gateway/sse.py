@@ -9,8 +9,10 @@ one pass (``Follower.write``), with no task woken per follower: with a thousand 
 one call, a task per follower and event would be most of the gateway's time, and the last
 follower would hear of each event long after the first. A follower whose
 connection is slow (its transport stopped taking bytes) gets its frames queued and written by a
-task of its own once the connection drains, so it never holds up the others; past
-``MAX_BACKLOG_BYTES`` queued it is dropped, and resumes with ``Last-Event-ID``.
+task of its own once the connection drains, so it never holds up the others; past its
+call's window (``CallLog.window``, between ``MIN_BACKLOG_BYTES`` and ``MAX_BACKLOG_BYTES``)
+queued it is dropped, and resumes with ``Last-Event-ID``: what the gateway holds per follower
+is bounded like what it holds per call.
 """
 
 from __future__ import annotations
@@ -32,7 +34,9 @@ logger = logging.getLogger("toolhub.gateway.sse")
 MEDIA_TYPE = "text/event-stream"
 CONNECTED = b": connected\n\n"
 KEEPALIVE = b": keepalive\n\n"
-#: What a slow follower may have waiting before it is dropped (it resumes by Last-Event-ID).
+#: What a slow follower may have waiting before it is dropped (it resumes by Last-Event-ID):
+#: its call's window, within these bounds.
+MIN_BACKLOG_BYTES = 64 << 10
 MAX_BACKLOG_BYTES = 4 << 20
 
 
@@ -60,10 +64,24 @@ class Follower:
     the send would wait (the connection is not draining), the rest of that send and every
     frame after it are finished by a task of the follower's own, in order."""
 
-    __slots__ = ("_backlog", "_ending", "_queued", "_resumer", "_send", "ended", "wrote")
+    __slots__ = (
+        "_backlog",
+        "_ending",
+        "_queued",
+        "_resumer",
+        "_send",
+        "ended",
+        "max_backlog",
+        "wrote",
+    )
 
-    def __init__(self, send: Send) -> None:
+    def __init__(self, send: Send, window: int | None = None) -> None:
         self._send = send
+        self.max_backlog = (
+            MAX_BACKLOG_BYTES
+            if window is None
+            else min(MAX_BACKLOG_BYTES, max(window, MIN_BACKLOG_BYTES))
+        )
         #: Frames waiting for a slow connection (None: the connection takes them at once).
         self._backlog: list[bytes] | None = None
         self._queued = 0
@@ -90,7 +108,7 @@ class Follower:
         if self._backlog is not None:
             self._backlog.append(frame)
             self._queued += len(frame)
-            if self._queued > MAX_BACKLOG_BYTES:
+            if self._queued > self.max_backlog:
                 self.drop("its connection is too slow")
             return
         sending = _coroutine(
@@ -188,7 +206,7 @@ class EventStream(Response):
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
-        follower = Follower(send)
+        follower = Follower(send, self.log.window)
         follower.write(CONNECTED)
         stop = self.log.listen(follower.on_event, self.after)
         left = asyncio.ensure_future(_disconnected(receive))

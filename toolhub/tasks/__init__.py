@@ -5,7 +5,15 @@
 (imported from its module) makes each a durable call record run by the fleet's holders.
 """
 
-from .base import BackgroundTasks, KillOutcome, TaskSnapshot, TaskStatus, WaitMode
+from .base import (
+    BackgroundTasks,
+    KillOutcome,
+    TaskSnapshot,
+    TasksPerSession,
+    TaskStatus,
+    WaitMode,
+    check_room,
+)
 from .local import LocalBackgroundTasks
 
 __all__ = [
@@ -14,5 +22,7 @@ __all__ = [
     "LocalBackgroundTasks",
     "TaskSnapshot",
     "TaskStatus",
+    "TasksPerSession",
     "WaitMode",
+    "check_room",
 ]

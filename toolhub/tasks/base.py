@@ -13,11 +13,13 @@ a completion nobody asked about is still announced once by the reminder.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict
+
+from toolhub.core import ErrorKind, ToolError
 
 #: ``lost``: the task's record says running but nothing keeps it alive any more (its host stopped
 #: renewing it); it is being recovered — re-run from the beginning as its next attempt, or failed
@@ -25,6 +27,24 @@ from pydantic import BaseModel, ConfigDict
 TaskStatus = Literal["running", "lost", "exited", "killed", "timeout"]
 WaitMode = Literal["wait_any", "wait_all"]
 KillOutcome = Literal["killed", "already_exited", "not_found"]
+#: How many background tasks one session may have running at once (``None``: no cap): the
+#: tenant's ``background_tasks_per_session`` quota, given by the assembly.
+TasksPerSession = Callable[[str], int | None]
+
+
+def check_room(running: int, limit: int | None) -> None:
+    """Refuse one more task of a session that has ``running`` of its ``limit`` running.
+    Threat: one session starting tasks without end (each a process tree, a log and a
+    record) until the host or Redis gives out for every tenant. A check, not a reservation:
+    two starts racing at the cap may both pass it, once."""
+    if limit is not None and running >= limit:
+        raise ToolError(
+            ErrorKind.RATE_LIMITED,
+            f"this session already has {running} background tasks running, the most its quota "
+            f"allows (`background_tasks_per_session`: {limit}); wait for one to finish "
+            "(wait_tasks) or stop one (kill_task) first",
+            {"quota": "background_tasks_per_session", "limit": limit},
+        )
 
 
 class TaskSnapshot(BaseModel):

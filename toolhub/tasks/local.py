@@ -22,7 +22,7 @@ from toolhub.backends.capture import CapturedOutput
 from toolhub.backends.process import ProcessRunner
 from toolhub.backends.running import CommandResult, KillReason
 
-from .base import KillOutcome, TaskSnapshot, TaskStatus, WaitMode
+from .base import KillOutcome, TaskSnapshot, TasksPerSession, TaskStatus, WaitMode, check_room
 
 MAX_RUNTIME_S = 10 * 3600
 TAIL_BYTES = 16_000
@@ -63,8 +63,11 @@ class LocalBackgroundTasks:
         max_runtime_s: float = MAX_RUNTIME_S,
         tail_bytes: int = TAIL_BYTES,
         max_finished: int = MAX_FINISHED,
+        per_session: TasksPerSession | None = None,
     ) -> None:
         self.runner = runner
+        #: The cap on one session's running tasks (``check_room``).
+        self.per_session = per_session
         self.max_runtime_s = max_runtime_s
         self.tail_bytes = tail_bytes
         self.max_finished = max_finished
@@ -81,6 +84,10 @@ class LocalBackgroundTasks:
         owner_session: str,
         call_id: str,
     ) -> str:
+        if self.per_session is not None:
+            cap = self.per_session(owner_session)
+            if cap is not None:
+                check_room(len(self.running(owner_session)), cap)
         task_id = f"task-{uuid.uuid4().hex[:10]}"
         limit = self.max_runtime_s
         timeout_s = min(timeout_ms / 1000, limit) if timeout_ms and timeout_ms > 0 else limit

@@ -37,7 +37,7 @@ from toolhub.distributed.signing import sign_message
 from toolhub.errors import ErrorCode
 from toolhub.subagents.base import too_many_subagents
 
-from .base import KillOutcome, TaskSnapshot, TaskStatus, WaitMode
+from .base import KillOutcome, TaskSnapshot, TasksPerSession, TaskStatus, WaitMode, check_room
 
 TAIL_BYTES = 16_000
 #: How a background sub-agent's task label starts (``task`` labels them so).
@@ -58,9 +58,12 @@ class RedisBackgroundTasks:
         session_id: str,
         config_hash: str | None = None,
         *,
+        per_session: TasksPerSession | None = None,
         quotas: QuotaLimits | None = None,
     ) -> None:
         self.client = client
+        #: The cap on one session's running tasks (``check_room``).
+        self.per_session = per_session
         self.app = app
         self.settings = settings
         self.session_id = session_id
@@ -80,9 +83,16 @@ class RedisBackgroundTasks:
         owner_session: str,
         call_id: str,
     ) -> str:
+        self._check_room(owner_session)
         limit = self.settings.max_background_seconds
         timeout_s = min(timeout_ms / 1000, limit) if timeout_ms and timeout_ms > 0 else limit
         return self._enqueue(command, {"cwd": cwd, "timeout_s": timeout_s}, owner_session, call_id)
+
+    def _check_room(self, owner_session: str) -> None:
+        if self.per_session is not None:
+            limit = self.per_session(owner_session)
+            if limit is not None:
+                check_room(len(self.running(owner_session)), limit)
 
     def start_subagent(
         self,
@@ -101,6 +111,7 @@ class RedisBackgroundTasks:
         running = [t for t in self.running(owner_session) if t.command.startswith(SUBAGENT)]
         if len(running) >= max_concurrent:
             raise too_many_subagents(max_concurrent)
+        self._check_room(owner_session)
         extra = {
             "subagent": request,
             "cwd": request.get("cwd"),

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import dataclasses
 import re
 import uuid
 from collections.abc import AsyncIterator
@@ -24,6 +25,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from toolhub.backends.disk_budget import DiskBudget
 from toolhub.backends.limits import ResourceLimits
 from toolhub.backends.process import ProcessRunner
 from toolhub.backends.running import CommandResult
@@ -187,6 +189,10 @@ class Bash(Tool[BashArgs, BashOutput]):
             raise ToolError.invalid_arguments("background commands are disabled for this tool")
         tasks = ctx.container.require(BackgroundTasks)
         ws = ctx.container.require(Workspace)
+        disk = ctx.container.get(DiskBudget)
+        if disk is not None:
+            disk.invalidate()
+            disk.check()
         timeout = min(args.timeout, BACKGROUND_MAX_MS) if args.timeout else None
         task_id = tasks.start(
             args.command,
@@ -250,6 +256,7 @@ async def run_foreground(
         budget[0] -= len(chunk)
         post(loop, queue, chunk)
 
+    disk = ctx.container.get(DiskBudget)
     running = runner.start(
         command,
         log_name=ctx.call_id or uuid.uuid4().hex,
@@ -257,7 +264,7 @@ async def run_foreground(
         timeout_s=timeout_ms / 1000,
         keep_bytes=params.output_limit_bytes,
         on_output=on_output,
-        limits=params.limits(),
+        limits=_within(params.limits(), disk),
     )
     running.add_done_callback(lambda _: post(loop, queue, None))
 
@@ -276,6 +283,8 @@ async def run_foreground(
     result = running.result
     assert result is not None
     output = _foreground_output(ctx, result, params)
+    if disk is not None:
+        disk.invalidate()
     if ctx.cancel.cancelled:
         raise ToolError(
             ErrorKind.CANCELLED,
@@ -283,7 +292,19 @@ async def run_foreground(
             f"{result.duration_s:.1f} s.\n{output.model_text()}",
             {"log_path": output.log_path},
         )
+    if disk is not None and result.exit_code != 0:
+        disk.check(output.model_text())
     yield output
+
+
+def _within(limits: ResourceLimits, disk: DiskBudget | None) -> ResourceLimits:
+    """``limits`` with no file larger than what is left of the session's disk quota."""
+    left = None if disk is None else disk.remaining()
+    if left is None:
+        return limits
+    if limits.file_size_bytes is not None:
+        left = min(left, limits.file_size_bytes)
+    return dataclasses.replace(limits, file_size_bytes=left)
 
 
 def _foreground_output(ctx: ToolContext, result: CommandResult, params: BashParams) -> BashOutput:

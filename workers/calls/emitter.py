@@ -19,8 +19,9 @@ from redis.exceptions import RedisError
 from toolhub.core import CallResult, Progress
 from toolhub.core.tool import LEASE_LOST, REDIS_LOST
 from toolhub.distributed.codec import encode_item
-from toolhub.distributed.records import CallRecords
+from toolhub.distributed.records import CallRecords, StreamBounds
 from toolhub.distributed.settings import Settings
+from toolhub.tenancy.session_quotas import quotas_of_session
 
 from .running import Running
 
@@ -39,11 +40,20 @@ class EmitterHost(Protocol):
     def settings(self) -> Settings: ...
 
 
+def stream_bounds(session_id: str) -> StreamBounds:
+    """The progress bytes Redis keeps of a call and of a session of ``session_id``'s tenant:
+    the worker that emits passes them, so the bound is the operator's policy where the
+    command runs, whatever the dispatcher asked."""
+    quotas = quotas_of_session(session_id)
+    return StreamBounds(quotas.stream_bytes_per_call, quotas.stream_bytes_per_session)
+
+
 class Emitter:
     def __init__(self, runtime: EmitterHost, running: Running, session_id: str) -> None:
         self.runtime = runtime
         self.running = running
         self.session_id = session_id
+        self.bounds = stream_bounds(session_id)
         self.stopped = False
         self.finished = False
         self._finish_lock = threading.Lock()
@@ -53,7 +63,13 @@ class Emitter:
             return
         payload = encode_item(item, self.running.attempt)
         seq = self._patiently(
-            lambda: self.runtime.records.emit(self.running.call_id, self.running.attempt, [payload])
+            lambda: self.runtime.records.emit(
+                self.running.call_id,
+                self.running.attempt,
+                [payload],
+                sid=self.session_id,
+                bounds=self.bounds,
+            )
         )
         if seq is not None and seq < 0:
             self._fenced()

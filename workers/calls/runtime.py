@@ -26,6 +26,7 @@ from toolhub.distributed.settings import Settings, queue_for
 from toolhub.distributed.signing import FleetKeys
 from toolhub.distributed.store import RedisStore
 from toolhub.tenancy import OperatorPolicy
+from workers.holder.session_records import forget_ended
 
 from .running import Running
 from .toolsets import ToolSets, worker_builder
@@ -94,6 +95,11 @@ class WorkerRuntime:
         for running in runs:
             running.token.cancel(reason)
         return bool(runs)
+
+    def session_ended(self, session_id: str) -> None:
+        """A session was deleted: its command logs and tmp on this host go."""
+        if forget_ended(self.store, self.toolsets.session_dir(session_id), session_id):
+            logger.info("session %s ended: its logs and tmp here removed", session_id)
 
     def hand_back_all(self) -> None:
         """Soft-shutdown window over: give every call still running back to the queue."""

@@ -72,6 +72,7 @@ from .background_command import command_result, start_command, start_failure
 from .client import HolderPaths, flocked, idle_seconds, read_line
 from .local_secrets import local_secret
 from .places import SessionPlaces
+from .session_records import forget_ended, session_dir
 
 logger = logging.getLogger("toolhub.worker.holder")
 
@@ -119,6 +120,11 @@ class Holder:
             return False
         held.running.token.cancel(reason)
         return True
+
+    def session_ended(self, session_id: str) -> None:
+        """A session was deleted: its command logs and tmp on this host go (its running
+        tasks keep writing to their open logs until they end)."""
+        forget_ended(self.store, session_dir(self.places.home, session_id), session_id)
 
     # -- serving --------------------------------------------------------------------------------
 

@@ -18,6 +18,9 @@ import hmac
 import logging
 from pathlib import Path
 
+from redis.exceptions import RedisError
+
+from toolhub.backends.session_info import remove_scratch
 from toolhub.backends.workspace_pin import require_real
 from toolhub.core import ToolError
 from toolhub.distributed.signing import FleetKeys, SignatureRefused
@@ -94,3 +97,15 @@ def session_dir(home: Path, session_id: str) -> Path:
 @functools.cache
 def _dir_key(home: Path) -> bytes:
     return local_secret(home / "worker-sessions" / ".names.key").encode()
+
+
+def forget_ended(store: RedisStore, directory: Path, session_id: str) -> bool:
+    """Remove the command logs and tmp in ``directory`` (the session's here) once the
+    session's record is gone (deleted); False when it still exists or Redis cannot say."""
+    try:
+        if store.has_session(session_id):
+            return False
+    except RedisError:
+        return False
+    remove_scratch(directory)
+    return True

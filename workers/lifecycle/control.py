@@ -6,6 +6,11 @@ kill callbacks the tool registered (TERM to the process group, KILL after a grac
 executor answers ``cancelled`` at once, so nothing waits on the tool. A message missed while
 this connection was down is caught by the lease renewal, which reports the record's
 ``cancel_requested`` flag.
+
+An ``ended`` message (a session was deleted, ``RedisStore.drop_session``) has the runtime
+remove that session's command logs and tmp on this host (``session_ended``), once the
+session's record is gone: a message alone, which anyone who can publish could send, removes
+nothing of a session that still exists.
 """
 
 from __future__ import annotations
@@ -31,6 +36,8 @@ class CancelTarget(Protocol):
     def store(self) -> RedisStore: ...
 
     def cancel_local(self, call_id: str, reason: str = "cancelled") -> bool: ...
+
+    def session_ended(self, session_id: str) -> None: ...
 
 
 class ControlListener(threading.Thread):
@@ -70,6 +77,8 @@ class ControlListener(threading.Thread):
             call_id = str(message.get("call_id"))
             if self.runtime.cancel_local(call_id, str(message.get("reason") or "cancelled")):
                 logger.info("call %s: cancel requested", call_id)
+        elif message.get("op") == "ended":
+            self.runtime.session_ended(str(message.get("session_id")))
 
     def stop(self) -> None:
         self.stop_event.set()
