@@ -5,9 +5,10 @@ the process with the highest ``oom_score``, and a worker holding many calls can 
 command that filled the memory: every call on it is lost, and a gateway or holder kill loses
 every client's connection. Each command raises its own ``oom_score_adj`` to
 ``COMMAND_OOM_SCORE_ADJ`` before it execs (raising it is always allowed), so a command goes
-first; toolhub's own long-lived processes (worker, gateway, holder, the Flower the local stack
-starts) lower theirs to ``PROTECTED_OOM_SCORE_ADJ`` where they may (root, or
-``CAP_SYS_RESOURCE``); where they may not they keep 0, and say so once in the log.
+first; toolhub's own long-lived processes (worker, gateway, holder, and everything the local
+stack starts, Flower and Redis included, which inherit the stack's value) lower theirs to
+``PROTECTED_OOM_SCORE_ADJ`` where they may (``CAP_SYS_RESOURCE``, which root usually has);
+where they may not they keep 0, and say so once in the log.
 
 A child inherits its parent's value, so a command of a protected worker would be protected
 too without its prelude: the prelude is what gives it the high value.
@@ -59,8 +60,9 @@ def protect(what: str, pid: int | str = "self") -> bool:
     if not _warned:
         _warned = True
         logger.warning(
-            "%s keeps oom_score_adj %s: lowering it needs root or CAP_SYS_RESOURCE; commands "
-            "still raise theirs to %d, so the OOM killer takes them first",
+            "%s keeps oom_score_adj %s: lowering it needs CAP_SYS_RESOURCE (root without it "
+            "cannot either); commands still raise theirs to %d, so the OOM killer takes them "
+            "first",
             what,
             oom_score_adj(pid),
             COMMAND_OOM_SCORE_ADJ,
