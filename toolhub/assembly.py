@@ -35,6 +35,7 @@ from toolhub.errors import ErrorCode
 from toolhub.sandbox import Mechanism, SandboxPolicy, default_settings, enforce
 from toolhub.tasks import BackgroundTasks, LocalBackgroundTasks
 from toolhub.tenancy import DEFAULT_TENANT, Quotas, tenant_of_session
+from toolhub.tenancy.kernel_quota import session_quota
 from toolhub.tenancy.session_quotas import quotas_of_session
 from toolhub.tools.shell import BashParams
 from toolhub.toolset import ConfigSource, ExternalSpec, ToolSet, ToolSetBuilder, ToolSetConfig
@@ -90,6 +91,7 @@ def install_local_resources(
     runner = ProcessRunner(
         ws.root, Path(session_dir) / "terminal", limits=limits, workspace_pin=ws.pin
     )
+    runner.quota = session_quota(session_id)
     container.insert(ws)
     container.insert(SessionInfo(session_id, Path(session_dir)))
     disk_limit = quotas_of_session(session_id).disk_per_session

@@ -101,6 +101,9 @@ class ErrorCode(StrEnum):
     #: The sandbox this session's commands need cannot confine them here (a session of a
     #: named tenant on a worker that confines with Landlock): nothing ran.
     SANDBOX_UNAVAILABLE = "sandbox_unavailable"
+    #: The kernel's OOM killer ended a command: it reached its memory limit (its own cgroup's,
+    #: or its session's commands' together). The output so far is in the error.
+    MEMORY_LIMIT = "memory_limit"
 
     # -- codes of host-side errors (``ToolhubError.code``) -------------------------------------
     TOOLHUB_ERROR = "toolhub_error"

@@ -96,8 +96,9 @@ def test_turned_off_every_command_gets_a_sandbox_of_its_own(base: Path) -> None:
 
 def test_limits_and_exit_status_are_the_commands_own(base: Path) -> None:
     run = runner(base, limits=ResourceLimits(file_size_bytes=1 << 20, max_processes=64))
-    out = run.run("ulimit -f; ulimit -u; exit 7", log_name="limits")
-    assert text(out).split() == ["1024", "64"] and out.exit_code == 7
+    out = run.run("ulimit -f; cat /proc/self/oom_score_adj; exit 7", log_name="limits")
+    # The process cap is the pids cgroup's (tests/backends/test_cgroups.py), not RLIMIT_NPROC.
+    assert text(out).split() == ["1024", "1000"] and out.exit_code == 7
     signalled = run.run("kill -KILL $$", log_name="sig")
     assert signalled.exit_code == 128 + signal.SIGKILL and signalled.signal == "SIGKILL"
 
@@ -150,13 +151,13 @@ def test_a_command_is_held_until_its_cgroup_join_and_never_runs_when_that_fails(
     pid_namespace(run)  # the sandbox is up
     seen: list[int] = []
 
-    def refuse(path: Path, pid: int) -> None:
+    def refuse(self: object, cgroup: object, pid: int) -> None:
         seen.append(pid)
         # Held: the command has not run yet.
         assert psutil.Process(pid).cmdline()[:2] != [run._shell, "-c"]
         raise OSError("cgroup refused")
 
-    monkeypatch.setattr("toolhub.backends.limits.PidsCgroups.join", staticmethod(refuse))
+    monkeypatch.setattr("toolhub.backends.cgroups.CommandCgroups.join", refuse)
     marker = base / "ws" / "ran"
     if not run.cgroups.available:
         pytest.skip("no pids cgroup here: nothing is joined")
@@ -273,7 +274,7 @@ def test_an_aborted_command_ends_at_once_while_another_is_held(
     second_held, first_done = threading.Event(), threading.Event()
     joined: list[int] = []
 
-    def join(path: Path, pid: int) -> None:
+    def join(self: object, cgroup: object, pid: int) -> None:
         joined.append(pid)
         if len(joined) == 1:  # the first command: refused once the second is held too
             assert second_held.wait(10)
@@ -281,7 +282,7 @@ def test_an_aborted_command_ends_at_once_while_another_is_held(
         second_held.set()
         first_done.wait(10)
 
-    monkeypatch.setattr("toolhub.backends.limits.PidsCgroups.join", staticmethod(join))
+    monkeypatch.setattr("toolhub.backends.cgroups.CommandCgroups.join", join)
     refused_after: list[float] = []
 
     def first() -> None:

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from tests.processes import seconds_until, seconds_until_gone_after_kill, tagged_sleeps
-from toolhub.backends.limits import PidsCgroups, ResourceLimits
+from toolhub.backends.cgroups import CommandCgroups
+from toolhub.backends.limits import ResourceLimits
 from toolhub.sandbox import SandboxMode
 
 from .conftest import Layout, requires_bwrap, text
@@ -74,7 +75,9 @@ def test_term_ignored_then_killed_after_grace(layout: Layout) -> None:
     assert 1.4 <= elapsed < 20  # after the grace, long before the sleep's 30 s
 
 
-@pytest.mark.skipif(not PidsCgroups.detect().available, reason="needs a writable pids cgroup")
+@pytest.mark.skipif(
+    "pids" not in CommandCgroups.detect().controllers, reason="needs a writable pids cgroup"
+)
 def test_sandboxed_processes_are_in_the_commands_pids_cgroup(layout: Layout) -> None:
     tag = _tag(3)
     runner = layout.runner(layout.policy(SandboxMode.WORKSPACE_WRITE))

@@ -306,3 +306,31 @@ def test_a_worker_judges_the_tenant_root_from_the_stored_workspace(tmp_path: Pat
         stored_tenant_root(root / "tenants" / "other" / "s1", "acme", root)
     with pytest.raises(ValueError):
         stored_tenant_root(tmp_path / "elsewhere" / "tenants" / "acme" / "s", "acme", root)
+
+
+def test_the_kernels_per_command_limits_stay_under_the_tenants_quota(root: Path) -> None:
+    """``max_processes`` and ``memory_mb`` are held by the command's cgroup: a config may not
+    remove them nor ask above the operator's ``pids_per_command`` / ``memory_per_command``
+    (the tenant's own, where ``quotas.tenants`` overrides them)."""
+    found = refused({"tools": [bash(max_processes=None, memory_mb=None)]}, root)
+    assert found["tools[0].params.max_processes"].message.endswith("may not be removed")
+    assert found["tools[0].params.memory_mb"].message.endswith("may not be removed")
+    over = refused({"tools": [bash(max_processes=513, memory_mb=1025)]}, root)
+    assert over["tools[0].params.max_processes"].expected == "<= 512"
+    assert over["tools[0].params.memory_mb"].expected == "<= 1024"
+    policy = OperatorPolicy.parse(
+        {
+            "limits": {"Main:bash": {"max_processes": 100_000}},  # never above the quota
+            "quotas": {
+                "tenants": {"acme": {"pids_per_command": 64, "memory_per_command": 1 << 27}}
+            },
+        }
+    )
+    tight = refused({"tools": [bash(max_processes=100, memory_mb=256)]}, root, policy)
+    assert tight["tools[0].params.max_processes"].expected == "<= 64"
+    assert tight["tools[0].params.memory_mb"].expected == "<= 128"
+    admitted = admit({"tools": [bash()]}, policy, tenant="acme", tenant_root=root)
+    assert admitted.tools is not None
+    assert admitted.tools[0].params == {"max_processes": 64, "memory_mb": 128}
+    ok = {"tools": [bash(max_processes=64, memory_mb=128)]}
+    assert admit(ok, DEFAULT, tenant="acme", tenant_root=root) == ToolSetConfig.load(ok)

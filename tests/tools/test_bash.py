@@ -8,10 +8,14 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.tools.harness import Harness
+from toolhub.backends.process import shared_cgroups
 from toolhub.core import CancelToken, ErasedTool, ErrorKind, Outcome, Progress
 from toolhub.core.templates import TemplateRenderer
 from toolhub.core.tool import ListContext
+from toolhub.errors import ErrorCode
 from toolhub.tools.plan import EnterPlanMode
 from toolhub.tools.shell import Bash, BashParams
 
@@ -181,3 +185,17 @@ def test_plan_mode_refuses(harness: Harness, ws: Path) -> None:
     res = bash(harness, f"touch {ws}/x")
     assert res.error is not None and res.error.kind is ErrorKind.PERMISSION_DENIED
     assert not (ws / "x").exists()
+
+
+@pytest.mark.skipif(
+    "memory" not in shared_cgroups().controllers, reason="needs a writable memory cgroup"
+)
+def test_a_command_past_its_memory_limit_is_a_typed_memory_limit_error(harness: Harness) -> None:
+    harness.set_params(BashParams(memory_mb=64))
+    res = bash(harness, "echo started; python3 -c 'b = bytearray(200 << 20)'")
+    assert res.error is not None and res.error.code == ErrorCode.MEMORY_LIMIT
+    assert "reached its memory limit of 64 MiB" in res.error.detail
+    assert "started" in res.error.detail  # the output so far
+    assert res.error.details is not None and res.error.details["memory_limit_bytes"] == 64 << 20
+    after = bash(harness, "echo fine")
+    assert after.output.exit_code == 0 and after.output.cpu_seconds is not None

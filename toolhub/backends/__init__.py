@@ -9,7 +9,8 @@ container.
 
 from __future__ import annotations
 
-from .limits import PidsCgroups, ResourceLimits
+from .cgroups import CommandCgroups, SessionQuota
+from .limits import ResourceLimits
 from .locks import PathLocks
 from .process import ProcessRunner
 from .ripgrep import Ripgrep
@@ -19,16 +20,17 @@ from .tool_index import EnabledToolNames, InMemoryToolIndex, ToolEntry, ToolInde
 from .workspace import Workspace, atomic_write
 
 __all__ = [
+    "CommandCgroups",
     "CommandResult",
     "EnabledToolNames",
     "InMemoryToolIndex",
     "PathLocks",
-    "PidsCgroups",
     "ProcessRunner",
     "ResourceLimits",
     "Ripgrep",
     "RunningCommand",
     "SessionInfo",
+    "SessionQuota",
     "ToolEntry",
     "ToolIndex",
     "Workspace",

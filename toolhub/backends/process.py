@@ -21,6 +21,11 @@ trap stay outside and around it, unchanged: the shell joins the cgroup and then 
 its job, so everything in the sandbox is in the command's process group and cgroup, and every
 way of stopping a command stops a sandboxed one too.
 
+Each command runs in a cgroup of its own inside its session's (``cgroups.py``: memory, pids and
+CPU weight, clamped to the operator's ceilings in ``quota``) with a high ``oom_score_adj``
+(``oom.py``), so the kernel's OOM killer takes the command, not a toolhub process. What it
+used is charged to the call's usage meter (``running.py``).
+
 Every start first reopens the workspace through its ``WorkspacePin`` (``workspace_pin.py``):
 a workspace swapped for a symlink or another directory since the runner was made is refused
 with ``workspace_moved`` and nothing runs; bwrap binds the descriptor that was checked, and
@@ -30,6 +35,7 @@ Landlock's wrapper grants the workspace only if it is still that directory.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
 import functools
 import logging
@@ -44,12 +50,15 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from toolhub.core import ToolError
+from toolhub.core.usage import current_meter
 from toolhub.sandbox import Mechanism, SandboxMode, SandboxPolicy, find_bwrap
 from toolhub.sandbox.environment import TOOLHUB_SECRETS
 
 from .capture import DEFAULT_LOG_LIMIT, OutputCapture
+from .cgroups import CommandCgroup, CommandCgroups, SessionQuota
 from .confinement import confined_command, unconfined_env
-from .limits import PidsCgroups, ResourceLimits
+from .limits import ResourceLimits
+from .oom import COMMAND_OOM_SCORE_ADJ, oom_prelude, set_oom_score_adj
 from .running import ChildProcess, CommandProcess, CommandResult, OutputCallback, RunningCommand
 from .sandbox_host import HostLost, SandboxHosts, StartRefused
 from .sandbox_spawn import WORKSPACE_FD_PLACEHOLDER, launcher_argv, launcher_roots
@@ -83,7 +92,7 @@ class ProcessRunner:
         env: Mapping[str, str] | None = None,
         kill_grace_s: float = KILL_GRACE_S,
         log_limit_bytes: int = DEFAULT_LOG_LIMIT,
-        cgroups: PidsCgroups | None = None,
+        cgroups: CommandCgroups | None = None,
         sandbox: SandboxPolicy | None = None,
         scrub_env: bool = False,
         shared_sandbox: bool | None = None,
@@ -111,7 +120,9 @@ class ProcessRunner:
         self.limits = limits or ResourceLimits()
         self.kill_grace_s = kill_grace_s
         self.log_limit_bytes = log_limit_bytes
-        self.cgroups = cgroups if cgroups is not None else PidsCgroups.detect()
+        self.cgroups = cgroups if cgroups is not None else shared_cgroups()
+        #: The session's kernel bounds (its tenant's quotas); None: no session ceiling.
+        self.quota: SessionQuota | None = None
         self._shell = shutil.which("bash") or "/bin/sh"
         self._guard = _parent_death_guard()
         self._env = {
@@ -136,14 +147,18 @@ class ProcessRunner:
     ) -> RunningCommand:
         """Start ``command`` now; output streams to ``on_output`` from the reader thread.
         At most ``START_CONCURRENCY`` starts of this process run at once (``start_gate``)."""
-        limits = limits or self.limits
+        limits = self._clamped(limits or self.limits)
         self._refuse()
-        cgroup: Path | None = None
+        meter = current_meter()
+        cgroup: CommandCgroup | None = None
         capture: OutputCapture | None = None
         try:
             with START_GATE.held(), self._workspace_pin().opened() as ws_fd:
-                if limits.max_processes is not None:
-                    cgroup = self.cgroups.create(limits.max_processes)
+                cgroup = self.cgroups.create(
+                    memory_bytes=limits.memory_bytes,
+                    pids=limits.max_processes,
+                    session=self.quota,
+                )
                 capture = OutputCapture(
                     keep_bytes, self.log_dir / f"{_safe_name(log_name)}.log", self.log_limit_bytes
                 )
@@ -169,7 +184,24 @@ class ProcessRunner:
             deadline=deadline,
             on_output=on_output,
             kill_grace_s=self.kill_grace_s,
+            meter=meter,
         )
+
+    def _clamped(self, limits: ResourceLimits) -> ResourceLimits:
+        """``limits`` no higher than the operator's per-command ceilings (a limit left unset
+        runs at the ceiling): a config that slipped past admission still gets no more."""
+        quota = self.quota
+        if quota is None:
+            return limits
+        memory = _lowest(limits.memory_bytes, quota.memory_per_command)
+        pids = _lowest(limits.max_processes, quota.pids_per_command)
+        if (memory, pids) == (limits.memory_bytes, limits.max_processes):
+            return limits
+        return dataclasses.replace(limits, memory_bytes=memory, max_processes=pids)
+
+    def _nproc(self, cgroup: CommandCgroup | None) -> bool:
+        """Whether ``RLIMIT_NPROC`` stands in for a pids cgroup the command lacks."""
+        return cgroup is None or "pids" not in self.cgroups.controllers
 
     def _refuse(self) -> None:
         if self.refusal is not None:
@@ -188,17 +220,24 @@ class ProcessRunner:
         return pin
 
     def _child(
-        self, command: str, cwd: Path, limits: ResourceLimits, cgroup: Path | None, ws_fd: int
+        self,
+        command: str,
+        cwd: Path,
+        limits: ResourceLimits,
+        cgroup: CommandCgroup | None,
+        ws_fd: int,
     ) -> ChildProcess:
         """The command as a child of this process, in a sandbox of its own when confined:
-        ``setpriv`` (the parent-death signal), the shell that joins the cgroup, sets the
-        limits and traps that signal, then the command (in bwrap) as its job. bwrap inherits
-        ``ws_fd``, the checked workspace it binds."""
-        prelude = [PidsCgroups.join_prelude(cgroup)] if cgroup is not None else []
-        if ulimits := limits.ulimit_prelude():
+        ``setpriv`` (the parent-death signal), the shell that joins the cgroup, raises its
+        ``oom_score_adj``, sets the limits and traps that signal, then the command (in bwrap)
+        as its job. bwrap inherits ``ws_fd``, the checked workspace it binds."""
+        prelude = [self.cgroups.join_prelude(cgroup)] if cgroup is not None else []
+        prelude.append(oom_prelude())
+        if ulimits := limits.ulimit_prelude(nproc=self._nproc(cgroup)):
             prelude.append(ulimits)
         argv, env, run = self._command_line(command, cwd, ws_fd)
-        script = "; ".join([*prelude, _death_trap(cgroup), run])
+        procs = [] if cgroup is None else self.cgroups.procs_files(cgroup)
+        script = "; ".join([*prelude, _death_trap(procs), run])
         return ChildProcess(
             subprocess.Popen(
                 [*self._guard, self._shell, "-c", script, "bash", command, *argv],
@@ -214,12 +253,17 @@ class ProcessRunner:
         )
 
     def _hosted(
-        self, command: str, cwd: Path, limits: ResourceLimits, cgroup: Path | None, ws_fd: int
+        self,
+        command: str,
+        cwd: Path,
+        limits: ResourceLimits,
+        cgroup: CommandCgroup | None,
+        ws_fd: int,
     ) -> CommandProcess | None:
         """The command started in the session's shared sandbox (``sandbox_host``), or None
         where that does not apply (docs/sandbox.md lists why): not bwrap, an egress proxy
         (its bridge runs per command), not ``workspace_write`` with a private tmp (a fresh
-        tmpfs ``/tmp`` per command is the promise there), no pids cgroup (leftovers of a
+        tmpfs ``/tmp`` per command is the promise there), no command cgroup (leftovers of a
         command would outlive it in the shared pid namespace), a setuid bwrap (it drops the
         parent-death signal), no working pidfds, or ``shared_sandbox`` off."""
         policy = self.sandbox
@@ -249,8 +293,8 @@ class ProcessRunner:
                     [self._shell, "-c", command],
                     env=env,
                     cwd=os.path.realpath(cwd),
-                    rlimits=limits.rlimits(),
-                    join=functools.partial(PidsCgroups.join, cgroup),
+                    rlimits=limits.rlimits(nproc=self._nproc(cgroup)),
+                    join=functools.partial(self._join_hosted, cgroup),
                 )
             except StartRefused as exc:
                 last = exc
@@ -259,6 +303,12 @@ class ProcessRunner:
                 last = exc
         logger.warning("shared sandbox unavailable, starting a sandbox for one command: %s", last)
         return None
+
+    def _join_hosted(self, cgroup: CommandCgroup, pid: int) -> None:
+        """A hosted command, before it execs: into its cgroup, and first in the OOM killer's
+        line (the launcher's own value is the worker's)."""
+        self.cgroups.join(cgroup, pid)
+        set_oom_score_adj(COMMAND_OOM_SCORE_ADJ, pid)
 
     def _command_line(
         self, command: str, cwd: Path, ws_fd: int
@@ -409,14 +459,21 @@ def _setuid(program: str) -> bool:
         return False
 
 
-def _death_trap(cgroup: Path | None) -> str:
+def _death_trap(procs: Sequence[Path]) -> str:
     """Shell that, on the parent-death signal, SIGKILLs the command's process group and every
-    process in its cgroup (those that left the group), the shell itself last."""
+    process in its cgroup (``procs``: its ``cgroup.procs`` files; those that left the group),
+    the shell itself last."""
     members = ""
-    if cgroup is not None:
-        procs = shlex.quote(str(cgroup / "cgroup.procs"))
-        members = f"for p in $(< {procs}); do [ $p = $$ ] || kill -KILL $p; done 2>/dev/null; "
+    if procs:
+        files = " ".join(f"$(< {shlex.quote(str(path))})" for path in procs)
+        members = f"for p in {files}; do [ $p = $$ ] || kill -KILL $p; done 2>/dev/null; "
     return f"trap '{members}kill -KILL 0' {PARENT_DEATH_SIGNAL}"
+
+
+@functools.cache
+def shared_cgroups() -> CommandCgroups:
+    """This process's cgroup places, detected once (every runner of the process shares them)."""
+    return CommandCgroups.detect()
 
 
 @functools.cache
@@ -436,3 +493,9 @@ def _signal_reset(name: str = "TERM") -> tuple[str, ...]:
 def _safe_name(name: str) -> str:
     cleaned = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
     return cleaned.strip(".") or "command"
+
+
+def _lowest(value: int | None, ceiling: int | None) -> int | None:
+    if ceiling is None:
+        return value
+    return ceiling if value is None else min(value, ceiling)

@@ -5,12 +5,17 @@ has them, so nothing polls), streams every chunk to the caller's callback the mo
 arrives, keeps a bounded head and tail in memory and writes the full output to a log file.
 ``kill`` never waits on the command: SIGTERM to the whole group (and its cgroup) at once and
 SIGKILL after a grace period, from any thread. ``ProcessRunner`` (process.py) starts them.
+
+When a command ends, what it used is read (its cgroup's CPU time and peak memory, else the
+shell's ``wait4`` resource usage), put on its ``CommandResult`` and charged to the usage meter
+of the call that started it (captured at the start: the command ends on its reader thread).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import resource
 import select
 import signal
 import subprocess
@@ -21,8 +26,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Literal, Protocol
 
+from toolhub.core.usage import UsageMeter
+
 from .capture import CapturedOutput, OutputCapture
-from .limits import PidsCgroups
+from .cgroups import CommandCgroup, CommandCgroups
 
 KillReason = Literal["timeout", "cancelled", "killed"]
 
@@ -53,22 +60,44 @@ class CommandProcess(Protocol):
         """Release what ``exit_fd`` holds, once the process has ended."""
         ...
 
+    def rusage(self) -> resource.struct_rusage | None:
+        """The ended process's resource use with its waited-for descendants' (None: unknown)."""
+        ...
+
 
 class ChildProcess:
     """A ``subprocess.Popen`` child as a ``CommandProcess``: its end is seen through a pidfd
-    where the kernel has them, so nothing polls."""
+    where the kernel has them, so nothing polls. It is reaped with ``wait4``, which also gives
+    its resource use (only the command's reader thread polls and waits)."""
 
     def __init__(self, popen: subprocess.Popen[bytes]) -> None:
         self.popen = popen
         self.pid = popen.pid
         self.stdout: IO[bytes] | None = popen.stdout
         self._pidfd = _pidfd(popen.pid)
+        self._rusage: resource.struct_rusage | None = None
 
     def poll(self) -> int | None:
-        return self.popen.poll()
+        if self.popen.returncode is None:
+            self._wait4(os.WNOHANG)
+        return self.popen.returncode
 
     def wait(self) -> int:
+        if self.popen.returncode is None:
+            self._wait4(0)
         return self.popen.wait()
+
+    def _wait4(self, options: int) -> None:
+        try:
+            pid, status, usage = os.wait4(self.pid, options)
+        except ChildProcessError:
+            return  # reaped elsewhere: Popen's own wait then has the status
+        if pid == self.pid:
+            self._rusage = usage
+            self.popen.returncode = os.waitstatus_to_exitcode(status)
+
+    def rusage(self) -> resource.struct_rusage | None:
+        return self._rusage
 
     def exit_fd(self) -> int | None:
         return self._pidfd
@@ -110,6 +139,9 @@ class HostedProcess:
             with contextlib.suppress(OSError):
                 os.close(fd)
 
+    def rusage(self) -> resource.struct_rusage | None:
+        return None  # the launcher reaps it; its cgroup counts what it used
+
     def set_status(self, status: int) -> None:
         if self._ended.is_set():
             return
@@ -128,6 +160,13 @@ class CommandResult:
     duration_s: float
     killed: KillReason | None = None
     signal: str | None = None
+    #: What it used: CPU seconds (user + system) and peak memory; None where not counted.
+    cpu_seconds: float | None = None
+    peak_memory_bytes: int | None = None
+    #: The kernel's OOM killer took one of its processes: it reached its memory limit
+    #: (``memory_limit_bytes``) or its session's.
+    oom_killed: bool = False
+    memory_limit_bytes: int | None = None
 
 
 @dataclass(slots=True)
@@ -144,11 +183,12 @@ class RunningCommand:
         proc: CommandProcess,
         capture: OutputCapture,
         *,
-        cgroup: Path | None,
-        cgroups: PidsCgroups,
+        cgroup: CommandCgroup | None,
+        cgroups: CommandCgroups,
         deadline: float | None,
         on_output: OutputCallback | None,
         kill_grace_s: float,
+        meter: UsageMeter | None = None,
     ) -> None:
         self.proc = proc
         self.pid = proc.pid
@@ -160,6 +200,7 @@ class RunningCommand:
         self._deadline = deadline
         self._on_output = on_output
         self._kill_grace_s = kill_grace_s
+        self._meter = meter
         self._kill = _KillState()
         self._lock = threading.Lock()
         self._done = threading.Event()
@@ -281,6 +322,7 @@ class RunningCommand:
             self._kill.escalation.cancel()
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.pid, signal.SIGKILL)
+        cpu, peak, oom = self._used()
         if self._cgroup is not None:
             self._cgroups.remove_later(self._cgroup)
         assert self.proc.stdout is not None
@@ -300,13 +342,35 @@ class RunningCommand:
             duration_s=time.monotonic() - self._started_mono,
             killed=reason,
             signal=sig_name,
+            cpu_seconds=cpu,
+            peak_memory_bytes=peak,
+            oom_killed=oom,
+            memory_limit_bytes=None if self._cgroup is None else self._cgroup.memory_bytes,
         )
+        if self._meter is not None:
+            self._meter.charge(cpu_seconds=cpu or 0.0, peak_memory_bytes=peak or 0)
         with self._lock:
             self._result = result
             callbacks, self._callbacks = self._callbacks, []
         self._done.set()
         for callback in callbacks:
             callback(result)
+
+    def _used(self) -> tuple[float | None, int | None, bool]:
+        """CPU seconds, peak memory and whether the OOM killer struck: from the cgroup where
+        the command has one (every process of it), and the shell's ``wait4`` for what the
+        cgroup does not count."""
+        usage = self.proc.rusage()
+        cpu = None if usage is None else usage.ru_utime + usage.ru_stime
+        peak = None if usage is None else usage.ru_maxrss * 1024
+        if self._cgroup is None:
+            return cpu, peak, False
+        counted = self._cgroups.usage(self._cgroup)
+        return (
+            counted.cpu_seconds if counted.cpu_seconds is not None else cpu,
+            counted.peak_memory_bytes if counted.peak_memory_bytes is not None else peak,
+            counted.oom_kills > 0,
+        )
 
 
 def _pidfd(pid: int) -> int | None:

@@ -20,6 +20,7 @@ from pathlib import Path
 import httpx
 
 from toolhub.assembly import toolhub_home
+from toolhub.backends.oom import protect
 from toolhub.distributed.settings import ALL_QUEUES, QUEUES
 from toolhub.errors import ErrorCode, ToolhubError
 
@@ -127,6 +128,9 @@ class LocalStack:
             if port is not None and not port_free(port):
                 raise StackError(f"port {port} for the {name} is in use (choose another)")
         self.run_dir.mkdir(parents=True, exist_ok=True)
+        # Before any child starts: Redis, the gateway, the workers and Flower inherit it, so a
+        # command's memory costs the command, never a part of the stack (commands raise theirs).
+        protect("the toolhub stack")
         deadline = time.monotonic() + timeout
         try:
             return self._start(deadline)

@@ -62,7 +62,7 @@ def admit(
     reg = registry if registry is not None else installed_registry()
     violations = [
         *_preset_violations(cfg, policy),
-        *_tool_violations(cfg, policy, reg, tenant_root),
+        *_tool_violations(cfg, policy, reg, tenant, tenant_root),
         *_mcp_violations(cfg, policy),
         *_hub_violations(cfg, policy),
     ]
@@ -70,7 +70,7 @@ def admit(
         for violation in violations:
             logger.warning("tenant %s: config refused: %s", tenant, redact(violation.summary()))
         raise ConfigError(violations)
-    return _admitted(cfg, policy, reg)
+    return _admitted(cfg, policy, reg, tenant)
 
 
 def _preset_violations(cfg: ToolSetConfig, policy: OperatorPolicy) -> list[ConfigViolation]:
@@ -89,7 +89,7 @@ def _preset_violations(cfg: ToolSetConfig, policy: OperatorPolicy) -> list[Confi
 
 
 def _tool_violations(
-    cfg: ToolSetConfig, policy: OperatorPolicy, reg: Registry, tenant_root: Path
+    cfg: ToolSetConfig, policy: OperatorPolicy, reg: Registry, tenant: str, tenant_root: Path
 ) -> list[ConfigViolation]:
     out: list[ConfigViolation] = []
     own_ids = set()
@@ -106,6 +106,7 @@ def _tool_violations(
                 own_kind=registered.tool.kind if registered else None,
                 mode=cfg.mode,
                 policy=policy,
+                tenant=tenant,
                 tenant_root=tenant_root,
             )
         )
@@ -222,7 +223,9 @@ def _hub_violations(cfg: ToolSetConfig, policy: OperatorPolicy) -> list[ConfigVi
     return out
 
 
-def _admitted(cfg: ToolSetConfig, policy: OperatorPolicy, reg: Registry) -> ToolSetConfig:
+def _admitted(
+    cfg: ToolSetConfig, policy: OperatorPolicy, reg: Registry, tenant: str
+) -> ToolSetConfig:
     update: dict[str, Any] = {}
     if cfg.mcp_servers:
         servers = {}
@@ -236,14 +239,14 @@ def _admitted(cfg: ToolSetConfig, policy: OperatorPolicy, reg: Registry) -> Tool
                 )
             )
         update["mcp_servers"] = servers
-    tools = _admitted_tools(cfg, policy, reg)
+    tools = _admitted_tools(cfg, policy, reg, tenant)
     if tools is not None:
         update["tools"] = tools
     return cfg.model_copy(update=update) if update else cfg
 
 
 def _admitted_tools(
-    cfg: ToolSetConfig, policy: OperatorPolicy, reg: Registry
+    cfg: ToolSetConfig, policy: OperatorPolicy, reg: Registry, tenant: str
 ) -> list[ToolConfig] | None:
     """The config's tool list with what the operator decides, or None when that is nothing:
     the default tools the policy allows (for a tenant that named none), and the operator's cap
@@ -258,7 +261,7 @@ def _admitted_tools(
         if model is None:
             continue
         params = entry.params or {}
-        for name, cap in caps(model, entry.id, policy).items():
+        for name, cap in caps(model, entry.id, policy, tenant).items():
             if cap is None or (name not in params and name not in model.model_fields):
                 continue
             value = params[name] if name in params else model.model_fields[name].default
@@ -283,7 +286,7 @@ def effective(
     gateway's policy route."""
     reg = registry if registry is not None else installed_registry()
     tools = {
-        fq_id: caps(registered.tool.params_model, fq_id, policy)
+        fq_id: caps(registered.tool.params_model, fq_id, policy, tenant)
         for fq_id, registered in sorted(reg.tools.items())
         if policy.allows_tool(fq_id)
     }

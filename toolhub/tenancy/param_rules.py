@@ -3,7 +3,8 @@
 
 The threats, each a param the seed lets a client set: ``sandbox`` (turn it off, read the host,
 pass the worker's secrets, open the network), a limit raised (a timeout, output, memory or
-process cap), ``lsp`` server commands (any program, and its installation made readable),
+process cap, above the operator's per-command ceilings of the tenant's ``quotas`` too),
+``lsp`` server commands (any program, and its installation made readable),
 ``web_fetch``'s ``allow_local`` (the fleet's private network), ``task``'s ``subagent_mode``
 (sub-agents with more than the session's mode), and ``kind`` (a command runner admitted as a
 reader into ``mode: read_only``).
@@ -15,6 +16,7 @@ import os
 import re
 import types
 import typing
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,10 +29,20 @@ from toolhub.tools.lsp import LspParams
 from toolhub.toolset.config import ToolConfig
 
 from .policy import OperatorPolicy
+from .quotas import Quotas
 
 #: A numeric param with this in its name bounds what a call may consume: a tenant may only
 #: lower it (timeouts, output and body sizes, result counts, memory, processes, depth).
-LIMIT_NAME = re.compile(r"max|timeout|limit|cpu_seconds|address_space|output_bytes|tail_lines")
+LIMIT_NAME = re.compile(
+    r"max|timeout|limit|cpu_seconds|address_space|output_bytes|tail_lines|memory_mb"
+)
+_MIB = 1 << 20
+#: Limit params the kernel holds per command, and the tenant's quota that is their ceiling
+#: (``memory_mb`` in MiB): a command's cgroup never gets more, so a config may not ask for it.
+QUOTA_CEILINGS: dict[str, Callable[[Quotas], float]] = {
+    "max_processes": lambda q: q.pids_per_command,
+    "memory_mb": lambda q: q.memory_per_command // _MIB,
+}
 
 
 def limit_params(model: type[BaseModel] | None) -> dict[str, float | None]:
@@ -55,11 +67,18 @@ def _numeric(annotation: Any) -> bool:
 
 
 def caps(
-    model: type[BaseModel] | None, fq_id: str, policy: OperatorPolicy
+    model: type[BaseModel] | None, fq_id: str, policy: OperatorPolicy, tenant: str
 ) -> dict[str, float | None]:
-    """Param → the largest value a tenant may set for ``fq_id`` (None: no cap)."""
+    """Param → the largest value ``tenant`` may set for ``fq_id`` (None: no cap): the
+    built-in default or the operator's ``limits``, and never above the tenant's quota
+    ceiling of a limit the kernel holds (``QUOTA_CEILINGS``)."""
     found = limit_params(model)
     found.update(policy.limit_overrides(fq_id))
+    quotas = policy.quotas.for_tenant(tenant)
+    for name, ceiling in QUOTA_CEILINGS.items():
+        if name in found:
+            cap = found[name]
+            found[name] = ceiling(quotas) if cap is None else min(cap, ceiling(quotas))
     return found
 
 
@@ -71,6 +90,7 @@ def entry_violations(
     own_kind: ToolKind | None,
     mode: CapabilityMode,
     policy: OperatorPolicy,
+    tenant: str,
     tenant_root: Path,
 ) -> list[ConfigViolation]:
     at = f"tools[{index}]"
@@ -87,7 +107,7 @@ def entry_violations(
                 allowed="not set",
             )
         )
-    for name, cap in caps(model, entry.id, policy).items():
+    for name, cap in caps(model, entry.id, policy, tenant).items():
         if name in params and name not in fixed:
             out.extend(_limit_violation(entry.id, f"{at}.params.{name}", params[name], cap))
     if "sandbox" in params and isinstance(params["sandbox"], dict):

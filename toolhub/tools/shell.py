@@ -4,7 +4,9 @@ Foreground commands stream ``output_delta`` progress the moment the process writ
 reader thread hands each chunk straight to the event loop), are bounded by a timeout clamped to
 ``max_timeout_ms``, and are killed — whole process group, TERM then KILL — on timeout or
 cancellation. A timeout is an output (``exit: killed (timeout)``); a cancelled call ends with a
-``cancelled`` error that still carries the output so far. The result keeps the first and last
+``cancelled`` error that still carries the output so far, and a command the kernel OOM-killed
+at its memory limit (``memory_mb``, at most the operator's per-command ceiling) with a
+``memory_limit`` error that does too. The result keeps the first and last
 part of a long output and names the log file that has all of it. ``is_background`` hands the
 command to the background-task backend instead and returns its task id at once.
 
@@ -42,6 +44,7 @@ from toolhub.core import (
     closing,
 )
 from toolhub.core.requirements import IfParams, Kind, ParamIs
+from toolhub.errors import ErrorCode
 from toolhub.sandbox import SandboxSettings
 from toolhub.tasks import BackgroundTasks
 
@@ -80,7 +83,12 @@ class BashParams(BaseModel):
     stream_limit_bytes: int = Field(4 * _MB, ge=0, description="Output streamed as progress.")
     cpu_seconds: int | None = Field(None, ge=1)
     address_space_mb: int | None = Field(8192, ge=64)
-    max_processes: int | None = Field(4096, ge=8)
+    max_processes: int | None = Field(
+        512, ge=8, description="Processes and threads of one command (its pids cgroup)."
+    )
+    memory_mb: int | None = Field(
+        1024, ge=16, description="Memory of one command, its processes together (its cgroup)."
+    )
     sandbox: SandboxSettings | None = Field(
         None,
         description="The command sandbox of the session's commands (this tool, background "
@@ -94,6 +102,7 @@ class BashParams(BaseModel):
             if self.address_space_mb is None
             else self.address_space_mb * _MB,
             max_processes=self.max_processes,
+            memory_bytes=None if self.memory_mb is None else self.memory_mb * _MB,
         )
 
 
@@ -108,6 +117,9 @@ class BashOutput(BaseModel):
     truncation_note: str = ""
     log_path: str | None = None
     duration_ms: int = 0
+    #: What the command used (None where the host does not count it).
+    cpu_seconds: float | None = None
+    peak_memory_bytes: int | None = None
     task_id: str | None = None
     note: str = ""
 
@@ -292,6 +304,8 @@ async def run_foreground(
             f"{result.duration_s:.1f} s.\n{output.model_text()}",
             {"log_path": output.log_path},
         )
+    if result.oom_killed and result.killed is None:
+        raise memory_limit_error(result, output)
     if disk is not None and result.exit_code != 0:
         disk.check(output.model_text())
     yield output
@@ -305,6 +319,22 @@ def _within(limits: ResourceLimits, disk: DiskBudget | None) -> ResourceLimits:
     if limits.file_size_bytes is not None:
         left = min(left, limits.file_size_bytes)
     return dataclasses.replace(limits, file_size_bytes=left)
+
+
+def memory_limit_error(result: CommandResult, output: BashOutput) -> ToolError:
+    """The typed error of a command the kernel's OOM killer ended, with its output so far."""
+    limit = result.memory_limit_bytes
+    own = f"its memory limit of {limit // _MB} MiB" if limit else "its memory limit"
+    return ToolError.custom(
+        ErrorCode.MEMORY_LIMIT,
+        f"The command was killed by the kernel after {result.duration_s:.1f} s: it reached "
+        f"{own} (or its session's commands together reached theirs). Use less memory, or "
+        f"work on smaller pieces.\n{output.model_text()}",
+        memory_limit_bytes=limit,
+        peak_memory_bytes=result.peak_memory_bytes,
+        exit_code=result.exit_code,
+        log_path=output.log_path,
+    )
 
 
 def _foreground_output(ctx: ToolContext, result: CommandResult, params: BashParams) -> BashOutput:
@@ -332,6 +362,8 @@ def _foreground_output(ctx: ToolContext, result: CommandResult, params: BashPara
         truncation_note=note,
         log_path=None if captured.log_path is None else str(captured.log_path),
         duration_ms=int(result.duration_s * 1000),
+        cpu_seconds=None if result.cpu_seconds is None else round(result.cpu_seconds, 3),
+        peak_memory_bytes=result.peak_memory_bytes,
     )
 
 

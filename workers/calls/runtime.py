@@ -16,7 +16,7 @@ from typing import Any
 
 from celery import Celery
 
-from toolhub.backends.limits import PidsCgroups
+from toolhub.backends.process import shared_cgroups
 from toolhub.core import CancelToken
 from toolhub.core.tool import HANDOFF
 from toolhub.distributed.celery_app import EXECUTE_TASK
@@ -43,7 +43,7 @@ class WorkerRuntime:
         self.recovery = Recovery(self.records)
         self.enqueuer = Enqueuer(app)
         #: Where this host's command cgroups live: the sweep reaps those of dead processes.
-        self.cgroups = PidsCgroups.detect()
+        self.cgroups = shared_cgroups()
         self.name = f"{socket.gethostname()}:{os.getpid()}"
         #: The operator policy every session's config is admitted against again; a policy
         #: file that cannot be read stops the worker (``ConfigError``) rather than run without.

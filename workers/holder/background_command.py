@@ -42,7 +42,23 @@ def start_command(
 
 
 def command_result(task_id: str, outcome: CommandResult) -> CallResult:
-    details = {"exit_code": outcome.exit_code, "duration_s": round(outcome.duration_s, 3)}
+    details: dict[str, Any] = {
+        "exit_code": outcome.exit_code,
+        "duration_s": round(outcome.duration_s, 3),
+        "cpu_seconds": None if outcome.cpu_seconds is None else round(outcome.cpu_seconds, 3),
+        "peak_memory_bytes": outcome.peak_memory_bytes,
+    }
+    if outcome.oom_killed and outcome.killed is None:
+        limit = outcome.memory_limit_bytes
+        error = ToolError.custom(
+            ErrorCode.MEMORY_LIMIT,
+            "The background command was killed by the kernel: it reached its memory limit"
+            + (f" of {limit >> 20} MiB" if limit else "")
+            + " (or its session's commands together reached theirs).",
+            memory_limit_bytes=limit,
+            **details,
+        )
+        return CallResult.failure("background", error, call_id=task_id)
     if outcome.killed == "timeout":
         error = ToolError(ErrorKind.TIMEOUT, "The background command timed out.", details)
         return CallResult.failure("background", error, call_id=task_id)

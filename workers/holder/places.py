@@ -17,11 +17,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from toolhub.assembly import session_sandbox
+from toolhub.backends.cgroups import SessionQuota
 from toolhub.backends.process import ProcessRunner
 from toolhub.backends.workspace_pin import WorkspacePin
 from toolhub.distributed.signing import FleetKeys
 from toolhub.distributed.store import RedisStore
 from toolhub.sandbox import SandboxPolicy
+from toolhub.tenancy.kernel_quota import session_quota
 from toolhub.toolset import ToolSetBuilder
 
 from .session_records import session_dir, verified_config, verified_session
@@ -32,18 +34,23 @@ CAPACITY = 256
 @dataclass(frozen=True, slots=True)
 class Place:
     """Where a background command runs: the session's workspace (and its pin: a workspace
-    swapped since the session was built runs nothing), the directory of its log, and the
-    sandbox of the session's commands (the one its foreground commands run under)."""
+    swapped since the session was built runs nothing), the directory of its log, the
+    sandbox of the session's commands (the one its foreground commands run under) and the
+    session's kernel bounds (its commands' cgroups, ``toolhub.tenancy.kernel_quota``)."""
 
     workspace: Path
     log_dir: Path
     sandbox: SandboxPolicy | None
     pin: WorkspacePin | None = None
 
+    quota: SessionQuota | None = None
+
     def runner(self) -> ProcessRunner:
-        return ProcessRunner(
+        runner = ProcessRunner(
             self.workspace, self.log_dir, sandbox=self.sandbox, workspace_pin=self.pin
         )
+        runner.quota = self.quota
+        return runner
 
 
 class SessionPlaces:
@@ -78,7 +85,7 @@ class SessionPlaces:
             session_dir=directory,
             builder=self.builder,
         )
-        place = Place(ws.root, directory / "terminal", sandbox, ws.pin)
+        place = Place(ws.root, directory / "terminal", sandbox, ws.pin, session_quota(session_id))
         with self._lock:
             self._cache[key] = place
             while len(self._cache) > CAPACITY:

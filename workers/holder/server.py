@@ -53,10 +53,12 @@ from typing import Any
 
 from redis.exceptions import RedisError
 
+from toolhub.backends.oom import protect
 from toolhub.backends.process import KILL_GRACE_S
 from toolhub.backends.running import CommandResult, RunningCommand
 from toolhub.core import CancelToken, ToolError
 from toolhub.core.tool import HANDOFF, INTERNAL_REASONS, LEASE_LOST
+from toolhub.core.usage import UsageMeter, metering
 from toolhub.distributed.script_replies import RenewReply
 from toolhub.distributed.settings import Settings
 from toolhub.distributed.signing import fleet_keys
@@ -87,6 +89,7 @@ class _Held:
     emitter: Emitter
     flush: Callable[[], None]
     session_id: str
+    meter: UsageMeter
 
 
 class Holder:
@@ -304,13 +307,15 @@ class Holder:
             logger.warning("call %s: refused: %s", cid, exc)
             emitter.finish(start_failure(cid, exc))
             return {"ok": True, "state": "finished", "holder": self.name}
+        meter = UsageMeter()  # the command charges it when it ends (on its reader thread)
         try:
-            command, flush = start_command(place.runner(), message, emitter)
+            with metering(meter):
+                command, flush = start_command(place.runner(), message, emitter)
         except Exception as exc:  # a missing workspace, no shell, ...
             logger.warning("call %s: could not start: %s", cid, exc)
             emitter.finish(start_failure(cid, exc))
             return {"ok": True, "state": "finished", "holder": self.name}
-        held = _Held(running, command, emitter, flush, sid)
+        held = _Held(running, command, emitter, flush, sid, meter)
         with self._lock:
             self._held[cid] = held
 
@@ -332,7 +337,8 @@ class Holder:
             if reason == HANDOFF:
                 self.records.handoff(running.call_id, running.attempt)
             elif reason not in INTERNAL_REASONS:
-                held.emitter.finish(command_result(running.call_id, outcome))
+                with metering(held.meter):  # what the command used, for the call's record
+                    held.emitter.finish(command_result(running.call_id, outcome))
         except RedisError as exc:
             logger.warning("call %s: could not write its end: %s", running.call_id, exc)
         finally:
@@ -382,6 +388,7 @@ def main() -> int:
     )
     settings = Settings.from_env()
     install_worker_sandbox(settings)  # the default sandbox of sessions whose config names none
+    protect("the holder")
     try:
         return Holder(settings, HolderPaths.of(settings), idle_seconds()).serve()
     except OSError as exc:

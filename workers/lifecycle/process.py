@@ -3,6 +3,8 @@ moment of Celery's worker life each belongs to.
 
 * ``check`` (as Celery builds the worker, right after ``worker_init``): the command sandbox
   (``guards/sandboxing.py``: the worker refuses to start, exit 2, when it cannot enforce it),
+  the kernel limits (``guards/kernel_limits.py``: its protective ``oom_score_adj``, and the
+  probe of its commands' cgroups, which refuses to start under ``TOOLHUB_KERNEL_LIMITS=require``),
   heartbeat ``starting``, and the runtime with the fleet key (``calls/refusals.py``: refuses
   to start when signatures are required without one).
 * ``start`` (the ``WorkerServices`` bootstep starts, before the consumer connects): the
@@ -36,6 +38,7 @@ from toolhub.distributed.settings import QUEUES, Settings
 from toolhub.process_heap import freeze_startup_heap, space_full_collections
 from workers.calls.refusals import Refusals, announce, worker_fleet_keys
 from workers.calls.runtime import WorkerRuntime
+from workers.guards.kernel_limits import install_kernel_limits
 from workers.guards.sandboxing import install_worker_sandbox
 from workers.holder.client import enabled as holder_enabled
 from workers.holder.warmer import HolderWarmer
@@ -92,6 +95,7 @@ class WorkerProcess:
 
     def check(self) -> None:
         install_worker_sandbox(self.settings)  # refuses to start (exit 2) when not enforceable
+        install_kernel_limits()  # TOOLHUB_KERNEL_LIMITS=require: refuses without cgroups
         self.heartbeat.set("starting")
         self.runtime()
 

@@ -8,7 +8,7 @@
   it and died) are re-enqueued from the stored message, or failed once that happened
   ``max_attempts`` times.
 * Command cgroups left behind by a dead process on this host are killed and removed, so no
-  process of a lost attempt outlives it (``PidsCgroups.reap_stale``).
+  process of a lost attempt outlives it (``CommandCgroups.reap_stale``).
 
 Every step is idempotent across workers: the scripts move each deadline on as they act.
 """
