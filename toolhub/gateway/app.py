@@ -59,7 +59,7 @@ class Gateway:
         self.sessions = Sessions(
             settings, factory, recover, multi_tenant=lambda: self.principals.multi_tenant
         )
-        self.calls = Calls(self.metrics, remote=remote)
+        self.calls = Calls(self.metrics, remote=remote, count_usage=not settings.distributed)
         self._readiness = readiness
 
     @property

@@ -57,6 +57,7 @@ from toolhub.backends.process import KILL_GRACE_S
 from toolhub.backends.running import CommandResult, RunningCommand
 from toolhub.core import CancelToken, ToolError
 from toolhub.core.tool import HANDOFF, INTERNAL_REASONS, LEASE_LOST
+from toolhub.core.usage import metering
 from toolhub.distributed.script_replies import RenewReply
 from toolhub.distributed.settings import Settings
 from toolhub.distributed.signing import fleet_keys
@@ -65,6 +66,7 @@ from toolhub.stop_signals import StopSignals
 from workers.calls.emitter import Emitter
 from workers.calls.running import Running
 from workers.calls.toolsets import worker_builder
+from workers.calls.usage import AttemptUsage
 from workers.guards.sandboxing import install_worker_sandbox
 from workers.lifecycle.control import ControlListener
 
@@ -291,7 +293,8 @@ class Holder:
             return {"ok": False, "error": "lease_lost"}
         running = Running(cid, CancelToken(), attempt)
         sid = message["session_id"]
-        emitter = Emitter(self, running, sid)
+        usage = AttemptUsage.of(message)
+        emitter = Emitter(self, running, sid, usage)
         try:
             place = self.places.get(sid, str(message.get("config_hash") or ""))
         except ToolError as exc:  # its record or workspace cannot be trusted: nothing runs
@@ -299,7 +302,8 @@ class Holder:
             emitter.finish(start_failure(cid, exc))
             return {"ok": True, "state": "finished", "holder": self.name}
         try:
-            command, flush = start_command(place.runner(), message, emitter)
+            with metering(usage.metered.meter):  # the command charges the call's meter
+                command, flush = start_command(place.runner(), message, emitter)
         except Exception as exc:  # a missing workspace, no shell, ...
             logger.warning("call %s: could not start: %s", cid, exc)
             emitter.finish(start_failure(cid, exc))

@@ -35,6 +35,7 @@ from prometheus_client import (
 from toolhub.core import CallResult, ErrorKind
 from toolhub.core.tool import HANDOFF, LEASE_LOST, REDIS_LOST
 from toolhub.gc_pauses import GcPauseCollector
+from toolhub.tenancy.usage_metrics import UsageCounters
 from workers.calls.running import Running
 
 logger = logging.getLogger("toolhub.worker.metrics")
@@ -118,6 +119,8 @@ class WorkerMetrics:
             ["reason"],
             registry=self.registry,
         )
+        #: What each tenant used, per tool, in the calls this worker finished.
+        self.usage = UsageCounters(self.registry)
         self.deadlettered = Counter(
             "toolhub_worker_messages_deadlettered",
             "Queue items this worker refused to run and moved to the dead-letter list, by "

@@ -1,5 +1,5 @@
 -- prelude.lua: the helpers every call-protocol script runs after (toolhub/distributed/scripts.py):
--- now(), fmt(), field_of(), emit(), close_attempt(), finalize(). The loader puts the
+-- now(), fmt(), field_of(), emit(), close_attempt(), finalize(), record_usage(). The loader puts the
 -- constants DONE_TTL, DONE_TTL_BACKGROUND and BACKGROUND_QUEUE before it (from Settings).
 local function now()
   local t = redis.call('TIME')
@@ -60,4 +60,24 @@ local function finalize(call, events, channel, leases, state, cid, status, paylo
   redis.call('EXPIRE', events, ttl)
   redis.call('EXPIRE', call .. ':remote', ttl)
   return seq
+end
+-- A finished call's figures, from ARGV[i]: ttl, tool, cpu, wall, peak, output (usage.py):
+-- on the call's record, and added to its tenant's hour (``usage``): the totals, and the tool's.
+local function record_usage(call, usage, status, i)
+  local ttl, tool = ARGV[i], ARGV[i + 1]
+  local cpu, wall, peak, out = ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5]
+  redis.call('HSET', call, 'cpu_seconds', cpu, 'wall_seconds', wall,
+             'peak_memory_bytes', peak, 'output_bytes', out)
+  local failed = status == 'failed' and 1 or 0
+  for _, p in ipairs({'', tool .. '|'}) do
+    redis.call('HINCRBY', usage, p .. 'calls', 1)
+    redis.call('HINCRBY', usage, p .. 'errors', failed)
+    redis.call('HINCRBYFLOAT', usage, p .. 'cpu_seconds', cpu)
+    redis.call('HINCRBYFLOAT', usage, p .. 'wall_seconds', wall)
+    redis.call('HINCRBY', usage, p .. 'output_bytes', out)
+    if tonumber(peak) > tonumber(redis.call('HGET', usage, p .. 'peak_memory_bytes') or '0') then
+      redis.call('HSET', usage, p .. 'peak_memory_bytes', peak)
+    end
+  end
+  redis.call('EXPIRE', usage, ttl)
 end
