@@ -28,6 +28,7 @@ from redis import Redis
 from .keys import Keys
 
 __all__ = [
+    "ALL_TOOLS",
     "USAGE_TTL_SECONDS",
     "CallUsage",
     "UsageRow",

@@ -80,7 +80,9 @@ class Metered:
         self.stop()
         if self.outer is not None and self.outer is not self.meter:
             used = self.meter.usage()
-            self.outer.charge(cpu_seconds=used.cpu_seconds, peak_memory_bytes=used.peak_memory_bytes)
+            self.outer.charge(
+                cpu_seconds=used.cpu_seconds, peak_memory_bytes=used.peak_memory_bytes
+            )
             self.outer = None
 
     def figures(self) -> CallFigures:

@@ -17,6 +17,7 @@ rather than the busiest: a counter must never change its labels, or its rate wou
 from __future__ import annotations
 
 import threading
+
 from prometheus_client import CollectorRegistry, Counter
 
 from toolhub.distributed.usage import CallUsage

@@ -93,8 +93,9 @@ def run_attempt(
         return dropped(runtime, running.call_id, claim)
     running.attempt = claim.attempt
     usage = AttemptUsage.of(message)
-    with metrics.attempt(tool_label(message), claim.attempt) as metric, metering(
-        usage.metered.meter
+    with (
+        metrics.attempt(tool_label(message), claim.attempt) as metric,
+        metering(usage.metered.meter),
     ):
         emitter = Emitter(runtime, running, message["session_id"], usage)
         if claim.attempt > 1:
