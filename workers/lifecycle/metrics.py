@@ -8,7 +8,9 @@ deliveries dropped, attempts after the first). One process is one worker, so one
 so that a process that also hosts a gateway, such as a test, never mixes the two.
 
 Tool labels are tool ids from messages a dispatcher validated against its tool set, so their
-number is bounded by the registered tools; arguments never become labels.
+number is bounded by the registered tools; arguments never become labels. What each tenant
+used (``toolhub_usage_*``, per tenant and tool) is counted as a call's terminal is written
+(``workers/calls/usage.py``), with label sets bounded by ``tenancy/usage_metrics.py``.
 """
 
 from __future__ import annotations
