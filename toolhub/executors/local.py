@@ -32,7 +32,7 @@ from toolhub.core.usage import metering
 from toolhub.errors import ErrorCode
 from toolhub.toolset import Prepared, ToolSet
 
-from .metered import CallFigures, Metered
+from .metered import Metered
 
 MAX_RECORDS = 10_000
 FOLLOW_POLL_SECONDS = 0.02
@@ -53,7 +53,7 @@ class LocalExecutor:
             result = self.toolset.execute_sync(prepared)
         metered.charge_output(result)
         metered.fold()
-        self._record(prepared, result, started, metered.figures())
+        self._record(prepared, result, started, metered)
         return result
 
     async def result(self, prepared: Prepared) -> CallResult:
@@ -91,7 +91,7 @@ class LocalExecutor:
             remove()
             self._running.pop(call_id, None)
             metered.fold()
-            self._record(prepared, result, started, metered.figures())
+            self._record(prepared, result, started, metered)
 
     async def _race(
         self, prepared: Prepared, cancelled: asyncio.Future[None], metered: Metered
@@ -163,13 +163,13 @@ class LocalExecutor:
         prepared: Prepared,
         result: CallResult | None,
         started: float,
-        figures: CallFigures | None = None,
+        metered: Metered | None = None,
     ) -> None:
         """Keep what ``record`` reports; cheap, because it runs on every call."""
         call_id = prepared.ctx.call_id
         records = self.records
         finished = time.time() if result else None
-        records[call_id] = (prepared.entry, started, finished, result, figures)
+        records[call_id] = (prepared.entry, started, finished, result, metered)
         records.move_to_end(call_id)
         if len(records) > MAX_RECORDS:
             records.popitem(last=False)
@@ -179,7 +179,7 @@ class LocalExecutor:
         found = self.records.get(call_id)
         if found is None:
             return None
-        entry, started, finished, result, figures = found
+        entry, started, finished, result, metered = found
         record = {
             "call_id": call_id,
             "session_id": self.toolset.session_id,
@@ -191,8 +191,8 @@ class LocalExecutor:
             "finished_at": finished,
             "result": None if result is None else result.to_dict(),
         }
-        if result is not None and figures is not None:
-            record.update(figures.as_record())
+        if result is not None and metered is not None:
+            record.update(metered.figures().as_record())
         return record
 
 

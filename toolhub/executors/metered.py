@@ -12,6 +12,9 @@ process) gets a meter of its own, and its CPU seconds and peak memory also count
 that ran it (``fold``): that call's process did the work. Its output bytes do not: the outer
 call's output is what the outer call returned.
 
+Every embedded call opens one, the no-op included, so this stays a few attribute writes: the
+figures are built only when a record is read.
+
 Threat: none of these figures come from the tool's caller. A tool can only add to its own
 call's meter (charging is add-only), so it cannot lower what its tenant is charged.
 """
@@ -19,7 +22,7 @@ call's meter (charging is add-only), so it cannot lower what its tenant is charg
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from toolhub.core import CallResult, Progress
 from toolhub.core.usage import UsageMeter, current_meter
@@ -55,20 +58,24 @@ class CallFigures:
         }
 
 
-@dataclass(slots=True)
 class Metered:
-    """A call's meter and the start of its run. ``outer`` is the meter of the call this one
-    runs inside, if any (taken when it is made)."""
+    """A call's meter and the start of its run; ``outer`` is the meter of the call this one
+    runs inside, if any (the one open where it is made)."""
 
-    meter: UsageMeter = field(default_factory=UsageMeter)
-    started: float = field(default_factory=time.perf_counter)
-    outer: UsageMeter | None = field(default_factory=current_meter)
-    wall: float | None = None
+    __slots__ = ("meter", "outer", "output", "started", "wall")
+
+    def __init__(self) -> None:
+        self.meter = UsageMeter()
+        self.outer = current_meter()
+        self.started = time.perf_counter()
+        self.wall: float | None = None
+        #: Output bytes the executor counted (``charge_output``), beside the meter's own.
+        self.output = 0
 
     def charge_output(self, item: Progress | CallResult) -> None:
-        size = output_bytes(item)
-        if size:
-            self.meter.charge(output_bytes=size)
+        """Count ``item``'s output. Not locked: the one consumer of a call's items calls it
+        (code on other threads charges the meter itself)."""
+        self.output += output_bytes(item)
 
     def stop(self) -> None:
         """The run ended: its wall time is fixed from now on."""
@@ -78,15 +85,14 @@ class Metered:
     def fold(self) -> None:
         """Stop, and count this call's CPU seconds and peak memory for the call it ran in."""
         self.stop()
-        if self.outer is not None and self.outer is not self.meter:
+        outer, self.outer = self.outer, None
+        if outer is not None and outer is not self.meter:
             used = self.meter.usage()
-            self.outer.charge(
-                cpu_seconds=used.cpu_seconds, peak_memory_bytes=used.peak_memory_bytes
-            )
-            self.outer = None
+            outer.charge(cpu_seconds=used.cpu_seconds, peak_memory_bytes=used.peak_memory_bytes)
 
     def figures(self) -> CallFigures:
         """The figures so far (a call still running counts its wall time up to now)."""
         used = self.meter.usage()
         wall = self.wall if self.wall is not None else time.perf_counter() - self.started
-        return CallFigures(used.cpu_seconds, wall, used.peak_memory_bytes, used.output_bytes)
+        output = used.output_bytes + self.output
+        return CallFigures(used.cpu_seconds, wall, used.peak_memory_bytes, output)

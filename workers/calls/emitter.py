@@ -64,7 +64,7 @@ class Emitter:
         if self.stopped:
             return
         if self.usage is not None:
-            self.usage.metered.charge_output(item)
+            self.usage.charge_output(item)
         payload = encode_item(item, self.running.attempt)
         seq = self._patiently(
             lambda: self.runtime.records.emit(self.running.call_id, self.running.attempt, [payload])

@@ -16,9 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from toolhub.core import CallResult
+from toolhub.core import CallResult, Progress
 from toolhub.distributed.usage import CallUsage
-from toolhub.executors.metered import Metered
+from toolhub.executors.metered import Metered, output_bytes
 from toolhub.tenancy import tenant_of_session
 from workers.lifecycle.metrics import metrics, tool_label
 
@@ -35,11 +35,17 @@ class AttemptUsage:
     def of(cls, message: dict[str, Any]) -> AttemptUsage:
         return cls(tenant_of_session(str(message["session_id"])), tool_label(message))
 
+    def charge_output(self, item: Progress | CallResult) -> None:
+        """Count ``item``'s output (from whichever thread publishes it: locked)."""
+        size = output_bytes(item)
+        if size:
+            self.metered.meter.charge(output_bytes=size)
+
     def finish(self, result: CallResult) -> CallUsage:
         """The call's figures as its terminal is written: ``result``'s text counted, the wall
         time stopped (a terminal published again, after a Redis blip, keeps them)."""
         if self.metered.wall is None:
-            self.metered.charge_output(result)
+            self.charge_output(result)
         self.metered.stop()
         figures = self.metered.figures()
         return CallUsage(

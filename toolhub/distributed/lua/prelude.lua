@@ -63,19 +63,20 @@ local function finalize(call, events, channel, leases, state, cid, status, paylo
 end
 -- A finished call's figures, from ARGV[i]: ttl, tool, cpu, wall, peak, output (usage.py):
 -- on the call's record, and added to its tenant's hour (``usage``): the totals, and the tool's.
+-- A zero is not added (a field never added reads as absent: 0).
 local function record_usage(call, usage, status, i)
   local ttl, tool = ARGV[i], ARGV[i + 1]
   local cpu, wall, peak, out = ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5]
   redis.call('HSET', call, 'cpu_seconds', cpu, 'wall_seconds', wall,
              'peak_memory_bytes', peak, 'output_bytes', out)
-  local failed = status == 'failed' and 1 or 0
+  local failed, burnt, high = status == 'failed', tonumber(cpu) > 0, tonumber(peak)
   for _, p in ipairs({'', tool .. '|'}) do
     redis.call('HINCRBY', usage, p .. 'calls', 1)
-    redis.call('HINCRBY', usage, p .. 'errors', failed)
-    redis.call('HINCRBYFLOAT', usage, p .. 'cpu_seconds', cpu)
+    if failed then redis.call('HINCRBY', usage, p .. 'errors', 1) end
+    if burnt then redis.call('HINCRBYFLOAT', usage, p .. 'cpu_seconds', cpu) end
     redis.call('HINCRBYFLOAT', usage, p .. 'wall_seconds', wall)
     redis.call('HINCRBY', usage, p .. 'output_bytes', out)
-    if tonumber(peak) > tonumber(redis.call('HGET', usage, p .. 'peak_memory_bytes') or '0') then
+    if high > 0 and high > tonumber(redis.call('HGET', usage, p .. 'peak_memory_bytes') or '0') then
       redis.call('HSET', usage, p .. 'peak_memory_bytes', peak)
     end
   end
