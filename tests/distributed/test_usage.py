@@ -19,13 +19,14 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from typer.testing import CliRunner
 
-from tests.distributed.helpers import wait_until
+from tests.distributed.helpers import TASK_TOOLS, wait_until
 from tests.distributed.plugin_usage import CONFIG, usage_builder
 from tests.fixtures_stack import Stack
 from toolhub import Session
 from toolhub.cli.main import app
 from toolhub.distributed.store import RedisStore
 from toolhub.distributed.usage import ALL_TOOLS, USAGE_TTL_SECONDS, read_usage
+from toolhub.tasks.redis import BACKGROUND_TOOL
 
 FIGURES = ("cpu_seconds", "wall_seconds", "peak_memory_bytes", "output_bytes")
 CHARGE, STREAM = "Usage:charge", "Usage:charge_stream"
@@ -146,3 +147,41 @@ def test_records_sums_cli_and_worker_metrics_of_two_tenants(
 
     assert wait_until(lambda: cpu_of(acme) == pytest.approx(1.75), 10)
     assert wait_until(lambda: cpu_of(globex) == pytest.approx(2.0), 10)
+
+
+def test_a_background_command_run_by_the_holder_is_charged_to_its_tenant(
+    live: Stack, store: RedisStore, tmp_path: Path
+) -> None:
+    """A durable background command ends in the background holder, not in the worker that
+    took it: its record still has the four figures, and its tenant's hour counts it."""
+    tenant = f"bg{os.urandom(3).hex()}"
+    session = Session.connect(live.url, TASK_TOOLS, tmp_path, session_id=f"{tenant}~s1")
+    try:
+        started = session.call_sync(
+            "bash",
+            {
+                "command": "printf 'hello from the holder\\n'",
+                "description": "t",
+                "is_background": True,
+            },
+        )
+        assert not started.is_error, started.prompt_text
+        assert started.output is not None
+        task_id = str(started.output.value["task_id"])
+        record = wait_until(
+            lambda: (r := store.get_record(task_id)) and r["status"] != "running" and r, 20
+        )
+        assert record["status"] == "succeeded", record
+        assert all(name in record for name in FIGURES), record
+        assert record["output_bytes"] >= len("hello from the holder\n")
+        assert record["wall_seconds"] > 0
+        rows = {
+            row.tool: row
+            for row in read_usage(store.client, store.records.keys, hours=2, tenant=tenant)
+        }
+        assert rows[BACKGROUND_TOOL].calls == 1
+        assert rows[BACKGROUND_TOOL].output_bytes == record["output_bytes"]
+        # The bash call that started it counts too, as its own tool.
+        assert rows[ALL_TOOLS].calls == 2 and rows["Main:bash"].calls == 1
+    finally:
+        session.close()

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from tests.distributed.plugin_usage import CONFIG, usage_builder
 from toolhub import Session
-from toolhub.core import CallResult, Progress
+from toolhub.core import CallResult, OutputDeltas, Progress
 from toolhub.core.usage import UsageMeter, metering
 from toolhub.executors.metered import Metered, output_bytes
 
@@ -19,6 +19,8 @@ FIGURES = ("cpu_seconds", "wall_seconds", "peak_memory_bytes", "output_bytes")
 def test_output_bytes_counts_progress_and_result_text_in_utf8() -> None:
     assert output_bytes(Progress.of_text("héllo")) == 6
     assert output_bytes(Progress.custom("tick", {"i": 1})) == 0
+    deltas = OutputDeltas().feed("ünïcode out\n".encode())
+    assert sum(output_bytes(item) for item in deltas) == len("ünïcode out\n".encode())
     result = CallResult(name="t", prompt_text="abc")
     assert output_bytes(result) == 3
 

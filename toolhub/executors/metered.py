@@ -3,9 +3,9 @@
 ``core.usage`` keeps the running totals that code deep below a tool charges (a command's CPU
 seconds and peak memory, from the process backend). What only the executor knows is added
 here: the wall time of the tool's run, and the bytes of output the call produced, which are
-the UTF-8 bytes of its progress text and of its result's text (what the model reads). The
-executor that sees a call's items charges them, in one place: the embedded executor for a call
-it runs itself, the worker's emitter for a call on a worker.
+the UTF-8 bytes of its progress text (a command's output deltas included) and of its result's
+text (what the model reads). The executor that sees a call's items charges them, in one place:
+the embedded executor for a call it runs itself, the worker's emitter for a call on a worker.
 
 A call that runs inside another call (a tool that calls a tool of another session, in this
 process) gets a meter of its own, and its CPU seconds and peak memory also count for the call
@@ -31,9 +31,16 @@ __all__ = ["CallFigures", "Metered", "output_bytes"]
 
 
 def output_bytes(item: Progress | CallResult) -> int:
-    """The bytes of output ``item`` carries: a progress item's text, a result's text."""
-    text = item.prompt_text if isinstance(item, CallResult) else item.text
-    if not text:
+    """The bytes of output ``item`` carries: a result's text, a progress item's text or the
+    ``delta`` of its payload (a command's output, ``OutputDeltas``)."""
+    if isinstance(item, CallResult):
+        text: object = item.prompt_text
+    elif item.text is not None:
+        text = item.text
+    else:
+        payload = item.payload
+        text = payload.get("delta") if isinstance(payload, dict) else None
+    if not isinstance(text, str) or not text:
         return 0
     return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
 
