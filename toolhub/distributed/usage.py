@@ -5,7 +5,9 @@ One hash per tenant and hour, ``{prefix}usage:{tenant}:{hour}`` (``hour`` = unix
 3600), kept ``USAGE_TTL_SECONDS`` (8 days). Its fields are the tenant's totals: ``calls``,
 ``errors`` (calls that failed; a cancelled call is not an error), ``cpu_seconds``,
 ``wall_seconds``, ``output_bytes`` and ``peak_memory_bytes`` (the largest peak of any one call),
-and the same per tool, as ``{tool}|calls``, ``{tool}|cpu_seconds`` … The finishing script writes
+and the same per tool, as ``{tool}|calls``, ``{tool}|cpu_seconds`` … ``errors``,
+``cpu_seconds`` and ``peak_memory_bytes`` are written only once not zero (absent reads as 0).
+The finishing script writes
 them (``lua/finish.lua``, ``record_usage`` in ``lua/prelude.lua``) in the step that writes the
 call's terminal: no extra round trip, and a call is counted once, when it ends, however many
 attempts it took (only the attempt that ends it is counted).

@@ -63,7 +63,7 @@ local function finalize(call, events, channel, leases, state, cid, status, paylo
 end
 -- A finished call's figures, from ARGV[i]: ttl, tool, cpu, wall, peak, output (usage.py):
 -- on the call's record, and added to its tenant's hour (``usage``): the totals, and the tool's.
--- A zero is not added (a field never added reads as absent: 0).
+-- errors, cpu and peak are written only once not zero (absent reads as 0).
 local function record_usage(call, usage, status, i)
   local ttl, tool = ARGV[i], ARGV[i + 1]
   local cpu, wall, peak, out = ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5]
