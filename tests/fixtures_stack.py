@@ -34,7 +34,10 @@ STACK_ENV = {
     "TOOLHUB_MAX_ATTEMPTS": "3",
     "TOOLHUB_SOFT_SHUTDOWN_SECONDS": "3",
     "TOOLHUB_FOLLOW_OUTAGE_SECONDS": "20",
-    "TOOLHUB_PLUGINS": "tests.distributed.plugin_tools,tests.distributed.plugin_subagents",
+    "TOOLHUB_PLUGINS": (
+        "tests.distributed.plugin_tools,tests.distributed.plugin_subagents,"
+        "tests.distributed.plugin_usage"
+    ),
     # The tests, benches and chaos runs start their own workers: whoever runs them as root (CI
     # here) is the operator saying so (docs/sandbox.md, "Root").
     **({"TOOLHUB_ALLOW_ROOT": "1"} if os.geteuid() == 0 else {}),

@@ -8,6 +8,7 @@ import time
 
 import httpx
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.gateway.support import sse_events
 
@@ -241,3 +242,28 @@ def _wait_status(client: httpx.Client, sid: str, call_id: str, timeout: float = 
                 return status
         time.sleep(0.05)
     return status
+
+
+def test_metrics_count_what_each_tenant_used_on_an_embedded_gateway(
+    client: httpx.Client, sid: str
+) -> None:
+    """An embedded gateway runs its calls itself: its /metrics counts their usage per tenant
+    and tool (the one-token gateway's tenant is ``default``)."""
+    for text in ("one", "two"):
+        response = client.post(
+            f"/v1/sessions/{sid}/calls", json={"name": "echo", "arguments": {"text": text}}
+        )
+        assert response.status_code == 200, response.text
+    record = client.get(f"/v1/sessions/{sid}/calls/{response.json()['call_id']}").json()
+    assert record["output_bytes"] > 0 and record["wall_seconds"] >= 0
+    assert record["cpu_seconds"] == 0 and record["peak_memory_bytes"] == 0
+    families = {
+        sample.name: sample
+        for family in text_string_to_metric_families(client.get("/metrics").text)
+        for sample in family.samples
+        if sample.labels.get("tenant") == "default" and sample.labels.get("tool") == "Main:echo"
+    }
+    assert families["toolhub_usage_calls_total"].value == 2
+    assert families["toolhub_usage_output_bytes_total"].value >= 2 * record["output_bytes"] - 1
+    assert "toolhub_usage_wall_seconds_total" in families
+    assert "toolhub_usage_cpu_seconds_total" in families

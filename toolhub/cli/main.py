@@ -15,7 +15,7 @@ import typer
 
 from toolhub.errors import ToolhubError
 
-from . import calling, demo, embedded, keys, mcp_cmd, policy, serve, tasks, up, worker
+from . import calling, demo, embedded, keys, mcp_cmd, policy, serve, tasks, up, usage, worker
 
 app = typer.Typer(
     name="toolhub",
@@ -32,6 +32,7 @@ serve.register(app)
 mcp_cmd.register(app)
 up.register(app)
 tasks.register(app)
+usage.register(app)
 policy.register(app)
 demo.register(app)
 keys.register(app)

@@ -15,9 +15,8 @@ any one of them reached. Nothing here reads the kernel: it is plain bookkeeping.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
+from contextlib import AbstractContextManager
+from contextvars import ContextVar, Token
 from dataclasses import dataclass
 
 __all__ = ["Usage", "UsageMeter", "current_meter", "metering"]
@@ -66,12 +65,24 @@ def current_meter() -> UsageMeter | None:
     return _current.get()
 
 
-@contextmanager
-def metering(meter: UsageMeter | None = None) -> Iterator[UsageMeter]:
+class _Opened:
+    """``metering``'s context manager: a class rather than a generator, since every call opens
+    one (the embedded executor's no-op call included)."""
+
+    __slots__ = ("_token", "meter")
+    _token: Token[UsageMeter | None]
+
+    def __init__(self, meter: UsageMeter) -> None:
+        self.meter = meter
+
+    def __enter__(self) -> UsageMeter:
+        self._token = _current.set(self.meter)
+        return self.meter
+
+    def __exit__(self, *exc: object) -> None:
+        _current.reset(self._token)
+
+
+def metering(meter: UsageMeter | None = None) -> AbstractContextManager[UsageMeter]:
     """Open ``meter`` (a new one by default) for everything run inside."""
-    meter = meter if meter is not None else UsageMeter()
-    token = _current.set(meter)
-    try:
-        yield meter
-    finally:
-        _current.reset(token)
+    return _Opened(meter if meter is not None else UsageMeter())

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +32,7 @@ from .script_replies import (
 )
 from .scripts import Scripts
 from .settings import Settings
+from .usage import CallUsage, hour_of, usage_key
 
 TERMINAL_STATUSES = frozenset({"succeeded", "failed", "cancelled"})
 
@@ -314,10 +316,18 @@ class CallRecords:
         args = [attempt, bounds.per_call, bounds.per_session, self.settings.record_ttl_seconds]
         return int(run_script(self.client, self.scripts.emit, keys, [*args, *payloads]))
 
-    def finish(self, cid: str, sid: str, attempt: int, result: CallResult) -> int:
+    def finish(
+        self, cid: str, sid: str, attempt: int, result: CallResult, usage: CallUsage | None = None
+    ) -> int:
+        """Publish the terminal of this attempt; with ``usage``, the call's figures go on its
+        record and into its tenant's hour (``usage.py``) in the same step."""
         status, payload, packed, ttl = self._terminal(result, attempt)
-        args = [cid, attempt, status, payload, packed, ttl, status]
-        return int(run_script(self.client, self.scripts.finish, self.call_keys(cid, sid), args))
+        keys = self.call_keys(cid, sid)
+        args: list[Any] = [cid, attempt, status, payload, packed, ttl, status]
+        if usage is not None:
+            keys.append(usage_key(self.keys, usage.tenant, hour_of(time.time())))
+            args += usage.script_args()
+        return int(run_script(self.client, self.scripts.finish, keys, args))
 
     def _terminal(self, result: CallResult, attempt: int) -> tuple[str, bytes, bytes, int]:
         """What a finishing script writes: the status, the terminal event's payload, the
@@ -377,6 +387,11 @@ def lost_result(name: str, cid: str, tool: str | None, attempts: int) -> CallRes
     )
 
 
+#: The usage figures of a finished call (``usage.py``): seconds, and whole bytes.
+_SECONDS = ("cpu_seconds", "wall_seconds")
+_BYTES = ("peak_memory_bytes", "output_bytes")
+
+
 def decode_record(raw: dict[bytes, bytes]) -> dict[str, Any]:
     """A call record as JSON-able data: numbers as numbers, the result as a dict, every
     attempt listed. The queued message (which holds the arguments) is left out."""
@@ -389,9 +404,9 @@ def decode_record(raw: dict[bytes, bytes]) -> dict[str, Any]:
             out[name] = unpack(value)
         elif name == "attempts":
             out[name] = [_attempt(a) for a in json.loads(value)]
-        elif name in {"seq", "attempt", "lost", "max_attempts", "requeued", "resumed"}:
+        elif name in {"seq", "attempt", "lost", "max_attempts", "requeued", "resumed", *_BYTES}:
             out[name] = int(value)
-        elif name.endswith("_at") or name in {"lease_until", "claim_by"}:
+        elif name.endswith("_at") or name in {"lease_until", "claim_by", *_SECONDS}:
             out[name] = float(value)
         elif name in {"cancel_requested", "handoff"}:
             out[name] = value == b"1"

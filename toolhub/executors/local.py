@@ -4,6 +4,10 @@ Blocking tools run in a worker thread so the event loop stays free; plain sync t
 through ``call_sync`` run inline, with no thread hand-over, which keeps an embedded call cheap.
 Cancellation never waits on the tool: the call's token fires its kill callbacks at once and the
 caller gets its ``cancelled`` terminal immediately, whatever the tool is still doing.
+
+Each call runs inside its own usage meter (``metered.py``): every step of the tool is started
+with the meter open, so what the tool runs (in this task, a task it starts, or a thread) charges
+it; the executor charges the output it passes on, and the call's record shows the figures.
 """
 
 from __future__ import annotations
@@ -24,8 +28,11 @@ from toolhub.core import (
     closing,
     drain,
 )
+from toolhub.core.usage import metering
 from toolhub.errors import ErrorCode
 from toolhub.toolset import Prepared, ToolSet
+
+from .metered import Metered
 
 MAX_RECORDS = 10_000
 FOLLOW_POLL_SECONDS = 0.02
@@ -41,8 +48,12 @@ class LocalExecutor:
         if not prepared.entry.handle.is_sync:
             return None
         started = time.time()
-        result = self.toolset.execute_sync(prepared)
-        self._record(prepared, result, started)
+        metered = Metered()
+        with metering(metered.meter):
+            result = self.toolset.execute_sync(prepared)
+        metered.charge_output(result)
+        metered.fold()
+        self._record(prepared, result, started, metered)
         return result
 
     async def result(self, prepared: Prepared) -> CallResult:
@@ -67,19 +78,23 @@ class LocalExecutor:
 
         remove = token.on_cancel(wake)
         result: CallResult | None = None
+        metered = Metered()
         try:
-            async with closing(self._race(prepared, cancelled)) as items:
+            async with closing(self._race(prepared, cancelled, metered)) as items:
                 async for item in items:
+                    metered.charge_output(item)
                     if isinstance(item, CallResult):
                         result = item
+                        metered.fold()
                     yield item
         finally:
             remove()
             self._running.pop(call_id, None)
-            self._record(prepared, result, started)
+            metered.fold()
+            self._record(prepared, result, started, metered)
 
     async def _race(
-        self, prepared: Prepared, cancelled: asyncio.Future[None]
+        self, prepared: Prepared, cancelled: asyncio.Future[None], metered: Metered
     ) -> AsyncIterator[Progress | CallResult]:
         if prepared.entry.handle.is_sync:
             source: AsyncIterator[Progress | CallResult] = _once(
@@ -89,11 +104,11 @@ class LocalExecutor:
             source = self.toolset.execute(prepared)
         try:
             while True:
-                step = asyncio.ensure_future(anext(source))
+                step = _step(source, metered)
                 waiting: set[asyncio.Future[Any]] = {step, cancelled}
                 await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
                 if cancelled.done():
-                    async with closing(_wind_down(source, step, prepared)) as ending:
+                    async with closing(_wind_down(source, step, prepared, metered)) as ending:
                         async for item in ending:
                             yield item
                     return
@@ -143,11 +158,18 @@ class LocalExecutor:
         for token in list(self._running.values()):
             token.cancel("session closed")
 
-    def _record(self, prepared: Prepared, result: CallResult | None, started: float) -> None:
+    def _record(
+        self,
+        prepared: Prepared,
+        result: CallResult | None,
+        started: float,
+        metered: Metered | None = None,
+    ) -> None:
         """Keep what ``record`` reports; cheap, because it runs on every call."""
         call_id = prepared.ctx.call_id
         records = self.records
-        records[call_id] = (prepared.entry, started, time.time() if result else None, result)
+        finished = time.time() if result else None
+        records[call_id] = (prepared.entry, started, finished, result, metered)
         records.move_to_end(call_id)
         if len(records) > MAX_RECORDS:
             records.popitem(last=False)
@@ -157,8 +179,8 @@ class LocalExecutor:
         found = self.records.get(call_id)
         if found is None:
             return None
-        entry, started, finished, result = found
-        return {
+        entry, started, finished, result, metered = found
+        record = {
             "call_id": call_id,
             "session_id": self.toolset.session_id,
             "tool": entry.fq_id,
@@ -169,6 +191,9 @@ class LocalExecutor:
             "finished_at": finished,
             "result": None if result is None else result.to_dict(),
         }
+        if result is not None and metered is not None:
+            record.update(metered.figures().as_record())
+        return record
 
 
 def _status(result: CallResult) -> str:
@@ -181,13 +206,23 @@ async def _once(awaitable: Any) -> AsyncIterator[CallResult]:
     yield await awaitable
 
 
+def _step(source: AsyncIterator[Progress | CallResult], metered: Metered) -> asyncio.Future[Any]:
+    """The tool's next step, as a task started with the call's meter open: the task (and any
+    thread or task it starts) charges it, and nothing here holds the meter across a ``yield``."""
+    with metering(metered.meter):
+        return asyncio.ensure_future(anext(source))
+
+
 #: How long a cancelled tool may take to say how it ended (bash: "killed after 2.1 s" and the
 #: output so far) before the executor answers for it. Cancellation is never longer than this.
 CANCEL_GRACE_S = 0.5
 
 
 async def _wind_down(
-    source: AsyncIterator[Progress | CallResult], step: asyncio.Future[Any], prepared: Prepared
+    source: AsyncIterator[Progress | CallResult],
+    step: asyncio.Future[Any],
+    prepared: Prepared,
+    metered: Metered,
 ) -> AsyncIterator[Progress | CallResult]:
     """After a cancel: the tool's own cancelled result when it gives one within the grace
     (its last output first), else the executor's. A cancel wins even when the tool's step
@@ -209,7 +244,7 @@ async def _wind_down(
                 return
             break
         yield item
-        step = asyncio.ensure_future(anext(source))
+        step = _step(source, metered)
     yield _cancelled(prepared)
 
 

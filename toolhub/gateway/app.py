@@ -65,7 +65,13 @@ class Gateway:
             busy=lambda sid: self.calls.running_in(sid),
         )
         window = settings.call_window_bytes
-        self.calls = Calls(self.metrics, CallLogs(window=window), remote, window=window)
+        self.calls = Calls(
+            self.metrics,
+            CallLogs(window=window),
+            remote,
+            window=window,
+            count_usage=not settings.distributed,
+        )
         self._readiness = readiness
 
     @property

@@ -11,6 +11,9 @@ tenant's call is stored under its session (``call_ids.py``), so another tenant u
 id meets nothing, not even a "taken". ``start`` takes the client's call id; every other method
 takes the stored one (``stored_call_id``).
 
+An embedded gateway runs its calls itself, so it also counts what each tenant used on its
+``/metrics`` (``count_usage``; a distributed fleet's workers count the calls they run).
+
 When the gateway is distributed, calls it did not start itself (another replica, the CLI) are
 read from the shared store through ``RemoteCalls``, and followed through a mirror of their
 events (``mirrors.py``): a log like this gateway's own, fed the same way from the store.
@@ -25,9 +28,11 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from toolhub.core import CallResult, Progress, ToolError, new_call_id
+from toolhub.distributed.usage import CallUsage
 from toolhub.errors import ErrorCode
 from toolhub.logs import call_context
 from toolhub.session import Session
+from toolhub.tenancy import tenant_of_session
 
 from .call_ids import stored_call_id
 from .calllog import CallLog, CallLogs, Item
@@ -54,8 +59,10 @@ class Calls:
         remote: RemoteCalls | None = None,
         *,
         window: int = DEFAULT_CALL_WINDOW_BYTES,
+        count_usage: bool = False,
     ) -> None:
         self.metrics = metrics
+        self.count_usage = count_usage
         #: Each call's log holds at most ``window`` bytes of it (``window.py``).
         self.logs = logs or CallLogs(window=window)
         self.remote = remote
@@ -117,11 +124,29 @@ class Calls:
             error = ToolError.custom(ErrorCode.STREAM_NO_TERMINAL, "no result")
             result = CallResult.failure(name, error, call_id=call_id)
         self.metrics.observe_call(tool, outcome_of(result), time.perf_counter() - started)
+        if self.count_usage:
+            self._count_usage(session, call_id, result)
         yield result
 
     def running_in(self, session_id: str) -> bool:
         """Whether a call of ``session_id`` runs here (its session must not be evicted)."""
         return any(s.session_id == session_id for s in self._owners.values())
+
+    def _count_usage(self, session: Session, call_id: str, result: CallResult) -> None:
+        """The figures of a call this gateway ran itself, from its record."""
+        record = session.record_sync(call_id) or {}
+        if "wall_seconds" not in record:
+            return  # never reached the executor (unknown tool, invalid arguments)
+        usage = CallUsage(
+            tenant_of_session(session.session_id),
+            str(record["tool"]),
+            float(record["cpu_seconds"]),
+            float(record["wall_seconds"]),
+            int(record["peak_memory_bytes"]),
+            int(record["output_bytes"]),
+        )
+        failed = result.error is not None and result.error.kind != "cancelled"
+        self.metrics.usage.count(usage, failed=failed)
 
     def _local(self, call_id: str, session_id: str) -> CallLog | None:
         log = self.logs.get(call_id)

@@ -1,5 +1,6 @@
 """Prometheus metrics of one gateway: calls by tool and outcome, call latency, calls in flight,
-queue depth, HTTP request latency by route, and the process's garbage-collection pauses.
+queue depth, HTTP request latency by route, the process's garbage-collection pauses, and (for
+the calls an embedded gateway runs itself) what each tenant used (``tenancy/usage_metrics.py``).
 
 Each app has its own registry (tests start several gateways in one process). Tool labels are
 the session's configured client names only, never what a client typed, so a client cannot
@@ -16,6 +17,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from toolhub.gc_pauses import GcPauseCollector
+from toolhub.tenancy.usage_metrics import UsageCounters
 
 logger = logging.getLogger("toolhub.gateway.metrics")
 
@@ -71,6 +73,7 @@ class Metrics:
             ["method", "route", "status"],
             registry=self.registry,
         )
+        self.usage = UsageCounters(self.registry)
         self.registry.register(GcPauseCollector())
         if queue_depths is not None:
             self.registry.register(_QueueCollector(queue_depths))

@@ -6,7 +6,8 @@ message the claim says not to run (a duplicate, a finished or stale call; a ``re
 goes back to the task, which refuses it as ``refusals.py`` refuses a bad signature), fail one
 whose policy on worker loss says so, count the attempt in the metrics, and put a ``retry``
 marker in the stream when an earlier attempt was lost. ``settle`` publishes what the work
-returned. What the message came to is an ``Ended`` (``outcomes.py``): what Flower is told about it.
+returned. The work runs inside the attempt's usage meter (``usage.py``). What the message
+came to is an ``Ended`` (``outcomes.py``): what Flower is told about it.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from redis.exceptions import RedisError
 
 from toolhub.core import CallResult, Progress, ToolError
 from toolhub.core.tool import HANDOFF, INTERNAL_REASONS
+from toolhub.core.usage import metering
 from toolhub.distributed.records import Claim
 from toolhub.distributed.script_replies import ClaimAction
 from toolhub.errors import ErrorCode
@@ -30,6 +32,7 @@ from .outcomes import CANCELLED, Ended
 from .refusals import REPLAYED
 from .running import Running
 from .runtime import WorkerRuntime
+from .usage import AttemptUsage
 
 logger = logging.getLogger("toolhub.worker")
 
@@ -89,8 +92,12 @@ def run_attempt(
         )
         return dropped(runtime, running.call_id, claim)
     running.attempt = claim.attempt
-    with metrics.attempt(tool_label(message), claim.attempt) as metric:
-        emitter = Emitter(runtime, running, message["session_id"])
+    usage = AttemptUsage.of(message)
+    with (
+        metrics.attempt(tool_label(message), claim.attempt) as metric,
+        metering(usage.metered.meter),
+    ):
+        emitter = Emitter(runtime, running, message["session_id"], usage)
         if claim.attempt > 1:
             emitter.progress(retry_marker(claim.attempt))
         attempt = Claimed(runtime, message, running, claim, emitter, metric)

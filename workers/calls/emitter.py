@@ -4,6 +4,10 @@ A failed write is retried with backoff for up to ``follow_outage_seconds`` (a Re
 should not fail a call that is otherwise fine). If Redis stays away, or the write is refused
 because another attempt owns the call now, the call's token fires and this attempt stops: the
 lease then lets the call be recovered, so nothing is published twice or by a stranger.
+
+With the attempt's ``AttemptUsage``, the emitter is the one place on a worker that sees all a
+call's output: it charges the bytes of each progress item and of the result to the attempt's
+meter, and the terminal carries the call's figures into its record and its tenant's totals.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from toolhub.distributed.settings import Settings
 from toolhub.tenancy.session_quotas import quotas_of_session
 
 from .running import Running
+from .usage import AttemptUsage
 
 logger = logging.getLogger("toolhub.worker")
 
@@ -49,11 +54,18 @@ def stream_bounds(session_id: str) -> StreamBounds:
 
 
 class Emitter:
-    def __init__(self, runtime: EmitterHost, running: Running, session_id: str) -> None:
+    def __init__(
+        self,
+        runtime: EmitterHost,
+        running: Running,
+        session_id: str,
+        usage: AttemptUsage | None = None,
+    ) -> None:
         self.runtime = runtime
         self.running = running
         self.session_id = session_id
         self.bounds = stream_bounds(session_id)
+        self.usage = usage
         self.stopped = False
         self.finished = False
         self._finish_lock = threading.Lock()
@@ -61,6 +73,8 @@ class Emitter:
     def progress(self, item: Progress) -> None:
         if self.stopped:
             return
+        if self.usage is not None:
+            self.usage.charge_output(item)
         payload = encode_item(item, self.running.attempt)
         seq = self._patiently(
             lambda: self.runtime.records.emit(
@@ -80,15 +94,18 @@ class Emitter:
         with self._finish_lock:
             if self.stopped or self.finished:
                 return False
+            usage = self.usage.finish(result) if self.usage is not None else None
             seq = self._patiently(
                 lambda: self.runtime.records.finish(
-                    self.running.call_id, self.session_id, self.running.attempt, result
+                    self.running.call_id, self.session_id, self.running.attempt, result, usage
                 )
             )
             if seq is not None and seq < 0:
                 self._fenced()
                 return False
             self.finished = seq is not None
+            if self.finished and self.usage is not None and usage is not None:
+                self.usage.counted(usage, result)
             return self.finished
 
     def _fenced(self) -> None:

@@ -67,6 +67,7 @@ from toolhub.stop_signals import StopSignals
 from workers.calls.emitter import Emitter
 from workers.calls.running import Running
 from workers.calls.toolsets import worker_builder
+from workers.calls.usage import AttemptUsage
 from workers.guards.sandboxing import install_worker_sandbox
 from workers.lifecycle.control import ControlListener
 
@@ -300,14 +301,16 @@ class Holder:
             return {"ok": False, "error": "lease_lost"}
         running = Running(cid, CancelToken(), attempt)
         sid = message["session_id"]
-        emitter = Emitter(self, running, sid)
+        usage = AttemptUsage.of(message)
+        emitter = Emitter(self, running, sid, usage)
         try:
             place = self.places.get(sid, str(message.get("config_hash") or ""))
         except ToolError as exc:  # its record or workspace cannot be trusted: nothing runs
             logger.warning("call %s: refused: %s", cid, exc)
             emitter.finish(start_failure(cid, exc))
             return {"ok": True, "state": "finished", "holder": self.name}
-        meter = UsageMeter()  # the command charges it when it ends (on its reader thread)
+        # The command charges the call's meter when it ends (on its reader thread).
+        meter = usage.metered.meter
         try:
             with metering(meter):
                 command, flush = start_command(place.runner(), message, emitter)

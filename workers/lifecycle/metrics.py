@@ -8,7 +8,9 @@ deliveries dropped, attempts after the first). One process is one worker, so one
 so that a process that also hosts a gateway, such as a test, never mixes the two.
 
 Tool labels are tool ids from messages a dispatcher validated against its tool set, so their
-number is bounded by the registered tools; arguments never become labels.
+number is bounded by the registered tools; arguments never become labels. What each tenant
+used (``toolhub_usage_*``, per tenant and tool) is counted as a call's terminal is written
+(``workers/calls/usage.py``), with label sets bounded by ``tenancy/usage_metrics.py``.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from prometheus_client import (
 from toolhub.core import CallResult, ErrorKind
 from toolhub.core.tool import HANDOFF, LEASE_LOST, REDIS_LOST
 from toolhub.gc_pauses import GcPauseCollector
+from toolhub.tenancy.usage_metrics import UsageCounters
 from workers.calls.running import Running
 
 logger = logging.getLogger("toolhub.worker.metrics")
@@ -118,6 +121,8 @@ class WorkerMetrics:
             ["reason"],
             registry=self.registry,
         )
+        #: What each tenant used, per tool, in the calls this worker finished.
+        self.usage = UsageCounters(self.registry)
         self.deadlettered = Counter(
             "toolhub_worker_messages_deadlettered",
             "Queue items this worker refused to run and moved to the dead-letter list, by "

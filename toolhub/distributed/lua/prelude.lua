@@ -1,7 +1,8 @@
 -- prelude.lua: the helpers every call-protocol script runs after (toolhub/distributed/scripts.py):
--- now(), fmt(), field_of(), emit(), close_attempt(), finalize(). The loader puts the
--- constants DONE_TTL, DONE_TTL_BACKGROUND and BACKGROUND_QUEUE before it (from Settings), and
--- quota.lua (the tenant's quotas: what a call holds, ``quota_held``, is released here).
+-- now(), fmt(), field_of(), emit(), close_attempt(), finalize(), record_usage(). The loader
+-- puts the constants DONE_TTL, DONE_TTL_BACKGROUND and BACKGROUND_QUEUE before it (from
+-- Settings), and quota.lua (the tenant's quotas: what a call holds, ``quota_held``, is
+-- released here).
 local function now()
   local t = redis.call('TIME')
   return tonumber(t[1]) + tonumber(t[2]) / 1000000
@@ -62,4 +63,25 @@ local function finalize(call, events, channel, leases, state, cid, status, paylo
   redis.call('EXPIRE', events, ttl)
   redis.call('EXPIRE', call .. ':remote', ttl)
   return seq
+end
+-- A finished call's figures, from ARGV[i]: ttl, tool, cpu, wall, peak, output (usage.py):
+-- on the call's record, and added to its tenant's hour (``usage``): the totals, and the tool's.
+-- errors, cpu and peak are written only once not zero (absent reads as 0).
+local function record_usage(call, usage, status, i)
+  local ttl, tool = ARGV[i], ARGV[i + 1]
+  local cpu, wall, peak, out = ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5]
+  redis.call('HSET', call, 'cpu_seconds', cpu, 'wall_seconds', wall,
+             'peak_memory_bytes', peak, 'output_bytes', out)
+  local failed, burnt, high = status == 'failed', tonumber(cpu) > 0, tonumber(peak)
+  for _, p in ipairs({'', tool .. '|'}) do
+    redis.call('HINCRBY', usage, p .. 'calls', 1)
+    if failed then redis.call('HINCRBY', usage, p .. 'errors', 1) end
+    if burnt then redis.call('HINCRBYFLOAT', usage, p .. 'cpu_seconds', cpu) end
+    redis.call('HINCRBYFLOAT', usage, p .. 'wall_seconds', wall)
+    redis.call('HINCRBY', usage, p .. 'output_bytes', out)
+    if high > 0 and high > tonumber(redis.call('HGET', usage, p .. 'peak_memory_bytes') or '0') then
+      redis.call('HSET', usage, p .. 'peak_memory_bytes', peak)
+    end
+  end
+  redis.call('EXPIRE', usage, ttl)
 end
