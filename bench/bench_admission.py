@@ -7,8 +7,8 @@ Issue 38 decides each call's admission where it is queued: the tenant's quotas a
 at its bottom (``toolhub/distributed/fair.py``). This bench runs, on a real redis-server, the
 script as dispatchers run it today (keys and arguments from ``CallRecords
 .create_and_enqueue_args``, every quota on, so whatever the admission adds is in) against the
-same script before issue 38 (``admission_baseline.lua``: main at 89f0b47, with that commit's keys and
-arguments), each on ``--calls`` fresh calls carrying a real captured Celery message, in
+same script before issue 38 (``admission_baseline.lua``: main at 89f0b47, with that commit's
+keys and arguments), each on ``--calls`` fresh calls carrying a real captured Celery message, in
 ``--rounds`` interleaved rounds. Today's script runs for two tenants: one with nothing queued
 (every call a new tenant) and one far past its fair share (every call sunk, its payload
 rewritten).
