@@ -6,20 +6,17 @@ runner puts each command of the session in the session's cgroup with these bound
 each command's own limits to the per-command ceilings (``toolhub.backends.cgroups``);
 admission refuses a config asking for more (``param_rules.py``).
 
-The policy file is read again only when it changed, so a holder that makes a runner for every
-background command does not parse it every time.
+The policy file is read as ``session_quotas`` reads it (again only when it changed).
 """
 
 from __future__ import annotations
 
-import functools
-import os
-
 from toolhub.backends.cgroups import SessionQuota
 
-from .policy import POLICY_ENV, OperatorPolicy
+from .policy import OperatorPolicy
 from .principal import tenant_of_session
 from .quotas import Quotas
+from .session_quotas import quotas_of_session
 
 __all__ = ["session_quota"]
 
@@ -27,8 +24,9 @@ __all__ = ["session_quota"]
 def session_quota(session_id: str, policy: OperatorPolicy | None = None) -> SessionQuota:
     """The kernel bounds of stored session ``session_id``, from its tenant's quotas in
     ``policy`` (default: the policy file ``TOOLHUB_POLICY`` names, as it is now)."""
-    quotas = (policy or _current_policy()).quotas.for_tenant(tenant_of_session(session_id))
-    return quota_of(session_id, quotas)
+    if policy is None:
+        return quota_of(session_id, quotas_of_session(session_id))
+    return quota_of(session_id, policy.quotas.for_tenant(tenant_of_session(session_id)))
 
 
 def quota_of(session_id: str, quotas: Quotas) -> SessionQuota:
@@ -40,17 +38,3 @@ def quota_of(session_id: str, quotas: Quotas) -> SessionQuota:
         memory_per_command=quotas.memory_per_command,
         pids_per_command=quotas.pids_per_command,
     )
-
-
-def _current_policy() -> OperatorPolicy:
-    named = os.environ.get(POLICY_ENV, "").strip()
-    try:
-        stamp = os.stat(named).st_mtime_ns if named else 0
-    except OSError:
-        stamp = -1  # unreadable: load says why
-    return _load(named, stamp)
-
-
-@functools.lru_cache(maxsize=4)
-def _load(named: str, stamp: int) -> OperatorPolicy:
-    return OperatorPolicy.load(named or None)
