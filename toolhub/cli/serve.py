@@ -106,7 +106,4 @@ def serve(
     if not modes and settings.behind_auth_proxy:
         auth = "no auth: behind an authenticating proxy"
     stderr.print(f"toolhub gateway on http://{host}:{port} ({deployment}, {auth})", highlight=False)
-    from toolhub.backends.oom import protect
-
-    protect("the toolhub gateway")  # a command's memory must not cost every client's connection
     run(settings, host=host, port=port)

@@ -11,6 +11,7 @@ from typing import Any
 import uvicorn
 from fastapi import FastAPI
 
+from toolhub.backends.oom import protect
 from toolhub.logs import configure_json, json_logs
 from toolhub.ports import free_port
 from toolhub.process_heap import freeze_startup_heap, space_full_collections
@@ -40,6 +41,8 @@ def serve(settings: GatewaySettings, host: str = "127.0.0.1", port: int = 8000) 
     json_mode = json_logs()
     if json_mode:
         configure_json()
+    # Once logging is set up, so a warning that it cannot be done is a JSON line when asked.
+    protect("the toolhub gateway")  # a command's memory must not cost every client's connection
     app = build_app(settings)
     redact_access_log()
     freeze_startup_heap()
