@@ -84,7 +84,8 @@ def test_slow_overrides_answer_422_while_healthz_keeps_answering(
         answered = health.result()
     for response, elapsed in results:
         assert "took longer than" in _violation(response, "Main:read_file")["message"]
-        assert elapsed < RENDER_BUDGET_S + 1.5
+        # Stopped near the budget, not run to its end (minutes); a busy machine adds seconds.
+        assert elapsed < RENDER_BUDGET_S + 8
     assert answered >= 10 and slowest_health < 0.5
 
     with httpx.Client(base_url=url, timeout=10) as client:  # and the gateway still works
