@@ -84,7 +84,7 @@ def test_slow_overrides_answer_422_while_healthz_keeps_answering(
         answered = health.result()
     for response, elapsed in results:
         assert "took longer than" in _violation(response, "Main:read_file")["message"]
-        # Stopped near the budget, not run to its end (minutes); a busy machine adds seconds.
+        # Stopped near the budget, not run to its end; a busy machine adds seconds.
         assert elapsed < RENDER_BUDGET_S + 8
     assert answered >= 10 and slowest_health < 0.5
 
