@@ -214,6 +214,11 @@ def client_cost(answer: bytes, calls: int) -> tuple[list[float], list[float]]:
 def bench_distributed(workspace: Path, calls: int, lines: int) -> list[str]:
     # The stack signs its messages with this key; the direct session must sign alike.
     os.environ.setdefault("TOOLHUB_FLEET_KEY", secrets.token_urlsafe(32))
+    # The bench is the operator: it measures the gateway's own cost, not the default call rate.
+    policy = workspace.with_name(workspace.name + "-policy.json")
+    unbounded = {"calls_per_second": None, "concurrent_calls": None}
+    policy.write_text(json.dumps({"quotas": {"default": unbounded}}))
+    os.environ.setdefault("TOOLHUB_POLICY", str(policy))
     stack = LocalStack(workers=1, port=free_port(), flower_port=None, workspace=workspace)
     info = stack.start()
     try:
