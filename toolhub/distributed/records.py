@@ -387,9 +387,9 @@ def lost_result(name: str, cid: str, tool: str | None, attempts: int) -> CallRes
     )
 
 
-#: The usage figures of a finished call (``usage.py``): seconds, and whole bytes.
-_SECONDS = ("cpu_seconds", "wall_seconds")
-_BYTES = ("peak_memory_bytes", "output_bytes")
+#: The usage figures of a finished call (``usage.py``), kept in the record's one ``usage`` field
+#: as "cpu wall peak output".
+_USAGE = ("cpu_seconds", "wall_seconds", "peak_memory_bytes", "output_bytes")
 
 
 def decode_record(raw: dict[bytes, bytes]) -> dict[str, Any]:
@@ -404,9 +404,12 @@ def decode_record(raw: dict[bytes, bytes]) -> dict[str, Any]:
             out[name] = unpack(value)
         elif name == "attempts":
             out[name] = [_attempt(a) for a in json.loads(value)]
-        elif name in {"seq", "attempt", "lost", "max_attempts", "requeued", "resumed", *_BYTES}:
+        elif name == "usage":
+            cpu, wall, peak, output = value.split()
+            out.update(zip(_USAGE, (float(cpu), float(wall), int(peak), int(output)), strict=True))
+        elif name in {"seq", "attempt", "lost", "max_attempts", "requeued", "resumed"}:
             out[name] = int(value)
-        elif name.endswith("_at") or name in {"lease_until", "claim_by", *_SECONDS}:
+        elif name.endswith("_at") or name in {"lease_until", "claim_by"}:
             out[name] = float(value)
         elif name in {"cancel_requested", "handoff"}:
             out[name] = value == b"1"

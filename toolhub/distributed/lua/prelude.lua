@@ -55,7 +55,8 @@ local function finalize(call, events, channel, leases, state, cid, status, paylo
     local keep = queue == BACKGROUND_QUEUE and DONE_TTL_BACKGROUND or DONE_TTL
     redis.call('SET', call .. ':done:' .. run, '1', 'EX', keep)
   end
-  redis.call('HDEL', call, 'message', 'qkey', 'claim_by', 'lease_until', 'handoff')
+  redis.call('HDEL', call, 'message', 'qkey', 'claim_by', 'lease_until', 'handoff', 'fair',
+             'quota_held')
   redis.call('DEL', call .. ':payload')
   redis.call('ZREM', leases, cid)
   redis.call('ZREM', leases .. ':pending', cid)
@@ -70,8 +71,8 @@ end
 local function record_usage(call, usage, status, i)
   local ttl, tool = ARGV[i], ARGV[i + 1]
   local cpu, wall, peak, out = ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5]
-  redis.call('HSET', call, 'cpu_seconds', cpu, 'wall_seconds', wall,
-             'peak_memory_bytes', peak, 'output_bytes', out)
+  -- One field on the record, not four: every field of a finished record stays for its TTL.
+  redis.call('HSET', call, 'usage', cpu .. ' ' .. wall .. ' ' .. peak .. ' ' .. out)
   local failed, burnt, high = status == 'failed', tonumber(cpu) > 0, tonumber(peak)
   for _, p in ipairs({'', tool .. '|'}) do
     redis.call('HINCRBY', usage, p .. 'calls', 1)
