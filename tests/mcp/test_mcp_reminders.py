@@ -83,7 +83,9 @@ def test_pydantic_ai_model_gets_the_reminder(tmp_path: Path, workspace: Path) ->
     transport = StdioTransport(
         TOOLHUB, toolhub_args(workspace), env=toolhub_env(tmp_path), cwd=str(workspace)
     )
-    agent = PydanticAgent(FunctionModel(respond), toolsets=[MCPToolset(transport)])
+    # A busy machine can take longer than the client's default to start ``toolhub mcp``.
+    toolset = MCPToolset(transport, init_timeout=60, read_timeout=60)
+    agent = PydanticAgent(FunctionModel(respond), toolsets=[toolset])
     assert agent.run_sync("go").output == "done"
     assert [part.tool_name for part in returns] == ["bash", "bash"]
     assert_reminded(returns[1].model_response_str())

@@ -27,7 +27,7 @@ from toolhub.logs import call_context
 from workers.calls.runtime import WorkerRuntime
 
 from .metrics import metrics
-from .sweeper import reserved_unstarted, sweep
+from .sweeper import reap_leftovers, reserved_unstarted, sweep
 from .unacked import clean_unacked
 
 logger = logging.getLogger("toolhub.worker.leases")
@@ -38,6 +38,7 @@ class LeaseKeeper(threading.Thread):
         super().__init__(name="toolhub-leases", daemon=True)
         self.runtime = runtime
         self.stop_event = threading.Event()
+        self._reaper: threading.Thread | None = None
 
     def run(self) -> None:
         lease = self.runtime.settings.lease_seconds
@@ -47,6 +48,7 @@ class LeaseKeeper(threading.Thread):
                 self.renew()
                 if time.monotonic() >= next_sweep:
                     metrics.recovered.inc(sweep(self.runtime))
+                    self._reap()
                     next_sweep = time.monotonic() + lease / 4 * random.uniform(0.5, 1.0)
                     metrics.unacked_removed.inc(clean_unacked(self.runtime))
             except RedisError as exc:
@@ -55,6 +57,15 @@ class LeaseKeeper(threading.Thread):
                 logger.exception("lease keeper failed; continuing")
             if self.stop_event.wait(lease / 6):
                 return
+
+    def _reap(self) -> None:
+        """Start reaping leftover command cgroups unless the last pass is still at it."""
+        if self._reaper is not None and self._reaper.is_alive():
+            return
+        self._reaper = threading.Thread(
+            target=reap_leftovers, args=(self.runtime,), name="toolhub-cgroup-reap", daemon=True
+        )
+        self._reaper.start()
 
     def renew(self) -> None:
         claimed = [r for r in self.runtime.running() if r.attempt > 0]

@@ -8,7 +8,8 @@
   it and died) are re-enqueued from the stored message, or failed once that happened
   ``max_attempts`` times.
 * Command cgroups left behind by a dead process on this host are killed and removed, so no
-  process of a lost attempt outlives it (``CommandCgroups.reap_stale``).
+  process of a lost attempt outlives it (``reap_leftovers``: on a thread of its own beside the
+  lease keeper, since it may wait on stragglers).
 
 Every step is idempotent across workers: the scripts move each deadline on as they act.
 """
@@ -31,11 +32,20 @@ logger = logging.getLogger("toolhub.worker.sweeper")
 
 def sweep(runtime: WorkerRuntime) -> int:
     """One pass; returns how many calls were recovered (re-enqueued or failed)."""
-    count = requeue_expired(runtime) + requeue_unclaimed(runtime)
-    reaped = runtime.cgroups.reap_stale()
+    return requeue_expired(runtime) + requeue_unclaimed(runtime)
+
+
+def reap_leftovers(runtime: WorkerRuntime) -> None:
+    """Kill and remove the command cgroups a dead worker or holder left on this host. It may
+    wait on stragglers (up to a second a cgroup), so it runs beside the lease keeper, never in
+    its way: a renewal that waited on it could cost every call of this worker its lease."""
+    try:
+        reaped = runtime.cgroups.reap_stale()
+    except OSError as exc:
+        logger.warning("could not reap leftover command cgroups: %s", exc)
+        return
     if reaped:
         logger.warning("killed the leftover processes of %d lost command(s)", reaped)
-    return count
 
 
 def requeue_expired(runtime: WorkerRuntime) -> int:
