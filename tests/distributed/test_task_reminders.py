@@ -65,13 +65,21 @@ def test_each_completion_is_announced_once_and_old_tasks_cost_nothing(live, stor
     ws.mkdir()
     session = Session.connect(live.url, TASK_TOOLS, ws, session_id=SID)
     try:
+        # Each waits for the file ``go``, so none finishes (and is announced in the reminder of
+        # the next start) before all four have started, however slow the machine.
         started = [
             session.call_sync(
-                "bash", {"command": f"echo done {i}", "description": "t", "is_background": True}
+                "bash",
+                {
+                    "command": f"until [ -e go ]; do sleep 0.05; done; echo done {i}",
+                    "description": "t",
+                    "is_background": True,
+                },
             )
             for i in range(4)
         ]
         task_ids = [r.output.value["task_id"] for r in started]
+        (ws / "go").touch()
         wait_until(lambda: _finished(store, task_ids), 20)
 
         # task_output reports the first one itself: the reminder must not repeat it.

@@ -45,7 +45,7 @@ def test_hostile_overrides_answer_422_at_once(gateway_url: str) -> None:
         for description in REFUSED_AT_ONCE:
             start = time.monotonic()
             _violation(client.post("/v1/sessions", json=_config(description)))
-            assert time.monotonic() - start < 1.0, description
+            assert time.monotonic() - start < 5.0, description  # at once, not after a render
         assert client.get("/healthz").status_code == 200
 
 
