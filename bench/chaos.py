@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/chaos.py [--quick] [--calls N] [--kills N] [--burst N] [--lease S]
                                     [--hung-after S] [--no-celery] [--no-neighbour] [--keep]
+                                    [--faults all|none|a,b] [--no-main]
 
 Each call is a ``bash`` command that appends one line per run to its own side-effect file
 (0 lines: lost, 2+: duplicated) and sleeps (a recognisable process: its environment names the
@@ -16,6 +17,7 @@ The same calls and faults then hit a plain Celery app (late acks, reject on work
 Then (not in ``--quick``) the noisy-neighbour scenario of issue 38 (``chaos_neighbour.py``): one
 tenant's memory bomb, fork bomb, output flood, session flood and background-task flood beside
 another tenant's workload, which must all succeed with no toolhub process dying.
+Then the fault scenarios of issue 45 (``chaos_faults.py``): each its own fleet and one fault class.
 
 Prints both systems side by side and exits non-zero when toolhub misses a bar:
 0 hung, 0 lost, 0 duplicates it does not announce, 0 orphan processes, 0 workers lost to the
@@ -114,6 +116,31 @@ def run(profile: Profile, home: Path, say=print) -> list[Score]:
     return scores
 
 
+def main_run(profile: Profile, home: Path) -> list[str]:
+    """The side-by-side run; returns the bars toolhub missed."""
+    scores = run(profile, home, say=lambda text: print(text, flush=True))
+    print()
+    print(table(scores))
+    for score in scores:
+        text = details(score)
+        if text:
+            print(text)
+    return bars(scores[0], profile)
+
+
+def fault_scenarios(home: Path, which: str) -> list[str]:
+    """The fault scenarios of ``bench/chaos_faults.py``; returns what they missed."""
+    from bench.chaos_faults import run_all
+    from bench.chaos_faults import table as fault_table
+
+    only = None if which == "all" else {name.strip() for name in which.split(",")}
+    verdicts = run_all(home, say=lambda text: print(text, flush=True), only=only)
+    if verdicts:
+        print()
+        print(fault_table(verdicts))
+    return [f"{v.name}: {m}" for v in verdicts for m in v.missed]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="the bounded profile (make test)")
@@ -127,6 +154,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--no-neighbour", action="store_true", help="skip the noisy-neighbour scenario"
     )
+    parser.add_argument(
+        "--faults",
+        default="all",
+        help="fault scenarios to run after the main run: all, none, or names joined by commas",
+    )
+    parser.add_argument("--no-main", action="store_true", help="only the fault scenarios")
     args = parser.parse_args(argv)
     profile = PROFILES["quick" if args.quick else "full"]
     changes = {
@@ -145,20 +178,15 @@ def main(argv: list[str] | None = None) -> int:
     profile = profile.with_(**changes)
     home = Path(tempfile.mkdtemp(prefix="toolhub-chaos-"))
     try:
-        scores = run(profile, home, say=lambda text: print(text, flush=True))
-        print()
-        print(table(scores))
-        for score in scores:
-            text = details(score)
-            if text:
-                print(text)
-        missed = bars(scores[0], profile)
-        if not args.quick and not args.no_neighbour:
+        missed = [] if args.no_main else main_run(profile, home)
+        if not args.quick and not args.no_neighbour and not args.no_main:
             from bench.chaos_neighbour import run as neighbour
 
             print("\nnoisy-neighbour scenario (bench/chaos_neighbour.py)", flush=True)
             if not neighbour(home / "neighbour", 60.0, 1500, say=lambda t: print(t, flush=True)):
                 missed.append("noisy neighbour: a good call failed or a toolhub process died")
+        if not args.quick and args.faults != "none":
+            missed += fault_scenarios(home / "faults", args.faults)
         print()
         if missed:
             print("toolhub misses: " + "; ".join(missed))
