@@ -41,9 +41,10 @@ class LoopThread:
         wait for its result here."""
         return self.submit(_awaited(awaitable)).result()
 
-    def stop(self, timeout: float = 10.0) -> None:
+    def stop(self, timeout: float = 10.0, grace: float = 0.0) -> None:
         """Stop the loop once every task on it is done or cancelled, and close it when its
-        thread has ended within ``timeout``."""
+        thread has ended within ``timeout``. Tasks get ``grace`` seconds to end by themselves
+        first (a cancelled call saying how it ended) before they are cancelled."""
         if not self.loop.is_running():
             return
         if threading.current_thread() is self.thread:
@@ -53,6 +54,8 @@ class LoopThread:
         async def finish() -> None:
             current = asyncio.current_task()
             tasks = [t for t in asyncio.all_tasks() if t is not current]
+            if tasks and grace > 0:
+                await asyncio.wait(tasks, timeout=grace)
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)

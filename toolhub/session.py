@@ -47,6 +47,9 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
+#: How long ``close`` lets the calls it cancelled reach their cancelled result.
+CLOSE_GRACE_SECONDS = 1.0
+
 logger = logging.getLogger("toolhub.session")
 
 _default_builder: ToolSetBuilder | None = None
@@ -194,13 +197,21 @@ class Session:
         *,
         call_id: str | None = None,
         timeout: float | None = None,
+        cancel_on_exit: bool = True,
     ) -> AsyncIterator[Progress | CallResult]:
-        """Progress items as they happen, then exactly one ``CallResult``."""
+        """Progress items as they happen, then exactly one ``CallResult``.
+
+        Leaving before the result (closing the stream, or cancelling the task that reads it,
+        as a framework's tool timeout does) cancels the call: its command dies and its record
+        says ``cancelled``. ``cancel_on_exit=False`` leaves a connected session's call running
+        on its worker, to be followed by id (the gateway and the MCP server cancel explicitly
+        and keep calls going through their own restart); an embedded call runs inside this
+        stream and ends with it either way."""
         prepared = self._prepare(name, arguments, call_id)
         if isinstance(prepared, CallResult):
             yield prepared
             return
-        items = self._items(prepared, timeout)
+        items = self._items(prepared, timeout, cancel_on_exit)
         async with closing(items):
             async for item in items:
                 yield item
@@ -214,10 +225,10 @@ class Session:
             return CallResult.failure(name, err, call_id=call_id)
 
     def _items(
-        self, prepared: Prepared, timeout: float | None
+        self, prepared: Prepared, timeout: float | None, cancel_on_exit: bool = True
     ) -> AsyncIterator[Progress | CallResult]:
         """The executor's stream of a prepared call, under its deadline when it has one."""
-        items = self.executor.stream(prepared)
+        items = self.executor.stream(prepared, cancel_on_exit=cancel_on_exit)
         seconds = self._deadline(timeout, prepared.entry.workload)
         if seconds is not None:
             items = self._bounded(items, prepared.name, prepared.ctx.call_id, seconds)
@@ -382,6 +393,8 @@ class Session:
             remove_scratch(info.session_dir)
 
     def close(self) -> None:
+        """Cancel every call still running for this session here (its command dies, its
+        record says ``cancelled``), then release what the session holds."""
         if self._closed:
             return
         self._closed = True
@@ -398,7 +411,8 @@ class Session:
                 except Exception:
                     logger.exception("closing %r failed", value)
         if self._loop is not None:
-            self._loop.stop()
+            # A sync twin's call cancelled above gets a moment to say how it ended.
+            self._loop.stop(grace=CLOSE_GRACE_SECONDS)
 
     def __enter__(self) -> Session:
         return self

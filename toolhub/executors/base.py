@@ -11,13 +11,18 @@ from toolhub.toolset import Prepared
 
 
 class Executor(Protocol):
-    def stream(self, prepared: Prepared) -> AsyncIterator[Progress | CallResult]:
-        """Progress items, then exactly one ``CallResult``."""
+    def stream(
+        self, prepared: Prepared, *, cancel_on_exit: bool = True
+    ) -> AsyncIterator[Progress | CallResult]:
+        """Progress items, then exactly one ``CallResult``. A consumer that leaves before the
+        result (closes the stream, or its task is cancelled) cancels the call; with
+        ``cancel_on_exit=False`` a call that can outlive its stream (one on a worker) goes on
+        running, to be followed by id."""
         ...
 
     async def result(self, prepared: Prepared) -> CallResult:
         """The ``CallResult`` that ``stream`` would end with, its progress passed over: what
-        ``Session.call`` waits for."""
+        ``Session.call`` waits for. Cancelling the awaiting task cancels the call."""
         ...
 
     def call_sync(self, prepared: Prepared) -> CallResult | None:
@@ -47,4 +52,6 @@ class Executor(Protocol):
         so no dispatcher rebuilds it and no worker runs a new call of it."""
         ...
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """Cancel every call still awaited here (``stream``'s ``cancel_on_exit`` aside)."""
+        ...

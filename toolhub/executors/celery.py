@@ -74,6 +74,9 @@ class CeleryExecutor:
         self.state = state
         self._state_version = state_version
         self._local = LocalExecutor(toolset)
+        #: Calls dispatched from here whose stream or result is still awaited: call id ->
+        #: whether the call is cancelled when its consumer leaves before the result.
+        self._open: dict[str, bool] = {}
         self.enqueuer = enqueuer_for(app)
         #: The session's tenant's quotas, checked in the script that creates each call
         #: (``toolhub.distributed.quota``); None: no quota.
@@ -100,23 +103,30 @@ class CeleryExecutor:
         coroutine, its subscription and a cursor (``RedisStore.terminal``)."""
         if self._runs_here(prepared.entry):
             return await self._local.result(prepared)
-        subscription = self.store.subscribe(prepared.ctx.call_id)
+        cid = prepared.ctx.call_id
+        subscription = self.store.subscribe(cid)
+        answered = False
         try:
             dispatched = await self._dispatch(prepared, subscription)
             if isinstance(dispatched, CallResult):
+                answered = True
                 return dispatched
+            self._open[cid] = True
             try:
-                event = await self.store.terminal(
-                    prepared.ctx.call_id, subscription, fresh=dispatched
-                )
+                event = await self.store.terminal(cid, subscription, fresh=dispatched)
             except FollowLost as lost:
+                answered = True
                 return _failure(prepared, ErrorCode.REDIS_UNAVAILABLE, str(lost))
+            answered = True
             self._refresh_state(event.state_version)
             return cast(CallResult, event.item)  # ``terminal`` returns the CallResult's event
         finally:
             subscription.close()
+            self._left(cid, answered)
 
-    async def stream(self, prepared: Prepared) -> AsyncIterator[Progress | CallResult]:
+    async def stream(
+        self, prepared: Prepared, *, cancel_on_exit: bool = True
+    ) -> AsyncIterator[Progress | CallResult]:
         if self._runs_here(prepared.entry):
             async with closing(self._local.stream(prepared)) as local:
                 async for item in local:
@@ -124,11 +134,14 @@ class CeleryExecutor:
             return
         cid = prepared.ctx.call_id
         subscription = self.store.subscribe(cid)
+        answered = False
         try:
             dispatched = await self._dispatch(prepared, subscription)
             if isinstance(dispatched, CallResult):
+                answered = True
                 yield dispatched
                 return
+            self._open[cid] = cancel_on_exit
             events = self.store.follow(
                 cid, subscription=subscription, must_exist=False, fresh=dispatched
             )
@@ -139,12 +152,28 @@ class CeleryExecutor:
                 async with closing(events):
                     async for event in events:
                         if isinstance(event.item, CallResult):
+                            answered = True
                             self._refresh_state(event.state_version)
                         yield event.item
             except FollowLost as lost:
+                answered = True
                 yield _failure(prepared, ErrorCode.REDIS_UNAVAILABLE, str(lost))
         finally:
             subscription.close()
+            self._left(cid, answered)
+
+    def _left(self, call_id: str, answered: bool) -> None:
+        """The consumer of a call this executor dispatched is gone. Before the result (it
+        closed the stream, or its task was cancelled: a framework's tool timeout), the call is
+        cancelled on its worker, unless its stream was opened with ``cancel_on_exit=False``."""
+        if self._open.pop(call_id, False) and not answered:
+            self._cancel_now(call_id)
+
+    def _cancel_now(self, call_id: str) -> None:
+        try:
+            self.store.records.cancel(call_id)
+        except RedisError as exc:
+            logger.warning("cancel %s: Redis unreachable: %s", call_id, exc)
 
     async def _dispatch(self, prepared: Prepared, subscription: Subscription) -> CallResult | bool:
         """Write the record and enqueue. Returns whether the subscription was confirmed before
@@ -347,6 +376,12 @@ class CeleryExecutor:
             raise RedisUnavailable(self.settings.redis_url, exc) from None
 
     def close(self) -> None:
+        """Cancel what this session still waits for (calls whose consumer opted out with
+        ``cancel_on_exit=False`` go on running on their workers), then the local calls."""
+        for call_id, cancel in list(self._open.items()):
+            if cancel:
+                self._cancel_now(call_id)
+        self._open.clear()
         self._local.close()
 
 

@@ -3,7 +3,9 @@
 Blocking tools run in a worker thread so the event loop stays free; plain sync tools called
 through ``call_sync`` run inline, with no thread hand-over, which keeps an embedded call cheap.
 Cancellation never waits on the tool: the call's token fires its kill callbacks at once and the
-caller gets its ``cancelled`` terminal immediately, whatever the tool is still doing.
+caller gets its ``cancelled`` terminal immediately, whatever the tool is still doing. A call runs
+inside its stream: a consumer that leaves before the result (closes the stream, or its task is
+cancelled, as a framework's tool timeout does) cancels it, and its record says so.
 
 Each call runs inside its own usage meter (``metered.py``): every step of the tool is started
 with the meter open, so what the tool runs (in this task, a task it starts, or a thread) charges
@@ -36,6 +38,8 @@ from .metered import Metered
 
 MAX_RECORDS = 10_000
 FOLLOW_POLL_SECONDS = 0.02
+#: The cancel reason of a call whose consumer stopped reading before its result.
+CONSUMER_GONE = "its caller stopped waiting for it"
 
 
 class LocalExecutor:
@@ -60,7 +64,11 @@ class LocalExecutor:
         async with closing(self.stream(prepared)) as items:
             return await drain(items)
 
-    async def stream(self, prepared: Prepared) -> AsyncIterator[Progress | CallResult]:
+    async def stream(
+        self, prepared: Prepared, *, cancel_on_exit: bool = True
+    ) -> AsyncIterator[Progress | CallResult]:
+        """The call's items. It runs inside this stream: whatever ``cancel_on_exit`` says, a
+        consumer that leaves before the result cancels it."""
         call_id = prepared.ctx.call_id
         token = prepared.ctx.cancel
         self._running[call_id] = token
@@ -90,6 +98,11 @@ class LocalExecutor:
         finally:
             remove()
             self._running.pop(call_id, None)
+            if result is None:
+                # The consumer left before the result (it closed the stream, or its task was
+                # cancelled): the call runs inside this stream, so it ends here, cancelled.
+                token.cancel(CONSUMER_GONE)
+                result = _cancelled(prepared)
             metered.fold()
             self._record(prepared, result, started, metered)
 
@@ -102,6 +115,7 @@ class LocalExecutor:
             )
         else:
             source = self.toolset.execute(prepared)
+        step: asyncio.Future[Any] | None = None
         try:
             while True:
                 step = _step(source, metered)
@@ -121,6 +135,8 @@ class LocalExecutor:
                 if isinstance(item, CallResult):
                     return
         finally:
+            if step is not None and not step.done():
+                step.cancel()  # its consumer left mid-step: the tool's task must not run on
             aclose = getattr(source, "aclose", None)
             if aclose is not None:
                 with contextlib.suppress(RuntimeError, asyncio.CancelledError):

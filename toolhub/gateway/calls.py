@@ -104,7 +104,10 @@ class Calls:
         self.metrics.in_flight.inc()
         result: CallResult | None = None
         try:
-            async for item in session.stream(name, arguments, call_id=call_id):
+            # A connected call outlives this gateway's shutdown on its worker (another replica
+            # follows it by id); a client's cancel goes through ``cancel``.
+            items = session.stream(name, arguments, call_id=call_id, cancel_on_exit=False)
+            async for item in items:
                 if isinstance(item, Progress):
                     yield item
                 else:

@@ -211,7 +211,12 @@ class ToolhubMcpServer:
         """Drains the call into ``queue`` on its own task, so that a cancelled MCP request can
         still cancel the call (and the call's stream ends with its cancelled terminal)."""
         try:
-            async for item in self.session.stream(name, arguments or {}, call_id=call_id):
+            # Cancelled explicitly (a cancelled request, not a task); a task's call outlives
+            # this server's restart on its worker.
+            items = self.session.stream(
+                name, arguments or {}, call_id=call_id, cancel_on_exit=False
+            )
+            async for item in items:
                 await queue.put(item)
         finally:
             await queue.put(_END)
