@@ -21,6 +21,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from pydantic import BaseModel, ConfigDict
 
+from toolhub.mcp.call_results import OUTPUT_EXTENSION
 from toolhub.sources.mcp_task_polling import TASKS_EXTENSION as TASKS
 from toolhub.sources.mcp_task_polling import CancelTask, GetTask, TaskRequestParams, UpdateTask
 
@@ -153,7 +154,8 @@ async def _session(
         read,
         write,
         message_handler=heard.message,
-        extensions={TASKS: {}} if declare else None,
+        # Like toolhub's own client: the tasks extension, and typed outputs in ``_meta``.
+        extensions={TASKS: {}, OUTPUT_EXTENSION: {}} if declare else None,
         notification_bindings=[binding],
     ) as session:
         yield session, TaskClient(session, heard)

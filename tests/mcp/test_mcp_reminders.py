@@ -33,6 +33,7 @@ from tests.mcp.stdio_support import (
     toolhub_args,
     toolhub_env,
 )
+from toolhub.mcp.call_results import OUTPUT_EXTENSION
 from toolhub.sources.mcp_outcome import OUTPUT_META_KEY
 
 pytestmark = pytest.mark.timeout(90)
@@ -51,7 +52,10 @@ def test_raw_sdk_client_reads_the_reminder_in_the_text(tmp_path: Path, workspace
     )
 
     async def body() -> None:
-        async with stdio_client(params) as (read, write), ClientSession(read, write) as s:
+        async with (
+            stdio_client(params) as (read, write),
+            ClientSession(read, write, extensions={OUTPUT_EXTENSION: {}}) as s,
+        ):
             await s.initialize()
             started = await s.call_tool("bash", BACKGROUND)
             assert not started.is_error

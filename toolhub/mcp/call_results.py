@@ -17,17 +17,32 @@ from toolhub.sources.mcp_outcome import OUTPUT_META_KEY
 ERROR_META_KEY = "toolhub/error"
 
 
-def to_mcp_result(result: CallResult) -> types.CallToolResult:
+#: The extension a client declares (``capabilities.extensions``, either protocol era) to get
+#: a result's structured output in ``_meta`` under the same name: toolhub's own MCP client does.
+OUTPUT_EXTENSION = OUTPUT_META_KEY
+
+
+def wants_output(ctx: Any) -> bool:
+    """Whether the client of a request (a ``ServerRequestContext``) declared
+    ``OUTPUT_EXTENSION``."""
+    caps = getattr(getattr(ctx, "session", None), "client_capabilities", None)
+    extensions = getattr(caps, "extensions", None) or {}
+    return OUTPUT_EXTENSION in extensions
+
+
+def to_mcp_result(result: CallResult, *, with_output: bool = False) -> types.CallToolResult:
     """``prompt_text`` (reminders and notes included) as the text, then the result's images.
 
     Clients differ in what they show the model: most show the text content, but some
     (pydantic-ai; openai-agents with ``use_structured_content``) show ``structuredContent``
     instead whenever a result has it, relying on the spec's rule that the text is then the
     serialized structured content. The model must read ``prompt_text`` in every client, so
-    ``structuredContent`` is sent only when the text is exactly its JSON; otherwise the
-    structured output travels in ``_meta`` under ``toolhub/output``, for programs (clients
-    do not show ``_meta`` to models). A failed call's typed error goes in ``_meta`` under
-    ``toolhub/error``.
+    ``structuredContent`` is sent only when the text is exactly its JSON. Otherwise the
+    structured output goes in ``_meta`` under ``toolhub/output`` only ``with_output`` (a
+    client that declared ``OUTPUT_EXTENSION``): some clients show ``_meta`` to the model
+    (Google ADK passes it on, LlamaIndex prints the whole result), where a copy would double
+    what the model reads. A failed call's typed error goes in ``_meta`` under
+    ``toolhub/error`` (small, and the same words as the text's).
     """
     output = result.output
     value = output.value if output is not None and output.tag != "plain_text" else None
@@ -39,7 +54,7 @@ def to_mcp_result(result: CallResult) -> types.CallToolResult:
         if block.type == "image" and block.data
     ]
     meta: dict[str, Any] = {}
-    if value is not None and not twin:
+    if value is not None and not twin and with_output:
         meta[OUTPUT_META_KEY] = value
     if result.error is not None:
         meta[ERROR_META_KEY] = result.error.to_dict()
@@ -64,3 +79,14 @@ def text_result(text: str, *, is_error: bool = False) -> types.CallToolResult:
     return types.CallToolResult(
         content=[types.TextContent(type="text", text=text)], is_error=is_error
     )
+
+
+def for_client(wire: dict[str, Any], *, with_output: bool) -> dict[str, Any]:
+    """A stored result (wire form, made ``with_output``) as one client gets it: without the
+    structured copy unless it declared ``OUTPUT_EXTENSION``."""
+    meta = wire.get("_meta")
+    if with_output or not isinstance(meta, dict) or OUTPUT_META_KEY not in meta:
+        return wire
+    meta = {k: v for k, v in meta.items() if k != OUTPUT_META_KEY}
+    trimmed = {k: v for k, v in wire.items() if k != "_meta"}
+    return {**trimmed, "_meta": meta} if meta else trimmed

@@ -33,7 +33,7 @@ from mcp.shared.exceptions import MCPError
 import toolhub
 from toolhub.core import CallResult, Progress, new_call_id
 
-from .call_results import text_result, to_mcp_result
+from .call_results import text_result, to_mcp_result, wants_output
 from .changes import ToolListChanges
 from .elicit import answers_from, questions_message, questions_schema, unanswerable_text
 from .progress import ProgressRelay
@@ -181,7 +181,7 @@ class ToolhubMcpServer:
                 if isinstance(item, CallResult):
                     finished = True
                     await relay.flush()
-                    return to_mcp_result(item)
+                    return to_mcp_result(item, with_output=wants_output(ctx))
                 if item is _END:
                     finished = True
                     return text_result(f"`{params.name}` ended without a result", is_error=True)

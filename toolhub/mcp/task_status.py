@@ -37,6 +37,7 @@ from pydantic import BaseModel
 
 from toolhub.core import CallResult
 
+from .call_results import for_client, wants_output
 from .task_records import TaskRecord
 from .tasks import MISSING_CAPABILITY, TASKS_EXTENSION, McpTasks, declares_tasks, principal_of
 
@@ -102,6 +103,7 @@ class Listen:
             if event_matches(honored, uris, event):
                 queue.put_nowait(event)
 
+        with_output = wants_output(ctx)
         unsubscribe = self.bus.subscribe(deliver) if lists else (lambda: None)
         self._streams.add(queue)
         watchers = [asyncio.create_task(self._watch(r, queue.put_nowait)) for r in records]
@@ -118,6 +120,8 @@ class Listen:
             await ctx.session.send_notification(ack, related_request_id=subscription_id)
             async for frame in _frames(queue, watchers, keep_open=lists):
                 if isinstance(frame, dict):
+                    if isinstance(frame.get("result"), dict):
+                        frame["result"] = for_client(frame["result"], with_output=with_output)
                     note: Any = TaskStatusNotification(params={**frame, "_meta": meta})
                 else:
                     note = event_to_notification(cast(ServerEvent, frame), meta)

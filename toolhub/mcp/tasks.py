@@ -47,7 +47,7 @@ from toolhub.core import CallResult, Progress, closing
 from toolhub.distributed.records import TERMINAL_STATUSES
 from toolhub.http_guard import principal_in
 
-from .call_results import to_mcp_result
+from .call_results import for_client, to_mcp_result, wants_output
 from .elicit import answers_from, questions_message, questions_schema
 from .progress import progress_message
 from .request_state import RequestStates, StateRefused
@@ -172,7 +172,8 @@ class McpTasks:
                 item, first = (first, None) if first is not None else (await queue.get(), None)
                 if isinstance(item, CallResult):
                     status = "cancelled" if _cancelled(item) else "completed"
-                    result = to_mcp_result(item).model_dump(
+                    # Stored whole; each poll gets what its client asked for (``get``).
+                    result = to_mcp_result(item, with_output=True).model_dump(
                         by_alias=True, mode="json", exclude_none=True
                     )
                     await asyncio.to_thread(self.records.put, record.ended(status, result))
@@ -237,6 +238,8 @@ class McpTasks:
     async def get(self, ctx: ServerRequestContext[Any], params: TaskParams) -> dict[str, Any]:
         record = await asyncio.to_thread(self._admit, ctx, params)
         detail = await self.detail(record)
+        if isinstance(detail.get("result"), dict):
+            detail["result"] = for_client(detail["result"], with_output=wants_output(ctx))
         detail["requestState"] = self.states.issue(record.task_id, record.principal)
         return detail
 
@@ -279,7 +282,7 @@ class McpTasks:
             result = await self._result_of(record.call_id)
             if result is not None:
                 task_status = "cancelled" if _cancelled(result) else "completed"
-                wire = to_mcp_result(result).model_dump(
+                wire = to_mcp_result(result, with_output=True).model_dump(
                     by_alias=True, mode="json", exclude_none=True
                 )
                 await asyncio.to_thread(self.records.put, record.ended(task_status, wire))

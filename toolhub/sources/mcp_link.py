@@ -34,6 +34,7 @@ from toolhub.toolset import ExternalSpec, McpServerConfig
 
 from .mcp_calls import external_handler
 from .mcp_naming import client_name
+from .mcp_outcome import OUTPUT_META_KEY
 from .mcp_stdio_launch import StdioRefused, stdio_launch
 from .mcp_task_polling import (
     TASKS_EXTENSION,
@@ -131,7 +132,8 @@ class ServerLink:
                 read,
                 write,
                 message_handler=self._on_message,
-                extensions={TASKS_EXTENSION: {}},
+                # toolhub/output: a toolhub server sends its typed outputs back (``mcp_outcome``)
+                extensions={TASKS_EXTENSION: {}, OUTPUT_META_KEY: {}},
                 result_claims=task_claims(),
             )
         )
