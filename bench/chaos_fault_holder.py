@@ -46,12 +46,15 @@ class Started:
     """One background command started while the holder was frozen, and what became of it."""
 
     name: str
+    count_to: int = COUNT_TO
     task_id: str = ""
     copies: int = 0
     attempts: int = 0
     status: str = ""
     output: list[str] = field(default_factory=list)
     error: str = ""
+    #: The call's answer as the record keeps it (``CallResult.to_dict``).
+    result: dict[str, Any] = field(default_factory=dict)
 
     @property
     def honest(self) -> bool:
@@ -61,11 +64,11 @@ class Started:
     @property
     def clean_output(self) -> bool:
         """One copy's output (the last attempt's when it was re-run), never two interleaved."""
-        return self.output == [str(i) for i in range(1, COUNT_TO + 1)]
+        return self.output == [str(i) for i in range(1, self.count_to + 1)]
 
 
-def command(name: str) -> str:
-    return f"echo ran >> {name}.runs; for i in $(seq 1 {COUNT_TO}); do echo $i; sleep 1; done"
+def command(name: str, count_to: int = COUNT_TO) -> str:
+    return f"echo ran >> {name}.runs; for i in $(seq 1 {count_to}); do echo $i; sleep 1; done"
 
 
 def holder_pid(stack: Stack) -> int:
@@ -78,7 +81,8 @@ def holder_pid(stack: Stack) -> int:
 
 def _start(session: Session, item: Started) -> None:
     result = session.call_sync(
-        "bash", {"command": command(item.name), "description": "c", "is_background": True}
+        "bash",
+        {"command": command(item.name, item.count_to), "description": "c", "is_background": True},
     )
     if result.is_error or result.output is None:
         item.error = result.prompt_text[:200]
@@ -103,14 +107,15 @@ def freeze_and_start(
     start_at: list[float],
     say: Callable[[str], None] = print,
     wait_s: float = 90.0,
+    count_to: int = COUNT_TO,
 ) -> list[Started]:
-    """Freeze the stack's holder for ``freeze_s``, starting one background command at each
-    offset of ``start_at`` (seconds into the freeze); thaw it, wait for every command, and
-    return what each one came to."""
+    """Freeze the stack's holder for ``freeze_s``, starting one background command (counting
+    to ``count_to``) at each offset of ``start_at`` (seconds into the freeze); thaw it, wait
+    for every command, and return what each one came to."""
     sid = f"frozen-{uuid.uuid4().hex[:8]}"
-    items = [Started(f"c{i}") for i in range(len(start_at))]
+    items = [Started(f"c{i}", count_to) for i in range(len(start_at))]
     with Session.connect(stack.url, TASK_TOOLS, ws, session_id=sid) as session:
-        warm = Started("warm")
+        warm = Started("warm", 0)
         _start(session, warm)  # so the holder runs before it is frozen
         if not warm.task_id:
             raise RuntimeError(f"warm-up command refused: {warm.error}")
@@ -142,6 +147,7 @@ def freeze_and_start(
             record: dict[str, Any] = session.record_sync(item.task_id) or {}
             item.status = str(record.get("status"))
             item.attempts = int(record.get("attempt") or 0)
+            item.result = record.get("result") or {}
             item.output = _last_attempt(session, item.task_id)
             runs = ws / f"{item.name}.runs"
             item.copies = len(runs.read_text().split()) if runs.exists() else 0
