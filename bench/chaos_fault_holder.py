@@ -108,10 +108,12 @@ def freeze_and_start(
     say: Callable[[str], None] = print,
     wait_s: float = 90.0,
     count_to: int = COUNT_TO,
+    held: int = 0,
 ) -> list[Started]:
     """Freeze the stack's holder for ``freeze_s``, starting one background command (counting
     to ``count_to``) at each offset of ``start_at`` (seconds into the freeze); thaw it, wait
-    for every command, and return what each one came to."""
+    for every command, and return what each one came to. ``held``: first start one command
+    counting to that, which the holder runs as it freezes (listed last)."""
     sid = f"frozen-{uuid.uuid4().hex[:8]}"
     items = [Started(f"c{i}", count_to) for i in range(len(start_at))]
     with Session.connect(stack.url, TASK_TOOLS, ws, session_id=sid) as session:
@@ -120,13 +122,21 @@ def freeze_and_start(
         if not warm.task_id:
             raise RuntimeError(f"warm-up command refused: {warm.error}")
         session.call_sync("wait_tasks", {"task_ids": [warm.task_id], "timeout_ms": 30_000})
+        if held:
+            # One command the holder runs when it freezes: its lease runs out meanwhile.
+            running = Started("held", held)
+            _start(session, running)
+            limit = time.monotonic() + 30
+            while not (ws / "held.runs").exists() and time.monotonic() < limit:
+                time.sleep(0.1)
+            items.append(running)
         pid = holder_pid(stack)
         os.kill(pid, signal.SIGSTOP)
         frozen = time.monotonic()
         say(f"  holder {pid} frozen for {freeze_s:g} s")
         starters = []
         try:
-            for at, item in zip(start_at, items, strict=True):
+            for at, item in zip(start_at, items[: len(start_at)], strict=True):
                 time.sleep(max(0.0, frozen + at - time.monotonic()))
                 thread = threading.Thread(target=_start, args=(session, item), daemon=True)
                 thread.start()
@@ -158,7 +168,7 @@ def judge(name: str, items: list[Started]) -> Verdict:
     verdict = Verdict(name)
     ended = {"succeeded", "failed", "cancelled"}
     verdict.rows = {
-        "commands started while frozen": len(items),
+        "commands (started while frozen, + 1 running)": len(items),
         "refused at start": sum(bool(i.error) for i in items),
         "ran exactly once": sum(i.copies == 1 for i in items),
         "ran twice, record says so": sum(i.copies > 1 and i.honest for i in items),
@@ -192,7 +202,9 @@ def run(home: Path, say: Callable[[str], None]) -> Verdict:
     try:
         # Starts early in the freeze (its request times out, and is retried, for 40 s), in the
         # middle, and late (its first request still waits when the holder thaws).
-        items = freeze_and_start(stack, ws, freeze_s=42.0, start_at=[1.0, 12.0, 30.0], say=say)
+        items = freeze_and_start(
+            stack, ws, freeze_s=42.0, start_at=[1.0, 12.0, 30.0], say=say, held=15
+        )
         return judge("holder", items)
     finally:
         stack.stop()

@@ -304,13 +304,13 @@ class Holder:
             known = self._held.get(cid)
         if known is not None and known.running.attempt == attempt:
             return {"ok": True, "state": "started", "pid": known.command.pid, "holder": self.name}
-        if known is not None:  # an older attempt of the call: it lost the call to this one
-            known.running.token.cancel(LEASE_LOST)
         owner = self.records.fence_start(cid, attempt, StartFenceReply.HOLDER)
         if owner is not StartFenceReply.HOLDER:
             # The call moved on, or its worker ran it itself or gave it up: not ours to start.
             logger.warning("call %s: attempt %d is not the holder's (%s)", cid, attempt, owner)
             return {"ok": False, "error": "lease_lost" if owner is StartFenceReply.LOST else owner}
+        if known is not None:  # an older attempt of the call: it lost the call to this one
+            known.running.token.cancel(LEASE_LOST)
         (code,) = self.records.renew([(cid, attempt)])
         if code is RenewReply.LOST:
             return {"ok": False, "error": "lease_lost"}
