@@ -183,7 +183,8 @@ class HolderClient:
         return reply
 
     def ensure_running(self) -> bool:
-        """Make sure a holder answers: spawn one, under the spawn lock, unless one does."""
+        """Make sure a holder answers: spawn one, under the spawn lock, unless one does or one
+        lives (then wait for it)."""
         try:
             self.paths.prepare()
             with flocked(self.paths.spawn_lock, SPAWN_TIMEOUT_S) as locked:
@@ -191,6 +192,10 @@ class HolderClient:
                     return self.ping() is not None
                 if self.ping() is not None:
                     return True
+                if self.alive():
+                    live = self._wait_for_live_holder()
+                    if live is not None:
+                        return live
                 proc = self._spawn()
                 deadline = time.monotonic() + SPAWN_TIMEOUT_S
                 while time.monotonic() < deadline:
@@ -207,6 +212,19 @@ class HolderClient:
         except OSError as exc:
             logger.warning("background holder could not be started: %s", exc)
             return False
+
+    def _wait_for_live_holder(self) -> bool | None:
+        """A holder lives but does not answer (frozen, busy, exiting): a second one could not
+        take its life lock, so wait for it. True once it answers, None once it exited (a new
+        one may start), False when it did neither within ``SPAWN_TIMEOUT_S``."""
+        deadline = time.monotonic() + SPAWN_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if not self.alive():
+                return None
+            if self.ping() is not None:
+                return True
+            time.sleep(0.1)
+        return False
 
     def _spawn(self) -> subprocess.Popen[bytes]:
         log = self.paths.log
