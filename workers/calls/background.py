@@ -119,7 +119,7 @@ def _hand_over(
         # The holder may still read a request: give the attempt up in Redis first.
         owner = runtime.records.fence_start(running.call_id, running.attempt, WITHDRAWN)
         if owner is WITHDRAWN:
-            return _not_started(running, client)
+            return _not_started(running)
         return _elsewhere(owner)
     if not reply.get("ok"):
         # This attempt no longer owns the call (another one does), or the holder could not
@@ -145,7 +145,7 @@ def _elsewhere(owner: StartFenceReply) -> str | None:
     return "lease_lost"  # the call moved on to another attempt, or ended
 
 
-def _not_started(running: Running, client: HolderClient) -> CallResult:
+def _not_started(running: Running) -> CallResult:
     """The answer when the holder lived but never answered and the attempt was withdrawn: the
     attempt is handed back or lost when that is why the wait ended (``settle`` reads the
     token), else the call fails saying nothing ran."""
@@ -156,9 +156,8 @@ def _not_started(running: Running, client: HolderClient) -> CallResult:
     error = ToolError.custom(
         ErrorCode.START_FAILED,
         "The background command was not started: this host's background holder is alive but "
-        f"did not answer for {start_wait_seconds():.0f} s (frozen or overloaded; "
-        f"{client.paths.socket}). Nothing ran and nothing was written; starting it again is "
-        "safe.",
+        f"did not answer for {start_wait_seconds():.0f} s (frozen or overloaded). Nothing ran "
+        "and nothing was written; starting it again is safe.",
         may_have_run=False,
     )
     return CallResult.failure("background", error, call_id=running.call_id)
