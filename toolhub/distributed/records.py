@@ -29,6 +29,7 @@ from .script_replies import (
     CreateAndEnqueueReply,
     CreateReply,
     RenewReply,
+    StartFenceReply,
 )
 from .scripts import Scripts
 from .settings import Settings
@@ -351,6 +352,13 @@ class CallRecords:
                 keys=[self.keys.leases, *(self.keys.call(cid) for cid, _ in batch)], args=args
             )
         return [RenewReply(int(code)) for code in codes]
+
+    def fence_start(self, cid: str, attempt: int, runner: StartFenceReply) -> StartFenceReply:
+        """Take attempt ``attempt`` of a background command for ``runner`` (the holder, the
+        worker, or nobody: ``WITHDRAWN``) unless someone has it; returns who has it, or
+        ``LOST`` when the call is no longer running as that attempt (``start_fence.lua``)."""
+        reply = self.scripts.start_fence(keys=[self.keys.call(cid)], args=[attempt, runner.value])
+        return StartFenceReply(reply.decode() if isinstance(reply, bytes) else reply)
 
     def handoff(self, cid: str, attempt: int) -> dict[str, Any] | None:
         """Give a running call back (graceful shutdown); returns its message to re-enqueue."""

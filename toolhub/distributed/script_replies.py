@@ -54,6 +54,13 @@ class RenewReply(IntEnum):
     CANCEL_REQUESTED = 2
 
 
+class StartFenceReply(StrEnum):
+    LOST = "lost"
+    HOLDER = "holder"
+    WORKER = "worker"
+    WITHDRAWN = "withdrawn"
+
+
 class CancelReply(StrEnum):
     UNKNOWN = "unknown"
     CANCELLED = "cancelled"
@@ -119,6 +126,7 @@ REPLIES: dict[str, type[IntEnum] | type[StrEnum]] = {
     "emit": EmitReply,
     "finish": FinishReply,
     "renew_many": RenewReply,
+    "start_fence": StartFenceReply,
     "cancel": CancelReply,
     "fail_queued": FailQueuedReply,
     "refused": RefusedReply,

@@ -65,6 +65,7 @@ class Scripts:
         self.emit = script("emit")
         self.finish = script("finish")
         self.renew_many = script("renew_many")
+        self.start_fence = script("start_fence")
         self.cancel = script("cancel")
         self.handoff = script("handoff")
         self.fail_queued = script("fail_queued")

@@ -9,8 +9,11 @@ holder has the command the worker keeps the lease like any call's.
 
 When the holder's host is lost, its commands die with it and their leases expire: the sweep
 restarts the command on another worker as the next attempt, after a ``retry`` marker in the
-stream. With ``TOOLHUB_HOLDER=0``, or when no holder can be reached, the command runs in this
-worker process as before (and then dies with it).
+stream. With ``TOOLHUB_HOLDER=0``, or when no holder lives and none can be started, the command
+runs in this worker process (and then dies with it), after the worker took the attempt in
+Redis (``start_fence.lua``). A holder that lives but does not answer is waited for, never run
+around: the worker keeps asking, then withdraws the attempt and answers that nothing ran
+(``workers/holder/hand_over.py`` says why).
 """
 
 from __future__ import annotations
@@ -20,10 +23,13 @@ from typing import Any
 
 from toolhub.backends.process import ProcessRunner
 from toolhub.core import CallResult, ToolError
+from toolhub.core.tool import HANDOFF, INTERNAL_REASONS
+from toolhub.distributed.script_replies import StartFenceReply
 from toolhub.errors import ErrorCode
 from workers.holder.background_command import command_result, start_command, start_failure
 from workers.holder.client import HolderClient
 from workers.holder.client import enabled as holder_enabled
+from workers.holder.hand_over import Unreached, hand_over, start_wait_seconds
 from workers.holder.places import Place
 
 from .claimed import Claimed, run_claimed
@@ -37,6 +43,7 @@ logger = logging.getLogger("toolhub.worker.background")
 
 #: What ``run_background`` returns when the holder took the command.
 HELD = "held"
+WORKER, WITHDRAWN = StartFenceReply.WORKER, StartFenceReply.WITHDRAWN
 
 
 def run_background(runtime: WorkerRuntime, message: dict[str, Any]) -> Ended:
@@ -51,9 +58,14 @@ def _start(attempt: Claimed) -> Ended:
     if isinstance(place, CallResult):
         return attempt.settle(place)
     handed = _hand_over(runtime, running, message)
+    if isinstance(handed, CallResult):
+        return attempt.settle(handed)
+    if handed is None:
+        # Nobody else may run this attempt: take it in Redis before running it here.
+        handed = _elsewhere(runtime.records.fence_start(running.call_id, running.attempt, WORKER))
     if handed is not None:
         attempt.metric.outcome = handed
-        # The holder ends the call (its lease, its terminal): this message did not.
+        # The holder ends the call (its lease, its terminal), or another attempt has it.
         return Ended(handed)
     return attempt.settle(_run(message, running, attempt.emitter, place))
 
@@ -80,28 +92,35 @@ def _hand_over(
     runtime: WorkerRuntime,
     running: Running,
     message: dict[str, Any],
-) -> str | None:
-    """Give the attempt to this host's holder. Returns what became of it, or None when no
-    holder could take it (the caller then runs it in this process). The request names the
-    call and its session only: the holder derives the workspace and sandbox itself."""
+) -> str | CallResult | None:
+    """Give the attempt to this host's holder. Returns what became of it; None when no holder
+    lives and none could be started (the caller then runs it in this process); a failure to
+    answer when a live holder never answered and the attempt was withdrawn (nothing ran). The
+    request names the call and its session only: the holder derives the workspace and sandbox
+    itself."""
     if not holder_enabled():
         return None
     client = HolderClient(runtime.settings)
-    reply = client.hand_over(
-        {
-            "op": "start",
-            "message": message,
-            "attempt": running.attempt,
-            "worker": runtime.name,
-        }
-    )
-    if reply is None:
+    payload = {
+        "op": "start",
+        "message": message,
+        "attempt": running.attempt,
+        "worker": runtime.name,
+    }
+    reply = hand_over(client, payload, give_up=lambda: running.token.cancelled)
+    if reply is Unreached.GONE:
         logger.warning(
-            "call %s: no background holder answered (%s); running it in this worker",
+            "call %s: no background holder lives or can start (%s); running it in this worker",
             running.call_id,
             client.paths.socket,
         )
         return None
+    if reply is Unreached.SILENT:
+        # The holder may still read a request: give the attempt up in Redis first.
+        owner = runtime.records.fence_start(running.call_id, running.attempt, WITHDRAWN)
+        if owner is WITHDRAWN:
+            return _not_started(running)
+        return _elsewhere(owner)
     if not reply.get("ok"):
         # This attempt no longer owns the call (another one does), or the holder could not
         # reach Redis: either way the lease decides what happens next, not this worker.
@@ -115,6 +134,33 @@ def _hand_over(
         reply.get("holder"),
     )
     return HELD
+
+
+def _elsewhere(owner: StartFenceReply) -> str | None:
+    """What this worker does with an attempt ``owner`` has: None when it is this worker's."""
+    if owner is WORKER:
+        return None
+    if owner is StartFenceReply.HOLDER:
+        return HELD
+    return "lease_lost"  # the call moved on to another attempt, or ended
+
+
+def _not_started(running: Running) -> CallResult:
+    """The answer when the holder lived but never answered and the attempt was withdrawn: the
+    attempt is handed back or lost when that is why the wait ended (``settle`` reads the
+    token), else the call fails saying nothing ran."""
+    reason = running.token.reason if running.token.cancelled else None
+    if reason is not None and reason not in INTERNAL_REASONS and reason != HANDOFF:
+        error = ToolError.cancelled(f"The call was cancelled ({reason}) before it started.")
+        return CallResult.failure("background", error, call_id=running.call_id)
+    error = ToolError.custom(
+        ErrorCode.START_FAILED,
+        "The background command was not started: this host's background holder is alive but "
+        f"did not answer for {start_wait_seconds():.0f} s (frozen or overloaded). Nothing ran "
+        "and nothing was written; starting it again is safe.",
+        may_have_run=False,
+    )
+    return CallResult.failure("background", error, call_id=running.call_id)
 
 
 def _run(message: dict[str, Any], running: Running, emitter: Emitter, place: Place) -> CallResult:

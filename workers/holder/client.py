@@ -5,7 +5,8 @@ One holder per (``TOOLHUB_HOME``, Redis URL, prefix): its socket (mode 0600, in 
 directory, peers checked by uid), its capability (``<key>.secret``, mode 0600: every request
 carries it; a command, which cannot read that home, cannot make a request) and lock files live
 in ``$TOOLHUB_HOME/holders/``. A worker that finds no holder spawns one under the *spawn lock*,
-so two workers never start two.
+so two workers never start two. How a worker hands a command over, and waits out a holder that
+lives but does not answer, is ``hand_over.py``.
 """
 
 from __future__ import annotations
@@ -124,18 +125,42 @@ class HolderClient:
 
     def request(self, payload: dict[str, Any], timeout_s: float = REPLY_TIMEOUT_S) -> Any:
         """The holder's reply, or None when no holder took the request (no socket, refused,
-        or the connection closed before a reply: a holder that was just exiting). Every
-        request carries the holder's capability."""
+        or the connection closed before a reply: a holder that was just exiting)."""
         try:
-            payload = {**payload, "secret": local_secret(self.paths.secret)}
-            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-                sock.settimeout(timeout_s)
-                sock.connect(os.fspath(self.paths.socket))
-                sock.sendall(json.dumps(payload).encode() + b"\n")
-                reply = read_line(sock)
-            return json.loads(reply) if reply else None
-        except (OSError, ValueError, TypeError):
+            return self.exchange(payload, timeout_s)
+        except (Undelivered, OSError, ValueError, TypeError):
             return None
+
+    def exchange(self, payload: dict[str, Any], timeout_s: float) -> Any:
+        """The holder's reply (None: it closed the connection without one). Raises
+        ``Undelivered`` when no holder listens (no socket, or it refuses connections: nothing
+        was sent), ``OSError`` when the request may have reached a holder but no reply came
+        within ``timeout_s``. Every request carries the holder's capability."""
+        payload = {**payload, "secret": local_secret(self.paths.secret)}
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.settimeout(timeout_s)
+            try:
+                sock.connect(os.fspath(self.paths.socket))
+            except (FileNotFoundError, ConnectionRefusedError) as exc:
+                raise Undelivered(str(exc)) from exc
+            sock.sendall(json.dumps(payload).encode() + b"\n")
+            reply = read_line(sock)
+        return json.loads(reply) if reply else None
+
+    def alive(self) -> bool:
+        """Whether a holder process lives, answering or not: it holds its life lock from its
+        start to its exit, frozen (SIGSTOP) or busy alike; the lock goes with the process."""
+        try:
+            fd = os.open(self.paths.life_lock, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)  # releases the shared lock taken when no holder held it
+        return False
 
     def ping(self, *, keep: bool = False, session_id: str | None = None) -> dict[str, Any] | None:
         """The holder's answer (with the commands it holds for ``session_id``), or None.
@@ -150,13 +175,6 @@ class HolderClient:
         """Restart the holder's idle window, spawning a holder if none answers."""
         return self._answered(lambda: self.ping(keep=True)) is not None
 
-    def hand_over(self, payload: dict[str, Any]) -> dict[str, Any] | None:
-        """Send a ``start`` request, spawning the holder if needed; None when no holder could
-        be reached. Safe to repeat: the holder answers a repeated (call, attempt) from its
-        table instead of starting the command twice."""
-        reply = self._answered(lambda: self.request(payload))
-        return reply if isinstance(reply, dict) else None
-
     def _answered(self, send: Callable[[], Any]) -> Any:
         """``send()``'s reply; when none came, a holder is spawned and it is sent once more."""
         reply = send()
@@ -165,7 +183,8 @@ class HolderClient:
         return reply
 
     def ensure_running(self) -> bool:
-        """Make sure a holder answers: spawn one, under the spawn lock, unless one does."""
+        """Make sure a holder answers: spawn one, under the spawn lock, unless one does or one
+        lives (then wait for it)."""
         try:
             self.paths.prepare()
             with flocked(self.paths.spawn_lock, SPAWN_TIMEOUT_S) as locked:
@@ -173,6 +192,10 @@ class HolderClient:
                     return self.ping() is not None
                 if self.ping() is not None:
                     return True
+                if self.alive():
+                    live = self._wait_for_live_holder()
+                    if live is not None:
+                        return live
                 proc = self._spawn()
                 deadline = time.monotonic() + SPAWN_TIMEOUT_S
                 while time.monotonic() < deadline:
@@ -189,6 +212,19 @@ class HolderClient:
         except OSError as exc:
             logger.warning("background holder could not be started: %s", exc)
             return False
+
+    def _wait_for_live_holder(self) -> bool | None:
+        """A holder lives but does not answer (frozen, busy, exiting): a second one could not
+        take its life lock, so wait for it. True once it answers, None once it exited (a new
+        one may start), False when it did neither within ``SPAWN_TIMEOUT_S``."""
+        deadline = time.monotonic() + SPAWN_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if not self.alive():
+                return None
+            if self.ping() is not None:
+                return True
+            time.sleep(0.1)
+        return False
 
     def _spawn(self) -> subprocess.Popen[bytes]:
         log = self.paths.log
@@ -216,6 +252,10 @@ class HolderClient:
         # Reap it when it exits (while this worker lives); it never depends on this process.
         threading.Thread(target=proc.wait, name="toolhub-holder-reaper", daemon=True).start()
         return proc
+
+
+class Undelivered(OSError):
+    """No holder listens where this host's holder should: the request was never sent."""
 
 
 def read_line(sock: socket.socket) -> bytes:

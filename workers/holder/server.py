@@ -2,7 +2,10 @@
 so they survive the worker process that started them.
 
 A worker's ``toolhub.background`` task claims the call (attempt N) and hands the command to the
-holder of its host over a unix socket (``HolderClient.hand_over``); the holder starts it, answers
+holder of its host over a unix socket (``hand_over.py``); the holder takes the attempt in Redis
+(``start_fence.lua``: a request read after its deadline, or for an attempt the call moved on
+from or its worker ran or gave up, is refused, so a holder waking from a freeze never starts
+a command a second time), starts it, answers
 ``started`` and from then on owns the attempt: it streams the output as ``output_delta`` events
 (``Emitter``, fenced by the attempt), renews the lease of every command it holds every third of
 the lease, kills a command on a cancel (the control channel, and RENEW's cancel code as the
@@ -59,7 +62,7 @@ from toolhub.backends.running import CommandResult, RunningCommand
 from toolhub.core import CancelToken, ToolError
 from toolhub.core.tool import HANDOFF, INTERNAL_REASONS, LEASE_LOST
 from toolhub.core.usage import UsageMeter, metering
-from toolhub.distributed.script_replies import RenewReply
+from toolhub.distributed.script_replies import RenewReply, StartFenceReply
 from toolhub.distributed.settings import Settings
 from toolhub.distributed.signing import fleet_keys
 from toolhub.distributed.store import RedisStore
@@ -73,6 +76,7 @@ from workers.lifecycle.control import ControlListener
 
 from .background_command import command_result, start_command, start_failure
 from .client import HolderPaths, flocked, idle_seconds, read_line
+from .hand_over import STALE
 from .local_secrets import local_secret
 from .places import SessionPlaces
 from .session_records import forget_ended, session_dir
@@ -290,10 +294,21 @@ class Holder:
         message: dict[str, Any] = request["message"]
         attempt = int(request["attempt"])
         cid = message["call_id"]
+        deadline = request.get("deadline")
+        if not isinstance(deadline, int | float) or time.monotonic() > deadline:
+            # Read after its worker stopped waiting (this holder was frozen or busy): the
+            # worker asks again, or has given the attempt up in Redis.
+            logger.warning("call %s: attempt %d: refused a stale start request", cid, attempt)
+            return {"ok": False, "error": STALE}
         with self._lock:
             known = self._held.get(cid)
         if known is not None and known.running.attempt == attempt:
             return {"ok": True, "state": "started", "pid": known.command.pid, "holder": self.name}
+        owner = self.records.fence_start(cid, attempt, StartFenceReply.HOLDER)
+        if owner is not StartFenceReply.HOLDER:
+            # The call moved on, or its worker ran it itself or gave it up: not ours to start.
+            logger.warning("call %s: attempt %d is not the holder's (%s)", cid, attempt, owner)
+            return {"ok": False, "error": "lease_lost" if owner is StartFenceReply.LOST else owner}
         if known is not None:  # an older attempt of the call: it lost the call to this one
             known.running.token.cancel(LEASE_LOST)
         (code,) = self.records.renew([(cid, attempt)])

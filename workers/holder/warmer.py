@@ -56,8 +56,8 @@ class HolderWarmer(threading.Thread):
         self.failures += 1
         if self.failures == 1:
             logger.warning(
-                "no background holder answers at %s; background commands will try to start "
-                "one, else run in the worker; trying again with backoff",
+                "no background holder answers at %s; background commands will wait for a "
+                "live one, or start one, else run in the worker; trying again with backoff",
                 self.client.paths.socket,
             )
         return float(min(self.every_s * 2**self.failures, MAX_BACKOFF_S))
