@@ -39,7 +39,7 @@ def test_tools_strict_prints_strict_functions(tmp_path: Path) -> None:
     assert all(f["strict"] is True for f in functions)
     bash = next(f for f in functions if f["name"] == "bash")["parameters"]
     assert bash["required"] == list(bash["properties"])
-    assert {"type": "null"} in bash["properties"]["is_background"]["anyOf"]
+    assert bash["properties"]["is_background"]["type"] == ["boolean", "null"]
 
 
 def test_tools_strict_refuses_a_format_without_a_strict_form(tmp_path: Path) -> None:

@@ -280,14 +280,14 @@ def test_strict_rewrite_of_refs_one_of_and_refused_keywords() -> None:
     assert held is not None and "$defs" not in held
     assert held["properties"]["at"] == {
         "type": "object",
-        "properties": {"x": {"anyOf": [{"type": "number"}, {"type": "null"}]}},
+        "properties": {"x": {"type": ["number", "null"]}},
         "required": ["x"],
         "additionalProperties": False,
         "description": "Where.",
     }
     assert held["properties"]["shape"] == {"anyOf": [{"const": "dot"}, {"const": "ring"}]}
     name = held["properties"]["name"]
-    assert name["anyOf"] == [{"type": "string"}, {"type": "null"}]
+    assert name["type"] == ["string", "null"]
     assert name["description"] == "minLength: 2; format: slug"
     assert held["required"] == ["at", "shape", "name"]
     assert ensure_strict_json_schema(copy.deepcopy(held), _reject_open_objects=True) == held
@@ -304,7 +304,8 @@ def test_a_recursive_ref_stays_a_reference_with_its_definitions() -> None:
     }
     held = strict_schema({"$ref": "#/$defs/Tree", "$defs": {"Tree": tree}})
     assert held is not None
-    assert held["properties"]["children"]["anyOf"][0]["items"] == {"$ref": "#/$defs/Tree"}
+    children = held["properties"]["children"]
+    assert children["type"] == ["array", "null"] and children["items"] == {"$ref": "#/$defs/Tree"}
     assert held["$defs"]["Tree"]["required"] == ["label", "children"]
     tool = FunctionTool(
         name="tree",

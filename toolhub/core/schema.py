@@ -2,7 +2,10 @@
 
 ``$ref``s are inlined (several providers reject or mishandle them), generated ``title``s and the
 root description are dropped (noise the model pays tokens for), and every object schema carries
-``properties`` and ``required`` (some providers reject an object without them).
+``properties`` and ``required`` (some providers reject an object without them). A nullable
+value that pydantic spells ``anyOf: [X, {"type": "null"}]`` becomes X with ``type: [t, "null"]``
+(``null`` joins its ``enum`` too): the same set of values, in the form every converter keeps
+whole (google-genai collapses the ``anyOf`` and drops its sibling ``description``).
 
 ``null_plan`` reads the same schema the other way: which explicit ``null``s in a call's
 arguments mean "absent" (see ``NullPlan``).
@@ -53,6 +56,45 @@ def _clean(node: Any, defs: dict[str, Any], depth: int) -> Any:
         out.setdefault("properties", {})
         out.setdefault("required", [])
     out.pop("$defs", None)
+    return nullable_as_type(out)
+
+
+#: Keys that make a schema more than one typed value: it keeps its ``anyOf`` form.
+_COMPOSED = ("anyOf", "oneOf", "allOf", "$ref", "const", "not")
+_NULL = {"type": "null"}
+
+
+def nullable_as_type(node: dict[str, Any]) -> dict[str, Any]:
+    """``anyOf: [X, {"type": "null"}]`` (either order) as X with ``"null"`` in its ``type``
+    (and ``enum``), when X is one typed value; any other schema unchanged. Keys beside the
+    ``anyOf`` (``description``, ``default``) win over X's own."""
+    variants = node.get("anyOf")
+    if not isinstance(variants, list) or len(variants) != 2 or _NULL not in variants:
+        return node
+    value = variants[1] if variants[0] == _NULL else variants[0]
+    if not one_typed_value(value):
+        return node
+    return {**with_null(value), **{k: v for k, v in node.items() if k != "anyOf"}}
+
+
+def one_typed_value(node: Any) -> bool:
+    """A schema of one ``type`` (a string) other than an object, not composed of others. An
+    object keeps the ``anyOf`` form: strict converters check an object's closure by its
+    ``type`` being exactly ``"object"``."""
+    return (
+        isinstance(node, dict)
+        and isinstance(node.get("type"), str)
+        and node["type"] != "object"
+        and not any(key in node for key in _COMPOSED)
+    )
+
+
+def with_null(value: dict[str, Any]) -> dict[str, Any]:
+    """One typed value (a string ``type``) that also admits ``null``."""
+    out = {**value, "type": [value["type"], "null"]}
+    enum = value.get("enum")
+    if isinstance(enum, list) and None not in enum:
+        out["enum"] = [*enum, None]
     return out
 
 

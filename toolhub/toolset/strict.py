@@ -6,7 +6,8 @@ schema, but accepts only a subset of JSON Schema: every object closed
 no ``oneOf``/``allOf``/``not``, a typed ``items`` for every array, a short list of string
 formats, no length or property-count keywords. The rewrite here keeps what a call means:
 
-* an optional property becomes required and nullable (``anyOf: [..., {"type": "null"}]``); the
+* an optional property becomes required and nullable (``type: [t, "null"]``, or
+  ``anyOf: [..., {"type": "null"}]`` for a schema that is not one typed value); the
   model sends ``null`` for "leave it out", and the erasure layer takes ``null`` as absent
   wherever the parameter refuses it (``toolhub.core.schema.NullPlan``), so the default applies;
 * keywords strict mode refuses move into the description (``(default: 2)``), where the model
@@ -26,7 +27,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from toolhub.core.schema import accepts_null
+from toolhub.core.schema import accepts_null, nullable_as_type, one_typed_value, with_null
 
 #: Refused in strict mode; their values go into the description instead.
 _TO_DESCRIPTION = (
@@ -154,7 +155,7 @@ class _Rewrite:
             out["description"] = (
                 f"{out['description']} ({text})" if out.get("description") else text
             )
-        return out
+        return nullable_as_type(out)  # a union narrowed to one value and null
 
     def ref(
         self, node: dict[str, Any], depth: int, expanding: frozenset[str], *, root: bool
@@ -224,6 +225,8 @@ class _Rewrite:
 def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
     if accepts_null(schema):
         return schema
+    if one_typed_value(schema):
+        return with_null(schema)  # ``type: [t, "null"]``: what every converter keeps whole
     if "anyOf" in schema:
         return {**schema, "anyOf": [*schema["anyOf"], {"type": "null"}]}
     outer: dict[str, Any] = {k: schema[k] for k in ("description", "title") if k in schema}
