@@ -18,7 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 # name -> module under bench/ ; each helper adds its line
-SCENARIOS: dict[str, str] = {}
+SCENARIOS: dict[str, str] = {
+    "disk": "chaos_fault_disk",
+}
 
 
 @dataclass

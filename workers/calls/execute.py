@@ -20,6 +20,7 @@ from typing import Any
 
 from redis.exceptions import RedisError
 
+from toolhub.backends.process import start_failed
 from toolhub.core import CallResult, ToolError, drain
 from toolhub.core.tool import INTERNAL_REASONS
 from toolhub.distributed.records import cancelled_result
@@ -85,6 +86,8 @@ def _prepare(
             tool_id=message.get("tool"),
             call_id=cid,
         )
+    except OSError as exc:  # its files under $TOOLHUB_HOME: a full or failing disk
+        return CallResult.failure(name, start_failed(exc), tool_id=message.get("tool"), call_id=cid)
 
 
 def _run_inline(
