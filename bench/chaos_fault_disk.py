@@ -1,11 +1,11 @@
 """Fault scenario ``disk`` (issue 45, part 1): ``TOOLHUB_HOME`` on a full disk.
 
 ``TOOLHUB_HOME`` of two real workers is a 6 MiB tmpfs (``mount -t tmpfs``; skipped with a note
-where mounting is refused). 20 calls printing 1 MB each, and 20 ordinary calls, go out at once:
-the command logs fill the disk within a few calls. Every call must be answered within
-``HUNG_AFTER_S``: either right (exit 0 with all of its output, its log whole) or with a typed
-error (``output_log_incomplete``: the command ran, its log was cut; ``start_failed``: nothing
-ran); never "exit: 0" with output or a log silently cut. Then the logs are deleted (the space is
+where mounting is refused). 20 calls printing 1 MB each and 20 ordinary calls go out at once:
+the command logs fill the disk within a few calls. Every call must be answered within 60 s:
+either right (exit 0 with all of its output, its log whole) or with a typed error
+(``output_log_incomplete``: the command ran, its log was cut; ``start_failed``: nothing ran);
+never "exit: 0" with output or a log silently cut. Then the logs are deleted (the space is
 back, unless a process still holds a deleted log open) and 20 new calls must all be answered,
 by the same worker processes: recovery without a restart.
 
@@ -24,6 +24,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,16 +36,23 @@ from bench.chaos_dispatcher import CONFIG, bash_args  # noqa: E402
 from bench.chaos_faults import Verdict  # noqa: E402
 from toolhub import CallResult, Session  # noqa: E402
 
-DISK = "6m"
-BIG_CALLS = 20
 BIG_BYTES = 1_000_000
-ORDINARY_CALLS = 20
-AFTER_CALLS = 20
-AFTER_BYTES = 100_000
-HUNG_AFTER_S = 60.0
 LEASE_S = 4.0
 #: Typed answers that say what ran and what was lost.
 TYPED = {"output_log_incomplete", "start_failed"}
+
+
+@dataclass(frozen=True)
+class Load:
+    """The fleet and the calls: the issue's by default; ``make test`` runs a smaller one."""
+
+    workers: int = 2
+    disk: str = "6m"
+    big_calls: int = 20
+    ordinary_calls: int = 20
+    after_calls: int = 20
+    after_bytes: int = 100_000
+    hung_after_s: float = 60.0
 
 
 def printing(n: int, tag: str) -> str:
@@ -94,12 +102,13 @@ def free_bytes(path: Path) -> int:
     return stat.f_bavail * stat.f_frsize
 
 
-def run(home: Path, say: Callable[[str], None]) -> Verdict:
+def run(home: Path, say: Callable[[str], None], load: Load | None = None) -> Verdict:
+    load = load or Load()
     verdict = Verdict("disk")
     mount = home / "toolhub-home"
     mount.mkdir(parents=True, exist_ok=True)
     mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={DISK}", "tmpfs", str(mount)],
+        ["mount", "-t", "tmpfs", "-o", f"size={load.disk}", "tmpfs", str(mount)],
         capture_output=True,
         text=True,
     )
@@ -107,12 +116,14 @@ def run(home: Path, say: Callable[[str], None]) -> Verdict:
         verdict.rows["skipped"] = f"mount refused: {mounted.stderr.strip() or mounted.returncode}"
         return verdict
     try:
-        return _run(home, mount, verdict, say)
+        return _run(home, mount, load, verdict, say)
     finally:
         subprocess.run(["umount", "-l", str(mount)], capture_output=True)
 
 
-def _run(home: Path, mount: Path, verdict: Verdict, say: Callable[[str], None]) -> Verdict:
+def _run(
+    home: Path, mount: Path, load: Load, verdict: Verdict, say: Callable[[str], None]
+) -> Verdict:
     from tests.fixtures_stack import STACK_ENV, WorkerProcess
     from toolhub.distributed.shared import close_shared_backends
     from toolhub.stack import RedisServer
@@ -131,7 +142,7 @@ def _run(home: Path, mount: Path, verdict: Verdict, say: Callable[[str], None]) 
             concurrency=4,
             env={"TOOLHUB_HOME": str(mount), "TOOLHUB_LEASE_SECONDS": f"{LEASE_S:g}"},
         )
-        for i in range(2)
+        for i in range(load.workers)
     ]
     workspace = home / "ws"
     workspace.mkdir(exist_ok=True)
@@ -143,7 +154,7 @@ def _run(home: Path, mount: Path, verdict: Verdict, say: Callable[[str], None]) 
         pids = [w.pid for w in workers]
         session = Session.connect(redis.url, CONFIG, workspace, session_id="disk")
         try:
-            _phases(session, mount, pids, verdict, say)
+            _phases(session, mount, pids, load, verdict, say)
         finally:
             session.close()
         restarted = [w.name for w, pid in zip(workers, pids, strict=True) if w.pid != pid]
@@ -165,7 +176,10 @@ def _run(home: Path, mount: Path, verdict: Verdict, say: Callable[[str], None]) 
 
 
 def _calls(
-    session: Session, calls: list[tuple[str, str, int]], say: Callable[[str], None]
+    session: Session,
+    calls: list[tuple[str, str, int]],
+    hung_after_s: float,
+    say: Callable[[str], None],
 ) -> dict[str, str]:
     """Run ``(call id, tag, size)`` calls at once; each one's judgement by call id."""
 
@@ -173,7 +187,7 @@ def _calls(
         cid, tag, size = call
         try:
             result: Any = session.call_sync(
-                "bash", bash_args(printing(size, tag)), call_id=cid, timeout=HUNG_AFTER_S
+                "bash", bash_args(printing(size, tag)), call_id=cid, timeout=hung_after_s
             )
         except Exception as exc:  # the harness's own failure is a wrong answer, said
             return cid, f"wrong: the call raised {type(exc).__name__}: {exc}"
@@ -188,7 +202,12 @@ def _calls(
 
 
 def _phases(
-    session: Session, mount: Path, pids: list[int], verdict: Verdict, say: Callable[[str], None]
+    session: Session,
+    mount: Path,
+    pids: list[int],
+    load: Load,
+    verdict: Verdict,
+    say: Callable[[str], None],
 ) -> None:
     stamp = int(time.time())
     warm = session.call_sync("bash", bash_args("true"), call_id=f"disk-warm-{stamp}")
@@ -196,19 +215,19 @@ def _phases(
         verdict.missed.append(f"warm-up call failed: {warm.prompt_text[:200]}")
         return
     calls = []
-    for i in range(max(BIG_CALLS, ORDINARY_CALLS)):
-        if i < BIG_CALLS:
+    for i in range(max(load.big_calls, load.ordinary_calls)):
+        if i < load.big_calls:
             calls.append((f"disk-big-{stamp}-{i}", f"END-big-{i}", BIG_BYTES))
-        if i < ORDINARY_CALLS:
+        if i < load.ordinary_calls:
             calls.append((f"disk-small-{stamp}-{i}", f"END-small-{i}", 10))
     began = time.monotonic()
-    full = _calls(session, calls, say)
+    full = _calls(session, calls, load.hung_after_s, say)
     counts = Counter(v if v in ("right", "typed", "hung") else "wrong" for v in full.values())
     verdict.rows["full disk: calls"] = len(calls)
     verdict.rows["full disk: answered right"] = counts["right"]
     verdict.rows["full disk: typed errors (what ran, what was lost)"] = counts["typed"]
     verdict.rows["full disk: wrong answers"] = counts["wrong"]
-    verdict.rows["full disk: hung (no answer in 60 s)"] = counts["hung"]
+    verdict.rows[f"full disk: hung (no answer in {load.hung_after_s:g} s)"] = counts["hung"]
     verdict.rows["full disk: seconds"] = round(time.monotonic() - began, 1)
     verdict.rows["free bytes while full"] = free_bytes(mount)
 
@@ -221,13 +240,18 @@ def _phases(
     held = held_deleted(pids, mount)
     verdict.rows["deleted logs still held open"] = held
 
-    calls = [(f"disk-after-{stamp}-{i}", f"END-after-{i}", AFTER_BYTES) for i in range(AFTER_CALLS)]
+    calls = [
+        (f"disk-after-{stamp}-{i}", f"END-after-{i}", load.after_bytes)
+        for i in range(load.after_calls)
+    ]
     began = time.monotonic()
-    after = _calls(session, calls, say)
+    after = _calls(session, calls, load.hung_after_s, say)
     right = sum(v == "right" for v in after.values())
     verdict.rows["space back: calls answered right"] = f"{right} of {len(calls)}"
     verdict.rows["space back: seconds"] = round(time.monotonic() - began, 1)
 
+    if not counts["typed"]:
+        verdict.missed.append("the disk never filled: no call met it")
     if counts["hung"]:
         verdict.missed.append(f"{counts['hung']} hung")
     if counts["wrong"]:

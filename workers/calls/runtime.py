@@ -18,7 +18,7 @@ from celery import Celery
 
 from toolhub.backends.process import shared_cgroups
 from toolhub.core import CancelToken
-from toolhub.core.tool import HANDOFF
+from toolhub.core.tool import HANDOFF, LEASE_LOST
 from toolhub.distributed.celery_app import EXECUTE_TASK
 from toolhub.distributed.enqueue import Enqueuer
 from toolhub.distributed.recovery import Recovery
@@ -97,11 +97,14 @@ class WorkerRuntime:
             return [run for runs in self._running.values() for run in runs]
 
     def stuck(self, running: Running) -> bool:
-        """Whether ``running``'s pool thread is stuck (``Running.stuck``): its lease is then
-        left to expire, so the fleet re-runs or fails the call as its policy says, even when
-        every pool thread of this worker is held so."""
-        stuck = running.stuck(STUCK_GRACE_LEASES * self.settings.lease_seconds)
-        if stuck and not running.reported_stuck:
+        """Whether ``running``'s pool thread is stuck (``Running.stuck``). The lease keeper
+        then stops renewing its lease, so the fleet re-runs or fails the call as its policy
+        says (however many of this worker's pool threads are held so), and its token is
+        cancelled as a lost lease: its command is killed, and whatever the thread still
+        returns is not published."""
+        if not running.stuck(STUCK_GRACE_LEASES * self.settings.lease_seconds):
+            return False
+        if not running.reported_stuck:
             running.reported_stuck = True
             why = "since it was asked to stop" if running.stopping_since else "within its limit"
             logger.error(
@@ -109,7 +112,8 @@ class WorkerRuntime:
                 running.call_id,
                 why,
             )
-        return stuck
+            running.token.cancel(LEASE_LOST)
+        return True
 
     def cancel_local(self, call_id: str, reason: str = "cancelled") -> bool:
         with self._lock:
