@@ -228,9 +228,7 @@ def test_a_full_disk_is_a_typed_error_with_the_output_and_the_next_call_runs(
         assert after.error is None and after.text == "exit: 0\nfine\n"
 
 
-def test_a_disk_with_no_room_for_the_log_is_a_typed_start_failure(
-    ws: Path, tmp_path: Path
-) -> None:
+def test_a_disk_with_no_room_for_the_log_is_a_typed_start_failure(ws: Path, tmp_path: Path) -> None:
     with small_disk(tmp_path / "disk", "256k", inodes=2) as disk:
         (disk / "session").mkdir()  # the last inode: the log's directory cannot be made
         h = Harness(ws, disk / "session")

@@ -23,7 +23,6 @@ from toolhub.errors import ErrorCode
 from toolhub.stack import RedisServer
 from workers.calls.running import Running
 
-
 #: A sleep no other process runs: how the test finds its command on the host.
 MARK = "123.4567"
 
