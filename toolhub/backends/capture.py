@@ -16,11 +16,14 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import logging
 import threading
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
+
+logger = logging.getLogger("toolhub.backends")
 
 DEFAULT_LOG_LIMIT = 64 << 20
 
@@ -171,6 +174,9 @@ class OutputCapture:
         it, and write no more to it."""
         assert self._log is not None
         self._log_cut = LogCut(self._logged, io_reason(exc))
+        logger.warning(
+            "command log %s cut at byte %d: %s", self.log_path, self._logged, self._log_cut.reason
+        )
         note = f"\n[toolhub: log cut at byte {self._logged}: {self._log_cut.reason}]\n"
         with contextlib.suppress(OSError):
             self._log.write(note.encode())
