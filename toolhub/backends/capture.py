@@ -46,8 +46,8 @@ class LogCut:
 
 def io_reason(exc: OSError) -> str:
     """An I/O error as ``ENOSPC: No space left on device`` (its errno's name, then its text)."""
-    name = errno.errorcode.get(exc.errno or 0, "EIO")
-    return f"{name}: {exc.strerror or exc}"
+    name = errno.errorcode.get(exc.errno) if exc.errno is not None else None
+    return f"{name}: {exc.strerror or exc}" if name else str(exc)
 
 
 @dataclass(frozen=True, slots=True)

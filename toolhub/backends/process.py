@@ -57,10 +57,11 @@ from toolhub.sandbox.environment import TOOLHUB_SECRETS
 
 from .capture import DEFAULT_LOG_LIMIT, OutputCapture, io_reason
 from .cgroups import CommandCgroup, CommandCgroups, SessionQuota
+from .command_process import ChildProcess, CommandProcess
 from .confinement import confined_command, unconfined_env
 from .limits import ResourceLimits
 from .oom import COMMAND_OOM_SCORE_ADJ, oom_prelude, set_oom_score_adj
-from .running import ChildProcess, CommandProcess, CommandResult, OutputCallback, RunningCommand
+from .running import CommandResult, OutputCallback, RunningCommand
 from .sandbox_host import HostLost, SandboxHosts, StartRefused
 from .sandbox_spawn import WORKSPACE_FD_PLACEHOLDER, launcher_argv, launcher_roots
 from .start_gate import START_GATE
@@ -501,7 +502,7 @@ def start_failed(exc: OSError) -> ToolError:
     return ToolError.custom(
         ErrorCode.START_FAILED,
         f"The command was not started: this host could not prepare it{where}: "
-        f"{io_reason(exc)}. Nothing ran; nothing was written. Try again later.",
+        f"{io_reason(exc)}. Nothing ran. Try again later.",
         reason=io_reason(exc),
         path=None if exc.filename is None else str(exc.filename),
         may_have_run=False,
