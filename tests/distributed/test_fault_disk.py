@@ -37,6 +37,7 @@ def test_a_full_disk_gets_typed_answers_and_the_worker_recovers(tmp_path: Path) 
         pytest.skip(str(verdict.rows["skipped"]))
     assert not verdict.missed, table([verdict])
     assert verdict.rows["full disk: typed errors (what ran, what was lost)"] > 0
+    assert verdict.rows["free bytes while full"] < 256 << 10
 
 
 def test_a_worker_whose_home_is_full_before_its_first_call_answers_start_failed(
