@@ -17,8 +17,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-# name -> module under bench/ ; each helper adds its line
+# name -> module under bench/, run in this order
 SCENARIOS: dict[str, str] = {
+    "disk": "chaos_fault_disk",
     "holder": "chaos_fault_holder",
 }
 

@@ -53,7 +53,9 @@ class ErrorCode(StrEnum):
     POLICY_REFUSED = "policy_refused"
     #: A worker got a call for a session (or session config) that is not in Redis.
     SESSION_UNKNOWN = "session_unknown"
-    #: A background command could not be started.
+    #: A command could not be started: a background command, or a command whose host could
+    #: not prepare it (its log or tmp under ``$TOOLHUB_HOME`` not writable: a full disk). The
+    #: error says why; nothing ran.
     START_FAILED = "start_failed"
     #: A meta-tool tried to dispatch from inside another meta-tool.
     NO_DISPATCH = "no_dispatch"
@@ -104,6 +106,10 @@ class ErrorCode(StrEnum):
     #: The kernel's OOM killer ended a command: it reached its memory limit (its own cgroup's,
     #: or its session's commands' together). The output so far is in the error.
     MEMORY_LIMIT = "memory_limit"
+    #: A command ran, but its output log could not be written to the end (a full or failing
+    #: disk under ``$TOOLHUB_HOME``): the error carries its exit code, its first and last
+    #: output kept in memory, and how many of its bytes the log holds.
+    OUTPUT_LOG_INCOMPLETE = "output_log_incomplete"
 
     # -- codes of host-side errors (``ToolhubError.code``) -------------------------------------
     TOOLHUB_ERROR = "toolhub_error"

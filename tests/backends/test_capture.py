@@ -1,9 +1,11 @@
-"""Output capture: exact text when small, head + tail when large, never a split character."""
+"""Output capture: exact text when small, head + tail when large, never a split character; a
+log on a full disk is cut, closed and said so, the output in memory goes on."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from tests.small_disk import free_bytes, small_disk
 from toolhub.backends.capture import OutputCapture
 
 
@@ -70,3 +72,27 @@ def test_log_is_capped() -> None:
         assert b"x" * 101 not in body
         assert b"log truncated" in body
         assert cap.total_bytes == 1000
+
+
+def test_a_full_disk_cuts_the_log_and_keeps_the_output_in_memory(tmp_path: Path) -> None:
+    with small_disk(tmp_path / "disk", "64k") as disk:
+        log = disk / "x.log"
+        cap = OutputCapture(1000, log)
+        data = b"".join(b"%07d\n" % n for n in range(100_000))  # 800 kB: more than the disk
+        feed(cap, data, 8192)
+        snap = cap.snapshot()
+        cut = snap.log_cut
+        assert cut is not None and cut.reason.startswith("ENOSPC")
+        # The log holds exactly what it says, then nothing more is tried; it is closed.
+        assert 0 < cut.written < len(data)
+        assert log.read_bytes()[: cut.written] == data[: cut.written]
+        assert cap._log is None
+        assert snap.total_bytes == len(data)
+        text, _ = snap.head_and_tail(1000)
+        assert data.startswith(text.split("\n...\n")[0].encode())
+        assert data.endswith(text.split("\n...\n")[1].encode())
+        assert f"{cut.written:,} of {len(data):,} bytes written" in cut.describe(len(data))
+        cap.close()
+        # Deleting the log frees its space: no descriptor holds it.
+        log.unlink()
+        assert free_bytes(disk) >= 60_000

@@ -1,5 +1,7 @@
 """The process runner: streaming, exit codes, timeouts and kills of whole groups, leftovers,
-bounded memory on huge output, capped logs, and resource limits (fork bomb, memory, CPU)."""
+bounded memory on huge output, capped logs, and resource limits (fork bomb, memory, CPU); a
+full log disk or a failing output callback never stops the reader, and a log that cannot be
+made is a typed start failure."""
 
 from __future__ import annotations
 
@@ -12,8 +14,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.small_disk import small_disk
 from toolhub.backends.limits import ResourceLimits
 from toolhub.backends.process import ProcessRunner, shared_cgroups
+from toolhub.core import ToolError
+from toolhub.errors import ErrorCode
 
 
 @pytest.fixture
@@ -229,3 +234,71 @@ def test_many_concurrent_commands(runner: ProcessRunner) -> None:
     for t in threads:
         t.join()
     assert results == [0] * 20
+
+
+def _open_on(path: Path) -> list[str]:
+    """This process's descriptors on files under ``path``."""
+    found = []
+    for fd in Path("/proc/self/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue
+        if target.startswith(str(path)):
+            found.append(target)
+    return found
+
+
+def test_a_full_log_disk_ends_the_command_whole_and_closes_everything(tmp_path: Path) -> None:
+    """More output than the pipe holds, logged to a 256 KiB disk: the reader keeps draining
+    the pipe, so the command ends, its result has every byte counted and its tail, the log is
+    cut where the disk stopped it, and nothing of it stays open."""
+    root = tmp_path / "ws"
+    root.mkdir()
+    with small_disk(tmp_path / "disk", "256k") as disk:
+        runner = ProcessRunner(root, disk / "logs")
+        streamed: list[int] = []
+        running = runner.start(
+            "head -c 3000000 /dev/zero | tr '\\0' x; echo; echo END",
+            log_name="big",
+            on_output=lambda chunk: streamed.append(len(chunk)),
+        )
+        result = running.wait(60)
+        assert result is not None, "the command never ended"
+        assert result.exit_code == 0 and result.reader_error is None
+        out = result.output
+        assert out.total_bytes == sum(streamed) == 3_000_005
+        assert out.last(10)[0].endswith("END\n")
+        assert out.log_cut is not None and out.log_cut.reason.startswith("ENOSPC")
+        assert (disk / "logs" / "big.log").stat().st_size >= out.log_cut.written
+        assert _open_on(disk) == []
+
+
+def test_an_output_callback_that_raises_stops_streaming_not_the_command(
+    runner: ProcessRunner,
+) -> None:
+    calls: list[bytes] = []
+
+    def broken(chunk: bytes) -> None:
+        calls.append(chunk)
+        raise RuntimeError("the caller's loop is gone")
+
+    running = runner.start(
+        "for i in 1 2 3; do echo line$i; sleep 0.2; done", log_name="cb", on_output=broken
+    )
+    result = running.wait(30)
+    assert result is not None and result.exit_code == 0 and result.reader_error is None
+    assert len(calls) == 1
+    assert result.output.first(100)[0] == "line1\nline2\nline3\n"
+
+
+def test_a_log_directory_that_cannot_be_made_is_a_typed_start_failure(tmp_path: Path) -> None:
+    root = tmp_path / "ws"
+    root.mkdir()
+    with small_disk(tmp_path / "disk", "256k", inodes=1) as disk:
+        runner = ProcessRunner(root, disk / "logs")
+        with pytest.raises(ToolError) as raised:
+            runner.start(f"touch {root}/ran", log_name="never")
+        assert raised.value.code == ErrorCode.START_FAILED
+        assert "ENOSPC" in raised.value.detail and "Nothing ran" in raised.value.detail
+        assert not (root / "ran").exists()

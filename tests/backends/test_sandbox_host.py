@@ -25,6 +25,8 @@ from toolhub.backends import sandbox_host
 from toolhub.backends.limits import ResourceLimits
 from toolhub.backends.process import SHARED_SANDBOXES, ProcessRunner
 from toolhub.backends.running import CommandResult
+from toolhub.core import ToolError
+from toolhub.errors import ErrorCode
 from toolhub.sandbox import SandboxMode, SandboxPolicy, probe
 
 pytestmark = pytest.mark.skipif(
@@ -161,8 +163,9 @@ def test_a_command_is_held_until_its_cgroup_join_and_never_runs_when_that_fails(
     marker = base / "ws" / "ran"
     if not run.cgroups.available:
         pytest.skip("no pids cgroup here: nothing is joined")
-    with pytest.raises(OSError, match="cgroup refused"):
+    with pytest.raises(ToolError, match="cgroup refused") as refused:
         run.start(f"touch {marker}", log_name="held")
+    assert refused.value.code == ErrorCode.START_FAILED
     assert seen and not marker.exists()
     monkeypatch.undo()
     assert run.run(f"touch {marker}", log_name="after").exit_code == 0 and marker.exists()
@@ -289,7 +292,7 @@ def test_an_aborted_command_ends_at_once_while_another_is_held(
         started = time.monotonic()
         try:
             run.start("true", log_name="first")
-        except OSError:
+        except ToolError:
             refused_after.append(time.monotonic() - started)
         finally:
             first_done.set()

@@ -84,3 +84,15 @@ def test_a_session_keeps_at_most_its_cap_oldest_calls_trimmed_first(store, runni
         int(store.client.hget(store.keys.session_stream_bytes("s"), "total")) <= bounds.per_session
     )
     assert store.read_events(first, 0)[0].item.subkind == TRIMMED
+
+
+def test_an_oldest_call_with_nothing_counted_leaves_the_session_count_as_is(store, running):
+    """The session's count of a call can be gone (it expired, or was all trimmed away): taking
+    0 from the total must not fail the emit (Lua's ``-0`` reaches Redis as ``"-0"``)."""
+    bounds = StreamBounds(per_call=1 << 20, per_session=256 << 10)
+    first, second = running("emit-uncounted"), running("emit-after")
+    store.records.emit(first, 1, [_chunk(0)], sid="s", bounds=bounds)
+    store.client.hdel(store.keys.session_stream_bytes("s"), store.keys.call(first))
+    for i in range(8):
+        assert store.records.emit(second, 1, [_chunk(i)], sid="s", bounds=bounds) == i + 1
+    assert _held(store, second) <= bounds.per_session

@@ -1,5 +1,5 @@
 """bash: foreground results, live streaming, timeouts and cancellation, truncation in both
-versions, background hand-off, schema and description by params, plan mode."""
+versions, background hand-off, schema and description by params, plan mode, a full disk."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.small_disk import free_bytes, small_disk
 from tests.tools.harness import Harness
 from toolhub.backends.process import shared_cgroups
 from toolhub.core import CancelToken, ErasedTool, ErrorKind, Outcome, Progress
@@ -199,3 +200,39 @@ def test_a_command_past_its_memory_limit_is_a_typed_memory_limit_error(harness: 
     assert res.error.details is not None and res.error.details["memory_limit_bytes"] == 64 << 20
     after = bash(harness, "echo fine")
     assert after.output.exit_code == 0 and after.output.cpu_seconds is not None
+
+
+BIG = "head -c 3000000 /dev/zero | tr '\\0' x; echo; echo END"
+
+
+def test_a_full_disk_is_a_typed_error_with_the_output_and_the_next_call_runs(
+    ws: Path, tmp_path: Path
+) -> None:
+    """The session's log directory on a 256 KiB disk: a command printing 3 MB is answered with
+    ``output_log_incomplete`` (its exit code, its streamed output, its head and tail, how much
+    the log holds), never ``exit: 0`` alone; once the log is deleted the next call runs right."""
+    with small_disk(tmp_path / "disk", "256k") as disk:
+        h = Harness(ws, disk / "session")
+        res = bash(h, BIG, timeout=60_000)
+        assert res.error is not None and res.error.code == ErrorCode.OUTPUT_LOG_INCOMPLETE
+        details = res.error.details or {}
+        assert details["exit_code"] == 0 and details["total_bytes"] == 3_000_005
+        assert 0 < details["log_bytes_written"] <= 256 << 10
+        assert details["reason"].startswith("ENOSPC")
+        assert "ran and exited 0" in res.error.detail and "END" in res.error.detail
+        assert f"{details['log_bytes_written']:,} of its 3,000,005 bytes" in res.error.detail
+        assert len(deltas(res.progress)) == 3_000_005  # streaming went on
+        Path(details["log_path"]).unlink()
+        assert free_bytes(disk) > 200 << 10  # nothing holds the deleted log open
+        after = bash(h, "echo fine")
+        assert after.error is None and after.text == "exit: 0\nfine\n"
+
+
+def test_a_disk_with_no_room_for_the_log_is_a_typed_start_failure(ws: Path, tmp_path: Path) -> None:
+    with small_disk(tmp_path / "disk", "256k", inodes=2) as disk:
+        (disk / "session").mkdir()  # the last inode: the log's directory cannot be made
+        h = Harness(ws, disk / "session")
+        res = bash(h, "touch ran")
+        assert res.error is not None and res.error.code == ErrorCode.START_FAILED
+        assert "ENOSPC" in res.error.detail and "Nothing ran" in res.error.detail
+        assert not (ws / "ran").exists()

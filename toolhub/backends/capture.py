@@ -3,17 +3,51 @@
 A command may print a gigabyte. Memory keeps only a head and a tail of ``keep_bytes`` each; the
 full output goes to a log file (itself capped, so a runaway command cannot fill the disk), and
 the model is told where that file is.
+
+The log lives under ``$TOOLHUB_HOME``, which can fill up or fail. A write that fails never
+reaches the reader thread (which must keep draining the command's pipe, or the command blocks
+and the call never ends): the log is closed at once (a deleted log then frees its space), no
+later write is tried, and the snapshot's ``log_cut`` says how many bytes of output it holds
+and why it stopped, so the call's answer can say what was written and what was lost. The head,
+the tail and the byte count in memory go on as before.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import logging
 import threading
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+logger = logging.getLogger("toolhub.backends")
+
 DEFAULT_LOG_LIMIT = 64 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class LogCut:
+    """Where a command's log stopped because it could not be written: ``written`` bytes of
+    the output are in it, and ``reason`` says why no more are (``ENOSPC: No space left on
+    device``)."""
+
+    written: int
+    reason: str
+
+    def describe(self, total_bytes: int) -> str:
+        return (
+            f"output log incomplete: {self.written:,} of {total_bytes:,} bytes written "
+            f"({self.reason})"
+        )
+
+
+def io_reason(exc: OSError) -> str:
+    """An I/O error as ``ENOSPC: No space left on device`` (its errno's name, then its text)."""
+    name = errno.errorcode.get(exc.errno) if exc.errno is not None else None
+    return f"{name}: {exc.strerror or exc}" if name else str(exc)
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,6 +58,8 @@ class CapturedOutput:
     tail: bytes
     total_bytes: int
     log_path: Path | None
+    #: Set when the log could not be written to the end (a full or failing disk).
+    log_cut: LogCut | None = None
 
     @property
     def contiguous(self) -> bool:
@@ -78,11 +114,13 @@ class OutputCapture:
         self._total = 0
         self._logged = 0
         self._log_truncated = False
+        self._log_cut: LogCut | None = None
         self._lock = threading.Lock()
         self._log: BinaryIO | None = None
         if log_path is not None:
             log_path.parent.mkdir(parents=True, exist_ok=True)
-            self._log = open(log_path, "wb")  # noqa: SIM115 - closed in close()
+            # Unbuffered: every write reaches the file or fails here, so ``_logged`` is exact.
+            self._log = open(log_path, "wb", buffering=0)  # noqa: SIM115 - closed in close()
 
     def write(self, data: bytes) -> None:
         with self._lock:
@@ -109,13 +147,42 @@ class OutputCapture:
         if self._log is None or self._log_truncated:
             return
         room = self.log_limit_bytes - self._logged
-        self._log.write(data[:room])
-        self._logged += min(room, len(data))
-        if len(data) > room:
-            note = f"\n[toolhub: log truncated at {self.log_limit_bytes} bytes]\n"
+        try:
+            self._append(data[:room], counted=True)
+            if len(data) > room:
+                note = f"\n[toolhub: log truncated at {self.log_limit_bytes} bytes]\n"
+                self._append(note.encode(), counted=False)
+                self._log_truncated = True
+        except OSError as exc:
+            self._cut(exc)
+
+    def _append(self, data: bytes, *, counted: bool) -> None:
+        """Write all of ``data`` (an unbuffered file may take part of it per call), counting
+        the bytes of output that reached the log. Raises ``OSError`` once it takes no more."""
+        assert self._log is not None
+        view = memoryview(data)
+        while view:
+            written = self._log.write(view)
+            if not written:
+                raise OSError(errno.EIO, "the log took no more bytes")
+            if counted:
+                self._logged += written
+            view = view[written:]
+
+    def _cut(self, exc: OSError) -> None:
+        """The log cannot be written: say so at its end where the disk still takes it, close
+        it, and write no more to it."""
+        assert self._log is not None
+        self._log_cut = LogCut(self._logged, io_reason(exc))
+        logger.warning(
+            "command log %s cut at byte %d: %s", self.log_path, self._logged, self._log_cut.reason
+        )
+        note = f"\n[toolhub: log cut at byte {self._logged}: {self._log_cut.reason}]\n"
+        with contextlib.suppress(OSError):
             self._log.write(note.encode())
-            self._log_truncated = True
-        self._log.flush()
+        with contextlib.suppress(OSError):
+            self._log.close()
+        self._log = None
 
     @property
     def total_bytes(self) -> int:
@@ -127,12 +194,17 @@ class OutputCapture:
             tail = b"".join(self._tail)
             if len(tail) > self.keep_bytes:
                 tail = tail[-self.keep_bytes :]
-            return CapturedOutput(bytes(self._head), tail, self._total, self.log_path)
+            return CapturedOutput(
+                bytes(self._head), tail, self._total, self.log_path, self._log_cut
+            )
 
     def close(self) -> None:
         with self._lock:
             if self._log is not None:
-                self._log.close()
+                try:
+                    self._log.close()
+                except OSError as exc:  # a failing disk reports a lost write at close
+                    self._log_cut = LogCut(self._logged, io_reason(exc))
                 self._log = None
 
 

@@ -51,15 +51,17 @@ from pathlib import Path
 
 from toolhub.core import ToolError
 from toolhub.core.usage import current_meter
+from toolhub.errors import ErrorCode
 from toolhub.sandbox import Mechanism, SandboxMode, SandboxPolicy, find_bwrap
 from toolhub.sandbox.environment import TOOLHUB_SECRETS
 
-from .capture import DEFAULT_LOG_LIMIT, OutputCapture
+from .capture import DEFAULT_LOG_LIMIT, OutputCapture, io_reason
 from .cgroups import CommandCgroup, CommandCgroups, SessionQuota
+from .command_process import ChildProcess, CommandProcess
 from .confinement import confined_command, unconfined_env
 from .limits import ResourceLimits
 from .oom import COMMAND_OOM_SCORE_ADJ, oom_prelude, set_oom_score_adj
-from .running import ChildProcess, CommandProcess, CommandResult, OutputCallback, RunningCommand
+from .running import CommandResult, OutputCallback, RunningCommand
 from .sandbox_host import HostLost, SandboxHosts, StartRefused
 from .sandbox_spawn import WORKSPACE_FD_PLACEHOLDER, launcher_argv, launcher_roots
 from .start_gate import START_GATE
@@ -165,12 +167,14 @@ class ProcessRunner:
                 proc = self._hosted(
                     command, cwd or self.root, limits, cgroup, ws_fd
                 ) or self._child(command, cwd or self.root, limits, cgroup, ws_fd)
-        except BaseException:
+        except BaseException as exc:
             # Outside the gate: removing a cgroup waits for what is left in it to die.
             if capture is not None:
                 capture.close()
             if cgroup is not None:
                 self.cgroups.remove(cgroup)
+            if isinstance(exc, OSError):
+                raise start_failed(exc) from exc
             raise
         assert proc.stdout is not None
         with contextlib.suppress(OSError):
@@ -488,6 +492,21 @@ def _signal_reset(name: str = "TERM") -> tuple[str, ...]:
     except (OSError, subprocess.SubprocessError):
         ok = False
     return argv if ok else ()
+
+
+def start_failed(exc: OSError) -> ToolError:
+    """The typed error of a command that could not be started because this host could not
+    do its part (its log or private tmp under ``$TOOLHUB_HOME`` not writable, a full disk, a
+    failing cgroup or ``exec``): nothing ran."""
+    where = f" ({exc.filename})" if exc.filename else ""
+    return ToolError.custom(
+        ErrorCode.START_FAILED,
+        f"The command was not started: this host could not prepare it{where}: "
+        f"{io_reason(exc)}. Nothing ran. Try again later.",
+        reason=io_reason(exc),
+        path=None if exc.filename is None else str(exc.filename),
+        may_have_run=False,
+    )
 
 
 def _safe_name(name: str) -> str:

@@ -6,6 +6,13 @@ arrives, keeps a bounded head and tail in memory and writes the full output to a
 ``kill`` never waits on the command: SIGTERM to the whole group (and its cgroup) at once and
 SIGKILL after a grace period, from any thread. ``ProcessRunner`` (process.py) starts them.
 
+The reader thread never dies with the command still running: its log's write errors stay in the
+capture (``capture.py``), a caller's output callback that raises is dropped (the output still
+goes to memory and the log), and anything else it hits kills the command (nobody would drain
+its pipe any more) and ends it with ``reader_error`` set. However it ends, the result is
+published and the pipe, the pidfd and the log are closed: a thread stuck on a command that can
+never end would hold its call (and a pool thread) forever, and deleted logs' space with it.
+
 When a command ends, what it used is read (its cgroup's CPU time and peak memory, else the
 shell's ``wait4`` resource usage), put on its ``CommandResult`` and charged to the usage meter
 of the call that started it (captured at the start: the command ends on its reader thread).
@@ -14,22 +21,24 @@ of the call that started it (captured at the start: the command ends on its read
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
-import resource
 import select
 import signal
-import subprocess
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Literal, Protocol
+from typing import Literal
 
 from toolhub.core.usage import UsageMeter
 
 from .capture import CapturedOutput, OutputCapture
 from .cgroups import CommandCgroup, CommandCgroups
+from .command_process import CommandProcess
+
+logger = logging.getLogger("toolhub.backends")
 
 KillReason = Literal["timeout", "cancelled", "killed"]
 
@@ -38,117 +47,6 @@ _READ_SIZE = 256 * 1024
 _TICK_S = 0.05
 
 OutputCallback = Callable[[bytes], None]
-
-
-class CommandProcess(Protocol):
-    """The started process a ``RunningCommand`` follows: a child of this process
-    (``ChildProcess``) or a command a shared sandbox's launcher started
-    (``sandbox_host.HostedProcess``). ``pid`` leads the command's process group."""
-
-    pid: int
-    stdout: IO[bytes] | None
-
-    def poll(self) -> int | None: ...
-
-    def wait(self) -> int: ...
-
-    def exit_fd(self) -> int | None:
-        """An fd that becomes readable once ``poll`` has the status (None: poll for it)."""
-        ...
-
-    def close(self) -> None:
-        """Release what ``exit_fd`` holds, once the process has ended."""
-        ...
-
-    def rusage(self) -> resource.struct_rusage | None:
-        """The ended process's resource use with its waited-for descendants' (None: unknown)."""
-        ...
-
-
-class ChildProcess:
-    """A ``subprocess.Popen`` child as a ``CommandProcess``: its end is seen through a pidfd
-    where the kernel has them, so nothing polls. It is reaped with ``wait4``, which also gives
-    its resource use (only the command's reader thread polls and waits)."""
-
-    def __init__(self, popen: subprocess.Popen[bytes]) -> None:
-        self.popen = popen
-        self.pid = popen.pid
-        self.stdout: IO[bytes] | None = popen.stdout
-        self._pidfd = _pidfd(popen.pid)
-        self._rusage: resource.struct_rusage | None = None
-
-    def poll(self) -> int | None:
-        if self.popen.returncode is None:
-            self._wait4(os.WNOHANG)
-        return self.popen.returncode
-
-    def wait(self) -> int:
-        if self.popen.returncode is None:
-            self._wait4(0)
-        return self.popen.wait()
-
-    def _wait4(self, options: int) -> None:
-        try:
-            pid, status, usage = os.wait4(self.pid, options)
-        except ChildProcessError:
-            return  # reaped elsewhere: Popen's own wait then has the status
-        if pid == self.pid:
-            self._rusage = usage
-            self.popen.returncode = os.waitstatus_to_exitcode(status)
-
-    def rusage(self) -> resource.struct_rusage | None:
-        return self._rusage
-
-    def exit_fd(self) -> int | None:
-        return self._pidfd
-
-    def close(self) -> None:
-        if self._pidfd is not None:
-            os.close(self._pidfd)
-            self._pidfd = None
-
-
-class HostedProcess:
-    """A command a shared sandbox's launcher started (``sandbox_host.py``): ``pid`` is its
-    host pid; the launcher, its parent, reports how it ended (``set_status``, from the
-    sandbox's reader thread)."""
-
-    def __init__(self, pid: int, stdout: IO[bytes]) -> None:
-        self.pid = pid
-        self.stdout: IO[bytes] | None = stdout
-        self.returncode: int | None = None
-        self._ended = threading.Event()
-        self._signal_read, self._signal_write = os.pipe2(os.O_CLOEXEC)
-
-    def poll(self) -> int | None:
-        return self.returncode
-
-    def wait(self, timeout: float | None = None) -> int:
-        if not self._ended.wait(timeout):
-            raise subprocess.TimeoutExpired(["<hosted command>"], timeout or 0.0)
-        assert self.returncode is not None
-        return self.returncode
-
-    def exit_fd(self) -> int | None:
-        """Readable once ``poll`` has the status."""
-        return self._signal_read
-
-    def close(self) -> None:
-        self.wait()
-        for fd in (self._signal_read, self._signal_write):
-            with contextlib.suppress(OSError):
-                os.close(fd)
-
-    def rusage(self) -> resource.struct_rusage | None:
-        return None  # the launcher reaps it; its cgroup counts what it used
-
-    def set_status(self, status: int) -> None:
-        if self._ended.is_set():
-            return
-        self.returncode = status
-        self._ended.set()
-        with contextlib.suppress(OSError):
-            os.write(self._signal_write, b"x")
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,6 +65,9 @@ class CommandResult:
     #: (``memory_limit_bytes``) or its session's.
     oom_killed: bool = False
     memory_limit_bytes: int | None = None
+    #: Set when toolhub stopped reading the command's output (an error of its own): the
+    #: command was killed then, and the output is what was read before.
+    reader_error: str | None = None
 
 
 @dataclass(slots=True)
@@ -206,6 +107,7 @@ class RunningCommand:
         self._done = threading.Event()
         self._result: CommandResult | None = None
         self._callbacks: list[Callable[[CommandResult], None]] = []
+        self._reader_error: str | None = None
         self._thread = threading.Thread(target=self._pump, name=f"cmd-{self.pid}", daemon=True)
         self._thread.start()
 
@@ -295,8 +197,7 @@ class RunningCommand:
                         data = _read(pipe)
                         if data:
                             self._capture.write(data)
-                            if self._on_output is not None:
-                                self._on_output(data)
+                            self._stream(data)
                         else:
                             pipe_open = False
                             poller.unregister(pipe)
@@ -304,8 +205,30 @@ class RunningCommand:
                         poller.unregister(exit_fd)
                 if not exited and self.proc.poll() is not None:
                     exited, exited_at = True, time.monotonic()
+        except Exception as exc:
+            self._reader_error = f"{type(exc).__name__}: {exc}"
+            logger.exception("command %d: reading its output failed; killing it", self.pid)
+            self._stop_now()
         finally:
             self._finish()
+
+    def _stream(self, data: bytes) -> None:
+        """Hand ``data`` to the caller's callback; one that raises gets nothing more (the
+        output still goes to memory and the log, and the command goes on)."""
+        if self._on_output is None:
+            return
+        try:
+            self._on_output(data)
+        except Exception:
+            logger.exception("command %d: its output callback failed; streaming stops", self.pid)
+            self._on_output = None
+
+    def _stop_now(self) -> None:
+        """SIGKILL the command at once: nothing reads its pipe any more."""
+        with self._lock:
+            if self._kill.reason is None:
+                self._kill.reason = "killed"
+        self._signal(signal.SIGKILL)
 
     def _poll_ms(self, now: float, exited: bool, polling: bool) -> int:
         waits = [10_000.0]
@@ -316,36 +239,54 @@ class RunningCommand:
         return max(1, int(min(waits) * 1000))
 
     def _finish(self) -> None:
-        code = self.proc.wait()
-        self.proc.close()
+        """Reap the command, release what it held and publish its result: the result is
+        published whatever fails on the way."""
+        code: int | None = None
+        cpu, peak, oom = None, None, False
+        try:
+            code = self.proc.wait()
+            cpu, peak, oom = self._used()
+        except Exception as exc:
+            self._reader_error = self._reader_error or f"{type(exc).__name__}: {exc}"
+            logger.exception("command %d: ending it failed", self.pid)
+        finally:
+            self._release()
+            self._publish(code, cpu, peak, oom)
+
+    def _release(self) -> None:
+        """Close the pidfd, the pipe and the log; kill leftovers; hand the cgroup back."""
         if self._kill.escalation is not None:
             self._kill.escalation.cancel()
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.pid, signal.SIGKILL)
-        cpu, peak, oom = self._used()
+        with contextlib.suppress(OSError):
+            self.proc.close()
         if self._cgroup is not None:
             self._cgroups.remove_later(self._cgroup)
-        assert self.proc.stdout is not None
-        self.proc.stdout.close()
+        if self.proc.stdout is not None:
+            with contextlib.suppress(OSError):
+                self.proc.stdout.close()
         self._capture.close()
+
+    def _publish(self, code: int | None, cpu: float | None, peak: int | None, oom: bool) -> None:
         sig_name = None
-        if code < 0:
+        if code is not None and code < 0:
             sig_name = signal.Signals(-code).name
             code = 128 - code
-        elif code > 128:
+        elif code is not None and code > 128:
             with contextlib.suppress(ValueError):
                 sig_name = signal.Signals(code - 128).name
-        reason = self._kill.reason
         result = CommandResult(
             exit_code=code,
             output=self._capture.snapshot(),
             duration_s=time.monotonic() - self._started_mono,
-            killed=reason,
+            killed=self._kill.reason,
             signal=sig_name,
             cpu_seconds=cpu,
             peak_memory_bytes=peak,
             oom_killed=oom,
             memory_limit_bytes=None if self._cgroup is None else self._cgroup.memory_bytes,
+            reader_error=self._reader_error,
         )
         if self._meter is not None:
             self._meter.charge(cpu_seconds=cpu or 0.0, peak_memory_bytes=peak or 0)
@@ -354,7 +295,10 @@ class RunningCommand:
             callbacks, self._callbacks = self._callbacks, []
         self._done.set()
         for callback in callbacks:
-            callback(result)
+            try:
+                callback(result)
+            except Exception:
+                logger.exception("command %d: a done callback failed", self.pid)
 
     def _used(self) -> tuple[float | None, int | None, bool]:
         """CPU seconds, peak memory and whether the OOM killer struck: from the cgroup where
@@ -371,13 +315,6 @@ class RunningCommand:
             counted.peak_memory_bytes if counted.peak_memory_bytes is not None else peak,
             counted.oom_kills > 0,
         )
-
-
-def _pidfd(pid: int) -> int | None:
-    try:
-        return os.pidfd_open(pid)
-    except (AttributeError, OSError):
-        return None
 
 
 def _read(fd: int) -> bytes:

@@ -40,7 +40,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from typing import Any
 
-from .running import HostedProcess
+from .command_process import HostedProcess
 from .sandbox_spawn import FD_PLACEHOLDER, WORKSPACE_FD_PLACEHOLDER, host_pid, spawn
 from .start_gate import START_GATE
 

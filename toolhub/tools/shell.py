@@ -7,8 +7,13 @@ cancellation. A timeout is an output (``exit: killed (timeout)``); a cancelled c
 ``cancelled`` error that still carries the output so far, and a command the kernel OOM-killed
 at its memory limit (``memory_mb``, at most the operator's per-command ceiling) with a
 ``memory_limit`` error that does too. The result keeps the first and last
-part of a long output and names the log file that has all of it. ``is_background`` hands the
-command to the background-task backend instead and returns its task id at once.
+part of a long output and names the log file that has all of it. A log that could not be
+written to the end (a full disk under ``$TOOLHUB_HOME``) ends the call with an
+``output_log_incomplete`` error: the command's exit code, its first and last output, and how
+many of its bytes the log holds; never an ``exit: 0`` whose log silently lacks the rest. A
+command toolhub stopped reading (``reader_error``) ends with ``worker_failed``.
+``is_background`` hands the command to the background-task backend instead and returns its
+task id at once.
 
 Versions: ``current`` keeps the head and the tail of a long output and says so
 (``[truncated: ...]``); ``legacy-1`` keeps only the head and adds no note.
@@ -306,8 +311,12 @@ async def run_foreground(
         )
     if result.oom_killed and result.killed is None:
         raise memory_limit_error(result, output)
+    if result.reader_error is not None:
+        raise reader_error(result, output)
     if disk is not None and result.exit_code != 0:
         disk.check(output.model_text())
+    if result.output.log_cut is not None:
+        raise log_incomplete_error(result, output)
     yield output
 
 
@@ -337,6 +346,45 @@ def memory_limit_error(result: CommandResult, output: BashOutput) -> ToolError:
     )
 
 
+def log_incomplete_error(result: CommandResult, output: BashOutput) -> ToolError:
+    """The typed error of a command that ran but whose log could not be written to the end."""
+    cut = result.output.log_cut
+    assert cut is not None
+    total = result.output.total_bytes
+    status = f"killed ({result.killed})" if result.killed else f"exited {result.exit_code}"
+    lost = (
+        f"the {total - cut.written:,} bytes after them are lost, except what is shown below"
+        if output.omitted_bytes
+        else "all of its output is shown below"
+    )
+    return ToolError.custom(
+        ErrorCode.OUTPUT_LOG_INCOMPLETE,
+        f"The command ran and {status} after {result.duration_s:.1f} s, but this host could "
+        f"not write its output log ({cut.reason}): {cut.written:,} of its {total:,} bytes are "
+        f"in {output.log_path}; {lost}.\n{output.model_text()}",
+        exit_code=result.exit_code,
+        total_bytes=total,
+        log_bytes_written=cut.written,
+        reason=cut.reason,
+        log_path=output.log_path,
+        may_have_run=True,
+    )
+
+
+def reader_error(result: CommandResult, output: BashOutput) -> ToolError:
+    """The typed error of a command toolhub stopped reading (a fault of its own): killed."""
+    return ToolError.custom(
+        ErrorCode.WORKER_FAILED,
+        f"toolhub stopped reading the command's output after {result.duration_s:.1f} s "
+        f"({result.reader_error}) and killed it; what it printed until then is below, and it "
+        f"may have partly run.\n{output.model_text()}",
+        exit_code=result.exit_code,
+        total_bytes=result.output.total_bytes,
+        log_path=output.log_path,
+        may_have_run=True,
+    )
+
+
 def _foreground_output(ctx: ToolContext, result: CommandResult, params: BashParams) -> BashOutput:
     captured = result.output
     limit = params.output_limit_bytes
@@ -347,10 +395,17 @@ def _foreground_output(ctx: ToolContext, result: CommandResult, params: BashPara
         text, omitted = captured.head_and_tail(limit)
         if omitted:
             shown = captured.total_bytes - omitted
+            where = (
+                f"full output at: {captured.log_path}"
+                if captured.log_cut is None
+                else captured.log_cut.describe(captured.total_bytes)
+            )
             note = (
                 f"[truncated: showing the first and last {shown // 2} of {captured.total_bytes} "
-                f"bytes - full output at: {captured.log_path}]"
+                f"bytes - {where}]"
             )
+    if captured.log_cut is not None and not omitted:
+        note = f"[{captured.log_cut.describe(captured.total_bytes)}]"
     return BashOutput(
         mode="foreground",
         exit_code=result.exit_code,

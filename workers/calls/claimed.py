@@ -22,6 +22,7 @@ from redis.exceptions import RedisError
 from toolhub.core import CallResult, Progress, ToolError
 from toolhub.core.tool import HANDOFF, INTERNAL_REASONS
 from toolhub.core.usage import metering
+from toolhub.distributed.celery_app import BACKGROUND_TASK
 from toolhub.distributed.records import Claim
 from toolhub.distributed.script_replies import ClaimAction
 from toolhub.errors import ErrorCode
@@ -59,7 +60,9 @@ def run_claimed(
 ) -> Ended:
     """Claim ``message``'s call and hand the attempt to ``work``; returns what happened (for
     the worker log and Flower)."""
-    running = runtime.register(message["call_id"])
+    running = runtime.register(
+        message["call_id"], background=message.get("task") == BACKGROUND_TASK
+    )
     try:
         claim = runtime.records.claim(message, runtime.name)
         return run_attempt(runtime, message, running, claim, work)

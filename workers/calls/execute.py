@@ -20,6 +20,7 @@ from typing import Any
 
 from redis.exceptions import RedisError
 
+from toolhub.backends.capture import io_reason
 from toolhub.core import CallResult, ToolError, drain
 from toolhub.core.tool import INTERNAL_REASONS
 from toolhub.distributed.records import cancelled_result
@@ -85,6 +86,15 @@ def _prepare(
             tool_id=message.get("tool"),
             call_id=cid,
         )
+    except OSError as exc:  # the session's files under $TOOLHUB_HOME: a full or failing disk
+        error = ToolError.custom(
+            ErrorCode.START_FAILED,
+            f"The call was not started: this worker could not set up the session's files "
+            f"({io_reason(exc)}). Nothing ran. Try again later.",
+            reason=io_reason(exc),
+            may_have_run=False,
+        )
+        return CallResult.failure(name, error, tool_id=message.get("tool"), call_id=cid)
 
 
 def _run_inline(

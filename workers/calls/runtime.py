@@ -18,7 +18,7 @@ from celery import Celery
 
 from toolhub.backends.process import shared_cgroups
 from toolhub.core import CancelToken
-from toolhub.core.tool import HANDOFF
+from toolhub.core.tool import HANDOFF, LEASE_LOST
 from toolhub.distributed.celery_app import EXECUTE_TASK
 from toolhub.distributed.enqueue import Enqueuer
 from toolhub.distributed.recovery import Recovery
@@ -32,6 +32,10 @@ from .running import Running
 from .toolsets import ToolSets, worker_builder
 
 logger = logging.getLogger("toolhub.worker")
+
+#: How many leases a run may take to come back once asked to stop (or past its limit) before
+#: it counts as stuck and its lease is no longer renewed.
+STUCK_GRACE_LEASES = 4
 
 
 class WorkerRuntime:
@@ -69,10 +73,13 @@ class WorkerRuntime:
 
     # -- running calls -----------------------------------------------------------------------
 
-    def register(self, call_id: str) -> Running:
+    def register(self, call_id: str, *, background: bool = False) -> Running:
         """Register before claiming, so a cancel that arrives right after the claim finds the
-        call's token."""
-        running = Running(call_id, CancelToken())
+        call's token. ``background``: a background command's start, which may run as long as
+        one (the foreground limit bounds any other run)."""
+        settings = self.settings
+        limit = settings.max_background_seconds if background else settings.max_foreground_seconds
+        running = Running(call_id, CancelToken(), limit_s=limit)
         with self._lock:
             self._running.setdefault(call_id, []).append(running)
         return running
@@ -88,6 +95,25 @@ class WorkerRuntime:
     def running(self) -> list[Running]:
         with self._lock:
             return [run for runs in self._running.values() for run in runs]
+
+    def stuck(self, running: Running) -> bool:
+        """Whether ``running``'s pool thread is stuck (``Running.stuck``). The lease keeper
+        then stops renewing its lease, so the fleet re-runs or fails the call as its policy
+        says (however many of this worker's pool threads are held so), and its token is
+        cancelled as a lost lease: its command is killed, and whatever the thread still
+        returns is not published."""
+        if not running.stuck(STUCK_GRACE_LEASES * self.settings.lease_seconds):
+            return False
+        if not running.reported_stuck:
+            running.reported_stuck = True
+            why = "since it was asked to stop" if running.stopping_since else "within its limit"
+            logger.error(
+                "call %s: its pool thread has not come back %s; its lease is no longer renewed",
+                running.call_id,
+                why,
+            )
+            running.token.cancel(LEASE_LOST)
+        return True
 
     def cancel_local(self, call_id: str, reason: str = "cancelled") -> bool:
         with self._lock:

@@ -48,6 +48,22 @@ def command_result(task_id: str, outcome: CommandResult) -> CallResult:
         "cpu_seconds": None if outcome.cpu_seconds is None else round(outcome.cpu_seconds, 3),
         "peak_memory_bytes": outcome.peak_memory_bytes,
     }
+    cut = outcome.output.log_cut
+    if cut is not None:
+        details.update(
+            total_bytes=outcome.output.total_bytes,
+            log_bytes_written=cut.written,
+            reason=cut.reason,
+        )
+    if outcome.reader_error is not None:
+        error = ToolError.custom(
+            ErrorCode.WORKER_FAILED,
+            f"toolhub stopped reading the background command's output ({outcome.reader_error}) "
+            "and killed it; it may have partly run.",
+            may_have_run=True,
+            **details,
+        )
+        return CallResult.failure("background", error, call_id=task_id)
     if outcome.oom_killed and outcome.killed is None:
         limit = outcome.memory_limit_bytes
         error = ToolError.custom(
@@ -64,6 +80,15 @@ def command_result(task_id: str, outcome: CommandResult) -> CallResult:
         return CallResult.failure("background", error, call_id=task_id)
     if outcome.killed is not None:
         error = ToolError(ErrorKind.CANCELLED, "The background command was killed.", details)
+        return CallResult.failure("background", error, call_id=task_id)
+    if cut is not None:
+        error = ToolError.custom(
+            ErrorCode.OUTPUT_LOG_INCOMPLETE,
+            f"The background command ran and exited {outcome.exit_code}, but this host could "
+            f"not write its output log: {cut.describe(outcome.output.total_bytes)}.",
+            may_have_run=True,
+            **details,
+        )
         return CallResult.failure("background", error, call_id=task_id)
     return CallResult(
         name="background",

@@ -29,6 +29,9 @@ def local_secret(path: Path) -> str:
     try:
         os.write(fd, secrets.token_hex(32).encode())
         os.fsync(fd)
+    except OSError:  # a full disk: no half-made secret stays behind
+        os.unlink(fresh)
+        raise
     finally:
         os.close(fd)
     try:

@@ -68,7 +68,7 @@ class LeaseKeeper(threading.Thread):
         self._reaper.start()
 
     def renew(self) -> None:
-        claimed = [r for r in self.runtime.running() if r.attempt > 0]
+        claimed = [r for r in self.runtime.running() if r.attempt > 0 and not self.runtime.stuck(r)]
         codes = self.runtime.records.renew([(r.call_id, r.attempt) for r in claimed])
         for running, code in zip(claimed, codes, strict=True):
             if code is RenewReply.LOST:

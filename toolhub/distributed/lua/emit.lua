@@ -58,9 +58,10 @@ for _ = 1, 64 do
   end
   trim(oldest, oldest .. ':events', 0)
   -- What is left of it (its newest entry; nothing once it expired) leaves the session's count.
+  -- ``0 - left``, not ``-left``: Lua's -0 reaches Redis as "-0", which HINCRBY refuses.
   local left = tonumber(redis.call('HGET', session_bytes, oldest) or '0')
   redis.call('HDEL', session_bytes, oldest)
-  total = redis.call('HINCRBY', session_bytes, 'total', -left)
+  total = redis.call('HINCRBY', session_bytes, 'total', 0 - left)
   redis.call('ZREM', KEYS[4], oldest)
 end
 redis.call('EXPIRE', session_bytes, ttl)
