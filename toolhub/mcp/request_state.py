@@ -1,5 +1,5 @@
-"""``requestState`` for MCP tasks: opaque to the client, integrity-protected, bound to one task,
-one principal and a short expiry.
+"""``requestState`` for MCP tasks and for a plain call's questions: opaque to the client,
+integrity-protected, bound to one task (or call), one principal and a short expiry.
 
 SEP-2663 lets a server hand each task-bearing message a ``requestState`` that the client echoes
 on its next ``tasks/get``/``update``/``cancel``, and says a server MUST treat an echoed value
@@ -68,6 +68,12 @@ class RequestStates:
     def check(self, state: str, task_id: str, principal: str) -> None:
         """Raise ``StateRefused`` unless ``state`` was issued here for ``task_id`` to
         ``principal`` and has not expired."""
+        if self.subject(state, principal) != task_id:
+            raise StateRefused("requestState was issued for another task")
+
+    def subject(self, state: str, principal: str) -> str:
+        """What ``state`` was issued for (a task id, or a call's ``call:<id>``), once it is
+        verified as issued here to ``principal`` and not expired; else ``StateRefused``."""
         payload, _, mac = state.partition(".")
         if not payload or not hmac.compare_digest(mac, self._mac(payload.encode())):
             raise StateRefused("requestState failed verification")
@@ -76,13 +82,14 @@ class RequestStates:
             data = json.loads(base64.urlsafe_b64decode(padded))
         except ValueError:
             raise StateRefused("requestState failed verification") from None
-        if not isinstance(data, dict) or data.get("t") != task_id:
-            raise StateRefused("requestState was issued for another task")
+        if not isinstance(data, dict) or not isinstance(data.get("t"), str):
+            raise StateRefused("requestState failed verification")
         if data.get("p") != principal:
             raise StateRefused("requestState was issued to another caller")
         expiry = data.get("e")
         if not isinstance(expiry, int) or expiry < time.time():
             raise StateRefused("requestState has expired")
+        return str(data["t"])
 
     def _mac(self, payload: bytes) -> str:
         digest = hmac.new(self._key, payload, hashlib.sha256).digest()

@@ -33,6 +33,7 @@ from mcp.shared.exceptions import MCPError
 import toolhub
 from toolhub.core import CallResult, Progress, new_call_id
 
+from .call_questions import CallQuestions
 from .call_results import text_result, to_mcp_result, wants_output
 from .changes import ToolListChanges
 from .elicit import answers_from, questions_message, questions_schema, unanswerable_text
@@ -96,6 +97,7 @@ class ToolhubMcpServer:
         )
         self.changes = ToolListChanges(session.toolset, lambda: session.definitions("mcp"))
         self.tasks = McpTasks(session)
+        self.questions = CallQuestions(session, self.tasks.states, self._follow)
         self._listen = Listen(self.bus, self.tasks)
         self.server.extensions[TASKS_EXTENSION] = {}
         self.server.add_request_handler("tasks/get", TaskParams, self.tasks.get)
@@ -150,14 +152,33 @@ class ToolhubMcpServer:
 
     async def call_tool(
         self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
-    ) -> types.CallToolResult | dict[str, Any]:
+    ) -> types.CallToolResult | types.InputRequiredResult | dict[str, Any]:
         """The call's result; for a client that declared the tasks extension, a task handle
-        instead when the call outlasts the policy's wait (``tasks.py``)."""
+        instead when the call outlasts the policy's wait (``tasks.py``); on a 2026-07-28
+        request, the call's questions (``call_questions.py``)."""
         if params.name not in self.session.toolset.entries:
             raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {params.name}")
-        call_id = new_call_id()
-        queue: asyncio.Queue[object] = asyncio.Queue()
-        pump = asyncio.create_task(self._pump(params.name, params.arguments, call_id, queue))
+        if params.request_state is not None or params.input_responses:
+            # A retry with the answers to a call's questions (``call_questions.py``).
+            resumed = await self.questions.resume(ctx, params)
+            call_id, queue, pump = resumed.call_id, resumed.queue, resumed.pump
+            if resumed.unanswered is not None:  # asked again: the retry answered nothing
+                return self.questions.ask(ctx, call_id, resumed.unanswered, queue, pump)
+        else:
+            call_id = new_call_id()
+            queue = asyncio.Queue()
+            pump = asyncio.create_task(self._pump(params.name, params.arguments, call_id, queue))
+        return await self._answer(ctx, params, call_id, queue, pump)
+
+    async def _answer(
+        self,
+        ctx: ServerRequestContext[Any],
+        params: types.CallToolRequestParams,
+        call_id: str,
+        queue: asyncio.Queue[object],
+        pump: asyncio.Task[None],
+    ) -> types.CallToolResult | types.InputRequiredResult | dict[str, Any]:
+        """What the request answers: the result, a task, or the call's questions."""
         mode, after_s, ttl_s = task_policy()
         loop = asyncio.get_running_loop()
         task_at = None
@@ -194,6 +215,11 @@ class ToolhubMcpServer:
                         return await self.tasks.create(
                             ctx, params.name, call_id, queue, ttl_s, first=item
                         )
+                    if self.questions.can_ask(ctx):
+                        # 2026-07-28 without tasks: the questions are this request's result.
+                        handed = True
+                        await relay.flush()
+                        return self.questions.ask(ctx, call_id, item.payload, queue, pump)
                     early = await self._ask(ctx, call_id, item.payload)
                     if early is not None:
                         return early
@@ -217,6 +243,14 @@ class ToolhubMcpServer:
                 name, arguments or {}, call_id=call_id, cancel_on_exit=False
             )
             async for item in items:
+                await queue.put(item)
+        finally:
+            await queue.put(_END)
+
+    async def _follow(self, call_id: str, queue: asyncio.Queue[object]) -> None:
+        """A call another replica started, followed by id into ``queue``."""
+        try:
+            async for item in self.session.follow(call_id):
                 await queue.put(item)
         finally:
             await queue.put(_END)
