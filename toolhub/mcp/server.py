@@ -198,7 +198,14 @@ class ToolhubMcpServer:
                 except TimeoutError:
                     handed = True
                     await relay.flush()
-                    return await self.tasks.create(ctx, params.name, call_id, queue, ttl_s)
+                    return await self.tasks.create(
+                        ctx,
+                        params.name,
+                        call_id,
+                        queue,
+                        ttl_s,
+                        relay=_after_task(ctx, params, relay),
+                    )
                 if isinstance(item, CallResult):
                     finished = True
                     await relay.flush()
@@ -213,7 +220,13 @@ class ToolhubMcpServer:
                         handed = True
                         await relay.flush()
                         return await self.tasks.create(
-                            ctx, params.name, call_id, queue, ttl_s, first=item
+                            ctx,
+                            params.name,
+                            call_id,
+                            queue,
+                            ttl_s,
+                            first=item,
+                            relay=_after_task(ctx, params, relay),
                         )
                     if self.questions.can_ask(ctx):
                         # 2026-07-28 without tasks: the questions are this request's result.
@@ -275,6 +288,24 @@ class ToolhubMcpServer:
         else:
             await self.session.cancel(call_id)
         return None
+
+
+def _after_task(
+    ctx: ServerRequestContext[Any], params: types.CallToolRequestParams, relay: ProgressRelay
+) -> ProgressRelay | None:
+    """Progress of a call that became a task, still sent as ``notifications/progress`` with
+    the request's token, on the connection (the request itself is answered): numbered on from
+    where the request's own notifications stopped. None when the request asked for none."""
+    token = params.meta.get("progress_token") if params.meta is not None else None
+    if token is None:
+        return None
+
+    async def send(progress: float, message: str | None) -> None:
+        await ctx.session.send_progress_notification(token, progress, None, message)
+
+    later = ProgressRelay(send)
+    later.count = relay.count
+    return later
 
 
 async def _settle(task: asyncio.Task[None]) -> None:

@@ -49,7 +49,7 @@ from toolhub.http_guard import principal_in
 
 from .call_results import for_client, to_mcp_result, wants_output
 from .elicit import answers_from, questions_message, questions_schema
-from .progress import progress_message
+from .progress import ProgressRelay, progress_message
 from .request_state import RequestStates, StateRefused
 from .task_records import TaskRecord, records_for
 
@@ -136,6 +136,7 @@ class McpTasks:
         ttl_s: float,
         *,
         first: object | None = None,
+        relay: ProgressRelay | None = None,
     ) -> dict[str, Any]:
         """Make the task of a running call (its items arrive on ``queue``; ``first``, one
         already taken from it), durably, and return the ``CreateTaskResult``. From now on this
@@ -152,7 +153,7 @@ class McpTasks:
             updated_at=now,
         )
         await asyncio.to_thread(self.records.put, record)
-        follower = asyncio.create_task(self._follow(record, queue, first))
+        follower = asyncio.create_task(self._follow(record, queue, first, relay))
         self._followers.add(follower)
         follower.add_done_callback(self._followers.discard)
         return {
@@ -162,7 +163,11 @@ class McpTasks:
         }
 
     async def _follow(
-        self, record: TaskRecord, queue: asyncio.Queue[object], first: object | None
+        self,
+        record: TaskRecord,
+        queue: asyncio.Queue[object],
+        first: object | None,
+        relay: ProgressRelay | None = None,
     ) -> None:
         """Drain the call's items: keep its latest progress line and open questions; store
         the MCP result once it ends."""
@@ -192,6 +197,7 @@ class McpTasks:
                 if message:
                     self._messages[task_id] = message[-500:]
                     self._wake(task_id)
+                relay = await _still_relayed(relay, item)
         finally:
             self._messages.pop(task_id, None)
             self._wake(task_id)
@@ -365,6 +371,8 @@ def _status_line(call: dict[str, Any]) -> str:
     attempts = call.get("attempts")
     if status == "running" and isinstance(attempts, int) and attempts > 1:
         return f"running (attempt {attempts}: an earlier worker was lost)"
+    if "queue" not in call:  # an embedded session's call runs in this process
+        return {"running": "running"}.get(status, f"status: {status}")
     return {"queued": "queued for a worker", "running": "running on a worker"}.get(
         status, f"status: {status}"
     )
@@ -379,3 +387,15 @@ def _elicitation(questions: list[dict[str, Any]]) -> dict[str, Any]:
             "requestedSchema": questions_schema(questions),
         },
     }
+
+
+async def _still_relayed(relay: ProgressRelay | None, item: Progress) -> ProgressRelay | None:
+    """Pass ``item`` on as ``notifications/progress`` to the request that became the task, while
+    its stream is open (stdio, or an HTTP request still streaming); None once it is not."""
+    if relay is None:
+        return None
+    try:
+        await relay.push(item)
+    except Exception:  # the request's stream closed: the task's status carries progress now
+        return None
+    return relay
