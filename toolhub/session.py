@@ -29,6 +29,7 @@ from toolhub.core import (
 from toolhub.core.container import Key
 from toolhub.executors import Executor
 from toolhub.executors.deadline import bounded, bounded_result
+from toolhub.executors.refused import RefusedCalls
 from toolhub.loop_thread import LoopThread
 from toolhub.state import DebouncedWriter
 from toolhub.tools import CATALOG
@@ -108,6 +109,7 @@ class Session:
         self._loop: LoopThread | None = None
         self._closed = False
         self._sources = sources
+        self._refused = RefusedCalls(session_id)
 
     @classmethod
     def embedded(
@@ -222,7 +224,9 @@ class Session:
         try:
             return self.toolset.prepare(name, arguments, call_id)
         except ToolError as err:
-            return CallResult.failure(name, err, call_id=call_id)
+            refused = CallResult.failure(name, err, call_id=call_id)
+            self._refused.add(name, refused)
+            return refused
 
     def _items(
         self, prepared: Prepared, timeout: float | None, cancel_on_exit: bool = True
@@ -238,7 +242,7 @@ class Session:
         """The record of a call by its id (status, attempts, result), or None when unknown;
         distributed, any call of the fleet, made by any dispatcher (``RedisUnavailable`` when
         Redis cannot be reached)."""
-        return await asyncio.to_thread(self.executor.record, call_id)
+        return await asyncio.to_thread(self.record_sync, call_id)
 
     async def follow(
         self, call_id: str, *, after_seq: int = 0, timeout: float | None = None
@@ -332,7 +336,8 @@ class Session:
         return self._iterate(self.stream(name, arguments, call_id=call_id, timeout=timeout))
 
     def record_sync(self, call_id: str) -> dict[str, Any] | None:
-        return self.executor.record(call_id)
+        """``record``'s twin; a call refused before it ran has the record this session kept."""
+        return self.executor.record(call_id) or self._refused.record(call_id)
 
     def follow_sync(
         self, call_id: str, *, after_seq: int = 0, timeout: float | None = None

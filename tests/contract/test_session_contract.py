@@ -99,6 +99,16 @@ def test_invalid_arguments_name_the_client_field(session_factory):
     assert "`max_lines`" in result.error.detail and '"lots"' in result.error.detail
 
 
+def test_a_refused_call_has_a_record(session_factory):
+    """Refused before it ran, it is still a call its client can look up: failed, no attempt."""
+    session = session_factory(FILES)
+    result = session.call_sync("view", {"file": "a", "max_lines": "lots"}, call_id="refused-1")
+    record = session.record_sync("refused-1")
+    assert record is not None and record["status"] == "failed" and record["attempt"] == 0
+    assert record["result"]["error"] == result.error.to_dict()
+    assert run(session.record("refused-1")) == record
+
+
 def test_malformed_json_and_non_objects(session_factory):
     session = session_factory(FILES)
     bad = session.call_sync("view", '{"file": ')

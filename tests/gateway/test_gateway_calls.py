@@ -102,6 +102,17 @@ def test_call_sse_then_record_replay_and_resume(client: httpx.Client, sid: str) 
     assert client.get(f"/v1/sessions/{sid}/calls/nope/events").status_code == 404
 
 
+def test_a_call_refused_before_it_ran_has_a_record(client: httpx.Client, sid: str) -> None:
+    answer = client.post(
+        f"/v1/sessions/{sid}/calls",
+        json={"name": "count", "arguments": {"n": "lots"}, "call_id": "c-refused"},
+    )
+    assert answer.json()["is_error"] is True
+    record = client.get(f"/v1/sessions/{sid}/calls/c-refused")
+    assert record.status_code == 200, record.text
+    assert record.json()["status"] == "failed" and record.json()["attempt"] == 0
+
+
 def test_dropped_connection_resumes_without_gap_or_duplicate(gateway_url: str, sid: str) -> None:
     body = {"name": "count", "arguments": {"n": 30, "delay": 0.03}, "call_id": "c-drop"}
     seen: list[dict] = []
