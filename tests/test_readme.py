@@ -2,7 +2,7 @@
 them, not copied into a test by hand.
 
 * ``yaml`` blocks whose first line is ``# <file name>`` are saved under that name;
-* ``python`` blocks run in order as one script, in a fresh interpreter, in a directory holding
+* ``python`` blocks run in order, each alone in a fresh interpreter, in a directory holding
   those files and a copy of README.md, with ``TOOLHUB_REDIS_URL`` pointing at a real stack
   (redis-server and ``toolhub worker`` processes);
 * each ``sh`` line that runs ``toolhub`` is run: a server command (``up``, ``worker``,
@@ -76,19 +76,21 @@ def _env(tmp_path: Path, redis_url: str) -> dict[str, str]:
     return env
 
 
-def test_the_python_blocks_run_as_one_script(request: pytest.FixtureRequest, workdir: Path) -> None:
+def test_each_python_block_runs_alone(request: pytest.FixtureRequest, workdir: Path) -> None:
+    """As a reader copies one: each block in a fresh interpreter, none needing another's names."""
     stack = shared_stack(request)
-    script = "\n\n".join(b.text for b in blocks() if b.lang == "python")
-    done = subprocess.run(
-        [sys.executable, "-c", script],
-        cwd=workdir,
-        env=_env(workdir, stack.url),
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    out = done.stdout
+    out = ""
+    for number, block in enumerate((b for b in blocks() if b.lang == "python"), start=1):
+        done = subprocess.run(
+            [sys.executable, "-c", block.text],
+            cwd=workdir,
+            env=_env(workdir, stack.url),
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
+        assert done.returncode == 0, f"python block {number}: {done.stderr[-3000:]}"
+        out += done.stdout
     assert "# toolhub" in out, out  # read_file of README.md, embedded and on a worker
     assert "building" in out, out  # the renamed bash streamed its output
     assert "hello" in out, out  # the custom Echo tool, used in-process
