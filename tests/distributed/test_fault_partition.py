@@ -134,8 +134,10 @@ def _start_on_p(fleet: Fleet, session: Session, cid: str, args: dict[str, Any]) 
         )
         thread.start()
         record = _until(
-            lambda: (session.record_sync(cid) or {}).get("status") == "running"
-            and session.record_sync(cid),
+            lambda: (
+                (session.record_sync(cid) or {}).get("status") == "running"
+                and session.record_sync(cid)
+            ),
             30,
             "the call running",
         )
@@ -227,8 +229,10 @@ def test_a_partitioned_holder_stops_its_background_command_before_its_rerun(
             assert not started.is_error, started.prompt_text
             task_id = started.output.value["task_id"]
             record = _until(
-                lambda: (session.record_sync(task_id) or {}).get("status") == "running"
-                and session.record_sync(task_id),
+                lambda: (
+                    (session.record_sync(task_id) or {}).get("status") == "running"
+                    and session.record_sync(task_id)
+                ),
                 30,
                 "the task running",
             )
