@@ -11,6 +11,7 @@ an outage. Operators see it as ``toolhub_worker_redis_full`` (docs/operations.md
 from __future__ import annotations
 
 import logging
+import time
 
 from redis import Redis
 from redis.exceptions import OutOfMemoryError, RedisError, ResponseError
@@ -25,41 +26,62 @@ def is_full(exc: RedisError) -> bool:
     )
 
 
+#: How long Redis must look free again before a keeper says so: memory at the limit hovers
+#: (a write frees a little, the next takes it), and one condition deserves one line.
+SETTLE_S = 10.0
+
+
 class FullRedis:
-    """Whether the last write of one keeper was refused for memory; logs the change once each
-    way (one line when Redis fills, one when it takes writes again)."""
+    """Whether Redis is full, as one keeper sees it (a refused write, or ``probe``); logs the
+    change once each way: one line when Redis fills, one when it has taken writes again for
+    ``SETTLE_S``."""
 
     def __init__(self, logger: logging.Logger, who: str) -> None:
         self.logger = logger
         self.who = who
         self.full = False
-        self.refusals = 0
+        self._full_since = 0.0
+        self._free_since: float | None = None
 
-    def refused(self, exc: RedisError) -> None:
-        self.refusals += 1
+    def refused(self, why: object) -> None:
+        self._free_since = None
         if not self.full:
             self.full = True
+            self._full_since = time.monotonic()
             self.logger.error(
                 "%s: Redis is full (maxmemory reached, noeviction) and refuses writes: %s. "
                 "Running calls keep their leases and keep running; what was refused is "
                 "retried. Free memory or raise maxmemory.",
                 self.who,
-                exc,
+                why,
             )
 
     def accepted(self) -> None:
-        if self.full:
+        if not self.full:
+            return
+        now = time.monotonic()
+        if self._free_since is None:
+            self._free_since = now
+        if now - self._free_since >= SETTLE_S:
             self.full = False
             self.logger.warning(
-                "%s: Redis takes writes again (%d refused while it was full)",
+                "%s: Redis takes writes again, after %.0f s full",
                 self.who,
-                self.refusals,
+                self._free_since - self._full_since,
             )
-            self.refusals = 0
 
-
-def still_full(client: Redis) -> bool:
-    """Whether Redis is still at its ``maxmemory`` (a read: answered when full)."""
-    info = client.info("memory")
-    limit = int(info.get("maxmemory") or 0)
-    return limit > 0 and int(info.get("used_memory") or 0) >= limit
+    def probe(self, client: Redis) -> bool:
+        """Look at Redis's memory (a read, answered when full): renewals land on a full
+        Redis, so a keeper whose other writes had nothing to do would not see it otherwise.
+        Returns whether it is full; a Redis that does not answer ``INFO`` leaves it as it was."""
+        try:
+            info = client.info("memory")
+        except RedisError:
+            return self.full
+        limit = int(info.get("maxmemory") or 0)
+        used = int(info.get("used_memory") or 0)
+        if limit > 0 and used >= limit:
+            self.refused(f"{used} bytes used of a maxmemory of {limit}")
+        else:
+            self.accepted()
+        return self.full

@@ -59,7 +59,7 @@ from toolhub.backends.running import CommandResult, RunningCommand
 from toolhub.core import CancelToken, ToolError
 from toolhub.core.tool import HANDOFF, INTERNAL_REASONS, LEASE_LOST
 from toolhub.core.usage import UsageMeter, metering
-from toolhub.distributed.redis_full import FullRedis, is_full, still_full
+from toolhub.distributed.redis_full import FullRedis, is_full
 from toolhub.distributed.script_replies import RenewReply
 from toolhub.distributed.settings import Settings
 from toolhub.distributed.signing import fleet_keys
@@ -389,8 +389,7 @@ class Holder:
                 sent = time.monotonic()
                 try:
                     codes = self.records.renew([(r.call_id, r.attempt) for r in held])
-                    if full.full and not still_full(self.records.client):
-                        full.accepted()
+                    full.probe(self.records.client)
                 except RedisError as exc:
                     if is_full(exc):
                         full.refused(exc)

@@ -28,7 +28,7 @@ import time
 from redis.exceptions import RedisError
 
 from toolhub.core.tool import LEASE_LOST
-from toolhub.distributed.redis_full import FullRedis, is_full, still_full
+from toolhub.distributed.redis_full import FullRedis, is_full
 from toolhub.distributed.script_replies import RenewReply
 from toolhub.logs import call_context
 from workers.calls.runtime import WorkerRuntime
@@ -63,11 +63,11 @@ class LeaseKeeper(threading.Thread):
                 try:
                     self.renew()
                     if time.monotonic() >= next_sweep:
+                        metrics.redis_full.set(self.full.probe(self.runtime.store.client))
                         metrics.recovered.inc(sweep(self.runtime))
                         self._reap()
                         next_sweep = time.monotonic() + lease / 4 * random.uniform(0.5, 1.0)
                         metrics.unacked_removed.inc(clean_unacked(self.runtime))
-                    self._accepted()
                 except RedisError as exc:
                     if is_full(exc):  # a live Redis out of memory: the next pass retries
                         self.full.refused(exc)
@@ -81,13 +81,6 @@ class LeaseKeeper(threading.Thread):
                     return
         finally:
             self.fence.stop()
-
-    def _accepted(self) -> None:
-        """After a pass Redis took: if it had been full, whether it is no longer (a renewal
-        lands on a full Redis, so a pass alone does not say)."""
-        if self.full.full and not still_full(self.runtime.store.client):
-            self.full.accepted()
-            metrics.redis_full.set(0)
 
     def _reap(self) -> None:
         """Start reaping leftover command cgroups unless the last pass is still at it."""
