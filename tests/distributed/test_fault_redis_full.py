@@ -3,7 +3,8 @@
 labelled "restarted after its host was lost".
 
 Real parts: a redis-server, one worker with its holder (lease 3 s), a background command
-that appends 1..N to its side-effect file, one number a second. Once it runs, Redis is filled
+that appends 1..N to its side-effect file and prints it, one number a second (its output
+writes are refused while Redis is full, longer than the worker's outage window). Once it runs, Redis is filled
 to a ``maxmemory`` just above what it holds (filler keys until a write is refused) for four
 leases, hovering there (a write gets through now and then, as under load), then the filler
 is deleted. The script-level facts the fix rests on (Redis 6.2: a
@@ -37,9 +38,9 @@ def fleet() -> Iterator[tuple[RedisServer, WorkerProcess]]:
     saved = os.environ.get("TOOLHUB_LEASE_SECONDS")
     os.environ["TOOLHUB_LEASE_SECONDS"] = f"{LEASE:g}"
     redis = RedisServer(data_dir=home / "redis").start()
-    worker = WorkerProcess(
-        "w", redis.url, home, concurrency=2, env={"TOOLHUB_LEASE_SECONDS": f"{LEASE:g}"}
-    )
+    # Writes ride out a 4 s outage: a full Redis, refusing them for longer, is not one.
+    env = {"TOOLHUB_LEASE_SECONDS": f"{LEASE:g}", "TOOLHUB_FOLLOW_OUTAGE_SECONDS": "4"}
+    worker = WorkerProcess("w", redis.url, home, concurrency=2, env=env)
     try:
         worker.start().wait_ready()
         yield redis, worker
