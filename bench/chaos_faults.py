@@ -18,7 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 # name -> module under bench/ ; each helper adds its line
-SCENARIOS: dict[str, str] = {}
+SCENARIOS: dict[str, str] = {
+    "partition": "chaos_fault_partition",
+    "redis_full": "chaos_fault_redis_full",
+}
 
 
 @dataclass

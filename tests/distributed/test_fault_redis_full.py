@@ -3,12 +3,12 @@
 labelled "restarted after its host was lost".
 
 Real parts: a redis-server, one worker with its holder (lease 3 s), a background command
-that appends 1..N to its side-effect file and prints it, one number a second (its output
-writes are refused while Redis is full, longer than the worker's outage window). Once it runs, Redis is filled
-to a ``maxmemory`` just above what it holds (filler keys until a write is refused) for four
-leases, hovering there (a write gets through now and then, as under load), then the filler
-is deleted. The script-level facts the fix rests on (Redis 6.2: a
-renewal lands under OOM, a plain write does not) are in tests/distributed/test_lease_oom.py.
+that appends 1..N to its side-effect file and prints it, one number a second. Once it runs,
+Redis is filled to a ``maxmemory`` just below what it holds for four leases, hovering there (a
+write gets through now and then, as under load), then the filler is deleted. Its output writes
+are refused for longer than the worker's outage window (4 s here): a full Redis is not an
+outage. The script-level facts the fix rests on (Redis 6.2: a renewal lands under OOM, a plain
+write does not) are in tests/distributed/test_lease_oom.py.
 """
 
 from __future__ import annotations

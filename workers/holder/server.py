@@ -4,8 +4,9 @@ so they survive the worker process that started them.
 A worker's ``toolhub.background`` task claims the call (attempt N) and hands the command to the
 holder of its host over a unix socket (``HolderClient.hand_over``); the holder starts it, answers
 ``started`` and from then on owns the attempt: it streams the output as ``output_delta`` events
-(``Emitter``, fenced by the attempt), renews the lease of every command it holds every third of
-the lease, kills a command on a cancel (the control channel, and RENEW's cancel code as the
+(``Emitter``, fenced by the attempt), renews the lease of every command it holds every sixth of
+the lease (killing one whose renewals Redis stopped confirming: ``_keep_leases``), kills a
+command on a cancel (the control channel, and RENEW's cancel code as the
 backstop) and writes the terminal. The worker's Celery task returns at once, so a worker that
 dies (SIGKILL, OOM, a rolling restart) takes nothing with it: the command runs on with its
 output intact, and the record keeps its one attempt.
