@@ -111,8 +111,11 @@ def _score(
     expected = [str(i) for i in range(1, BACKGROUND_S + 1)]
     for cid in tasks:
         record = records[cid]
-        if record.get("status") != "succeeded":
-            hung.append(f"{cid}: {record.get('status')}")
+        status = record.get("status")
+        if status in (None, "queued", "running"):
+            hung.append(f"{cid}: {status}")
+        elif status != "succeeded":
+            wrong.append(f"{cid}: {status}")
         try:
             lines = (sidefx / cid).read_text().split()
         except FileNotFoundError:
