@@ -2,9 +2,10 @@
 
 A failed write is retried with backoff for up to ``follow_outage_seconds`` (a Redis restart
 should not fail a call that is otherwise fine), and for as long as Redis refuses it for memory
-(a full Redis answers: it is not gone, and the write lands once there is room). If Redis stays away, or the write is refused
-because another attempt owns the call now, the call's token fires and this attempt stops: the
-lease then lets the call be recovered, so nothing is published twice or by a stranger.
+(a full Redis answers: it is not gone, and the write lands once there is room). If Redis stays
+away, or the write is refused because another attempt owns the call now, the call's token
+fires and this attempt stops: the lease then lets the call be recovered, so nothing is
+published twice or by a stranger.
 
 With the attempt's ``AttemptUsage``, the emitter is the one place on a worker that sees all a
 call's output: it charges the bytes of each progress item and of the result to the attempt's
