@@ -53,10 +53,7 @@ def run(home: Path, say: Callable[[str], None]) -> Verdict:
     cut, others = fleet.workers[0], fleet.workers[1:]
     run_tag = f"part{os.getpid()}x{int(time.time())}"
     scanner = ProcessScanner(run_tag, every=0.1)
-    sessions = {
-        p: Session.connect(fleet.url, _config(p), workspace, session_id=f"partition-{p}")
-        for p in ("fail", "rerun")
-    }
+    sessions: dict[str, Session] = {}
     answers: dict[str, tuple[CallResult, float]] = {}
 
     def submit(policy: str, cid: str, command: str) -> threading.Thread:
@@ -69,6 +66,10 @@ def run(home: Path, say: Callable[[str], None]) -> Verdict:
         return thread
 
     try:
+        for policy in ("fail", "rerun"):
+            sessions[policy] = Session.connect(
+                fleet.url, _config(policy), workspace, session_id=f"partition-{policy}"
+            )
         scanner.start()
         long_calls = {
             f"{policy}-{i}": policy for policy in ("fail", "rerun") for i in range(PER_POLICY)
@@ -165,7 +166,7 @@ def _score(
             ok = (
                 error is not None
                 and error.code == "worker_lost"
-                and error.details.get("may_have_run") is True
+                and (error.details or {}).get("may_have_run") is True
             )
             if len(runs) > 1:  # it never ends, and never runs again
                 ran_on.append(cid)

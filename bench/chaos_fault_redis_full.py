@@ -53,15 +53,16 @@ def run(home: Path, say: Callable[[str], None]) -> Verdict:
     fleet = Fleet(home, workers=3, lease=LEASE)
     pids = [w.pid for w in fleet.workers]
     run_tag = f"full{os.getpid()}x{int(time.time())}"
-    session = Session.connect(fleet.url, CONFIG, workspace)
     answers: dict[str, CallResult] = {}
+    session: Session | None = None
     try:
+        session = Session.connect(fleet.url, CONFIG, workspace)
         tasks: dict[str, str] = {}
         for i in range(BACKGROUND):
             cid = f"bg-{i}"
             command = background_command(run_tag, cid, sidefx, BACKGROUND_S)
             started = session.call_sync("bash", bash(command, is_background=True))
-            if started.is_error:
+            if started.is_error or started.output is None:
                 answers[cid] = started
                 continue
             tasks[cid] = started.output.value["task_id"]
@@ -93,7 +94,8 @@ def run(home: Path, say: Callable[[str], None]) -> Verdict:
         records.update({f"fg-{i}": session.record_sync(f"fg-{i}") or {} for i in range(FOREGROUND)})
         return _score(tasks, records, answers, shown, sidefx, fleet, pids)
     finally:
-        session.close()
+        if session is not None:
+            session.close()
         fleet.stop()
 
 
