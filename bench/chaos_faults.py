@@ -21,6 +21,8 @@ from pathlib import Path
 SCENARIOS: dict[str, str] = {
     "disk": "chaos_fault_disk",
     "holder": "chaos_fault_holder",
+    "partition": "chaos_fault_partition",
+    "redis_full": "chaos_fault_redis_full",
 }
 
 

@@ -136,6 +136,34 @@ def test_network_policies_lock_down_redis() -> None:
     assert flower_np["spec"]["ingress"][0]["from"], "Flower must not be open to every source"
 
 
+def _bytes(size: str) -> int:
+    units = {
+        "ki": 1 << 10,
+        "mi": 1 << 20,
+        "gi": 1 << 30,
+        "kb": 1 << 10,
+        "mb": 1 << 20,
+        "gb": 1 << 30,
+    }
+    low = size.lower()
+    for unit, factor in units.items():
+        if low.endswith(unit):
+            return int(float(low[: -len(unit)]) * factor)
+    return int(low)
+
+
+def test_bundled_redis_maxmemory_leaves_room_below_its_memory_limit() -> None:
+    """A full Redis refuses writes (workers ride it out: docs/distributed.md); a Redis past its
+    container limit is OOM-killed. The AOF rewrite forks, so the default keeps a third free."""
+    docs = render_docs()
+    redis = by_name(docs, "StatefulSet", "rel-toolhub-redis")
+    (c,) = redis["spec"]["template"]["spec"]["containers"]
+    args = c["args"]
+    maxmemory = _bytes(str(args[args.index("--maxmemory") + 1]))
+    limit = _bytes(str(c["resources"]["limits"]["memory"]))
+    assert 0 < maxmemory <= limit * 2 // 3, (maxmemory, limit)
+
+
 def test_bundled_redis_matches_compose_settings() -> None:
     docs = render_docs()
     redis = by_name(docs, "StatefulSet", "rel-toolhub-redis")

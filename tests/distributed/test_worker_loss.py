@@ -124,6 +124,8 @@ def test_poison_call_stops_at_the_attempt_limit(live, connect, store, monkeypatc
         healer.join(30)
     assert result.is_error and result.error.code == "worker_lost", result.prompt_text
     assert "2 time(s)" in result.error.detail
+    # It ran, twice: the answer says its effects may be there.
+    assert result.error.details["may_have_run"] is True
     record = store.get_record(cid)
     assert record["status"] == "failed" and record["lost"] == 2
     assert [a["outcome"] for a in record["attempts"]] == ["worker_lost", "worker_lost"]

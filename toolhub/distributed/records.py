@@ -338,8 +338,9 @@ class CallRecords:
 
     def renew(self, leases: list[tuple[str, int]]) -> list[RenewReply]:
         """Renew several leases, one script call per ``RENEW_BATCH``: per call ``LOST`` (this
-        attempt lost the call), ``RENEWED`` or ``CANCEL_REQUESTED`` (renewed, but a cancel was
-        requested). One command
+        attempt lost the call), ``RENEWED``, ``CANCEL_REQUESTED`` (renewed, but a cancel was
+        requested) or ``ENDED`` (this attempt's own terminal is written: nothing to stop). The
+        renewal lands on a full Redis too (``lua/renew_many.lua``). One command
         for hundreds of calls costs the worker (with the GIL held) a fraction of a pipeline of
         one script call each."""
         codes: list[int] = []
@@ -387,7 +388,9 @@ def lost_result(name: str, cid: str, tool: str | None, attempts: int) -> CallRes
         ToolError.custom(
             ErrorCode.WORKER_LOST,
             f"The worker running this call was lost {attempts} time(s); it was not retried "
-            "again. The command may have crashed its worker: check it before calling again.",
+            "again. Each lost attempt may have partly run: check its effects, and whether the "
+            "command crashes its worker, before calling it again.",
+            may_have_run=True,
             attempts=attempts,
         ),
         tool_id=tool,

@@ -52,6 +52,7 @@ class RenewReply(IntEnum):
     LOST = 0
     RENEWED = 1
     CANCEL_REQUESTED = 2
+    ENDED = 3
 
 
 class StartFenceReply(StrEnum):

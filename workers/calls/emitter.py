@@ -1,9 +1,11 @@
 """Publishing one attempt's events: fenced by attempt, and patient through a Redis blip.
 
 A failed write is retried with backoff for up to ``follow_outage_seconds`` (a Redis restart
-should not fail a call that is otherwise fine). If Redis stays away, or the write is refused
-because another attempt owns the call now, the call's token fires and this attempt stops: the
-lease then lets the call be recovered, so nothing is published twice or by a stranger.
+should not fail a call that is otherwise fine), and for as long as Redis refuses it for memory
+(a full Redis answers: it is not gone, and the write lands once there is room). If Redis stays
+away, or the write is refused because another attempt owns the call now, the call's token
+fires and this attempt stops: the lease then lets the call be recovered, so nothing is
+published twice or by a stranger.
 
 With the attempt's ``AttemptUsage``, the emitter is the one place on a worker that sees all a
 call's output: it charges the bytes of each progress item and of the result to the attempt's
@@ -24,6 +26,7 @@ from toolhub.core import CallResult, Progress
 from toolhub.core.tool import LEASE_LOST, REDIS_LOST
 from toolhub.distributed.codec import encode_item
 from toolhub.distributed.records import CallRecords, StreamBounds
+from toolhub.distributed.redis_full import is_full
 from toolhub.distributed.settings import Settings
 from toolhub.tenancy.session_quotas import quotas_of_session
 
@@ -124,6 +127,8 @@ class Emitter:
             try:
                 return write()
             except RedisError as exc:
+                if is_full(exc):  # Redis answered: full, not gone; wait for room
+                    deadline = time.monotonic() + self.runtime.settings.follow_outage_seconds
                 if time.monotonic() >= deadline:
                     logger.error(
                         "call %s: Redis unreachable, giving up this attempt: %s",

@@ -1,4 +1,5 @@
-"""One run of a call in this process: its id, its cancel token and the attempt it claimed.
+"""One run of a call in this process: its id, its cancel token, the attempt it claimed and
+when Redis last confirmed its lease (``workers/lifecycle/fencing.py``).
 
 Its own module, apart from ``runtime.py``, because the background holder keeps runs too and
 must not import what a worker runtime needs (Celery, the tool catalog): a background command
@@ -25,6 +26,9 @@ class Running:
     call_id: str
     token: CancelToken
     attempt: int = 0
+    #: Monotonic time at or before which Redis last confirmed this run's lease: its creation
+    #: (before the claim was sent), then each confirmed renewal's sending.
+    leased_at: float = field(default_factory=time.monotonic)
     #: The longest this run may legitimately take, in seconds (None: no bound).
     limit_s: float | None = None
     #: When it started here and when it was asked to stop (``time.monotonic``).

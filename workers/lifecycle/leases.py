@@ -10,6 +10,12 @@ is dropped as a duplicate. The sweep itself (``sweeper.py``) also recovers messa
 worker took off the queue before claiming them, and reaps lost commands' cgroups. It runs
 every quarter lease (jittered, so a fleet's sweeps spread out): with a claim deadline of half a
 lease, a message taken by a dead worker is running again within three quarters of a lease.
+
+Beside it runs the self-fence (``fencing.py``): a run whose renewal Redis has not confirmed for
+most of a lease (this worker cut off from Redis) is stopped before its lease can end, so the
+fleet's re-run never overlaps it. A full Redis (``maxmemory``) is not a lost one: renewals still
+land, a refused sweep is retried next pass, and the condition is logged once and shown as
+``toolhub_worker_redis_full`` (``toolhub/distributed/redis_full.py``).
 """
 
 from __future__ import annotations
@@ -22,10 +28,12 @@ import time
 from redis.exceptions import RedisError
 
 from toolhub.core.tool import LEASE_LOST
+from toolhub.distributed.redis_full import FullRedis, is_full
 from toolhub.distributed.script_replies import RenewReply
 from toolhub.logs import call_context
 from workers.calls.runtime import WorkerRuntime
 
+from .fencing import SelfFence, confirmed, gave_up
 from .metrics import metrics
 from .sweeper import reap_leftovers, reserved_unstarted, sweep
 from .unacked import clean_unacked
@@ -39,24 +47,40 @@ class LeaseKeeper(threading.Thread):
         self.runtime = runtime
         self.stop_event = threading.Event()
         self._reaper: threading.Thread | None = None
+        self.full = FullRedis(logger, "lease keeper")
+        self.fence = SelfFence(
+            runtime.running,
+            runtime.settings.lease_seconds,
+            on_fence=lambda _: metrics.leases_fenced.inc(),
+        )
 
     def run(self) -> None:
         lease = self.runtime.settings.lease_seconds
         next_sweep = 0.0
-        while True:
-            try:
-                self.renew()
-                if time.monotonic() >= next_sweep:
-                    metrics.recovered.inc(sweep(self.runtime))
-                    self._reap()
-                    next_sweep = time.monotonic() + lease / 4 * random.uniform(0.5, 1.0)
-                    metrics.unacked_removed.inc(clean_unacked(self.runtime))
-            except RedisError as exc:
-                logger.warning("lease keeper: Redis unreachable: %s", exc)
-            except Exception:
-                logger.exception("lease keeper failed; continuing")
-            if self.stop_event.wait(lease / 6):
-                return
+        self.fence.start()
+        try:
+            while True:
+                try:
+                    self.renew()
+                    if time.monotonic() >= next_sweep:
+                        metrics.redis_full.set(self.full.probe(self.runtime.store.client))
+                        metrics.recovered.inc(sweep(self.runtime))
+                        self._reap()
+                        next_sweep = time.monotonic() + lease / 4 * random.uniform(0.5, 1.0)
+                        metrics.unacked_removed.inc(clean_unacked(self.runtime))
+                except RedisError as exc:
+                    if is_full(exc):  # a live Redis out of memory: the next pass retries
+                        self.full.refused(exc)
+                        metrics.redis_full.set(1)
+                        metrics.redis_full_refusals.inc()
+                    else:
+                        logger.warning("lease keeper: Redis unreachable: %s", exc)
+                except Exception:
+                    logger.exception("lease keeper failed; continuing")
+                if self.stop_event.wait(lease / 6):
+                    return
+        finally:
+            self.fence.stop()
 
     def _reap(self) -> None:
         """Start reaping leftover command cgroups unless the last pass is still at it."""
@@ -68,9 +92,18 @@ class LeaseKeeper(threading.Thread):
         self._reaper.start()
 
     def renew(self) -> None:
-        claimed = [r for r in self.runtime.running() if r.attempt > 0 and not self.runtime.stuck(r)]
+        """Renew every claimed run's lease but those that gave their call up (fenced, lost,
+        or stuck in a pool thread that does not come back)."""
+        claimed = [
+            r
+            for r in self.runtime.running()
+            if r.attempt > 0 and not gave_up(r) and not self.runtime.stuck(r)
+        ]
+        sent = time.monotonic()
         codes = self.runtime.records.renew([(r.call_id, r.attempt) for r in claimed])
         for running, code in zip(claimed, codes, strict=True):
+            if code in (RenewReply.RENEWED, RenewReply.CANCEL_REQUESTED):
+                confirmed(running, sent)
             if code is RenewReply.LOST:
                 with call_context(running.call_id):
                     logger.warning("call %s: lease lost; stopping this attempt", running.call_id)
@@ -81,3 +114,4 @@ class LeaseKeeper(threading.Thread):
 
     def stop(self) -> None:
         self.stop_event.set()
+        self.fence.stop()

@@ -96,6 +96,24 @@ class WorkerMetrics:
             "Attempts this worker ran whose lease expired or was taken over by another attempt.",
             registry=self.registry,
         )
+        self.leases_fenced = Counter(
+            "toolhub_worker_leases_fenced",
+            "Attempts this worker stopped itself because Redis confirmed no renewal of their "
+            "lease for most of a lease (cut off from Redis: self-fencing, docs/distributed.md).",
+            registry=self.registry,
+        )
+        self.redis_full = Gauge(
+            "toolhub_worker_redis_full",
+            "1 while Redis refuses this worker's lease keeper writes for want of memory "
+            "(maxmemory reached under noeviction), else 0. Leases are still renewed.",
+            registry=self.registry,
+        )
+        self.redis_full_refusals = Counter(
+            "toolhub_worker_redis_full_refusals",
+            "Lease-keeper passes (sweeps, claim-deadline moves) Redis refused for want of "
+            "memory; each is retried on the next pass.",
+            registry=self.registry,
+        )
         self.recovered = Counter(
             "toolhub_worker_calls_recovered",
             "Calls of a dead worker (lease expired) that this worker's sweep re-enqueued.",

@@ -1,13 +1,16 @@
-"""The lease keeper on a real Redis: a run whose call another attempt took over is stopped
-(``lease_lost``), a run whose call has a cancel requested is cancelled, a renewed run goes on;
-and the keeper's thread ends when it is stopped."""
+"""The lease keeper on a real Redis: a run whose call another attempt took over (or a sweep
+failed as lost) is stopped (``lease_lost``), a run whose call has a cancel requested is
+cancelled, a renewed run goes on and its fence moves on, a run whose own attempt just finished
+is left alone without a warning; and the keeper's thread ends when it is stopped."""
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 import time
 
 from tests.distributed.helpers import queued_call
+from toolhub.core import CallResult, ToolOutput
 from toolhub.core.tool import LEASE_LOST
 from workers.calls.runtime import WorkerRuntime
 from workers.lifecycle.leases import LeaseKeeper
@@ -53,3 +56,37 @@ def test_the_keeper_stops_when_asked(runtime: WorkerRuntime) -> None:
     keeper.stop()
     keeper.join(30)
     assert not keeper.is_alive()
+
+
+def test_a_call_its_own_attempt_finished_is_not_lost(runtime: WorkerRuntime, caplog) -> None:  # type: ignore[no-untyped-def]
+    """The renewal that races the finish: no ``lease lost`` warning, nothing stopped."""
+    done = _running(runtime, "l-done")
+    swept = _running(runtime, "l-swept")
+    result = CallResult(
+        name="noop", output=ToolOutput.dynamic({}), prompt_text="ok", call_id="l-done"
+    )
+    assert runtime.records.finish("l-done", "s", done.attempt, result) > 0
+    # The other one was failed by a sweep as lost: its attempt must stop.
+    call = runtime.store.keys.call("l-swept")
+    runtime.store.client.hset(call, "lease_until", "1")
+    assert runtime.recovery.fail_lost("l-swept", {"name": "noop", "session_id": "s"})
+    with caplog.at_level(logging.WARNING, logger="toolhub.worker.leases"):
+        LeaseKeeper(runtime).renew()
+    assert not done.token.cancelled
+    assert swept.token.reason == LEASE_LOST
+    assert [r.getMessage() for r in caplog.records] == [
+        "call l-swept: lease lost; stopping this attempt"
+    ]
+
+
+def test_a_confirmed_renewal_moves_the_runs_fence(runtime: WorkerRuntime) -> None:
+    kept = _running(runtime, "l-fence")
+    kept.leased_at = 0.0
+    before = time.monotonic()
+    LeaseKeeper(runtime).renew()
+    assert kept.leased_at >= before
+    # A run that gave its call up is not renewed again.
+    kept.token.cancel(LEASE_LOST)
+    kept.leased_at = 0.0
+    LeaseKeeper(runtime).renew()
+    assert kept.leased_at == 0.0
