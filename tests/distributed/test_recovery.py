@@ -130,7 +130,9 @@ def test_a_new_dispatcher_collects_a_call_by_id(live, connect, store, tmp_path: 
 
     async def start_and_abandon() -> int:
         seen = 0
-        async for _item in first.stream("ticks", {"n": 30, "delay_ms": 20}, call_id=cid):
+        # A crashed dispatcher cancels nothing; one that leaves its stream would (by default).
+        items = first.stream("ticks", {"n": 30, "delay_ms": 20}, call_id=cid, cancel_on_exit=False)
+        async for _item in items:
             seen += 1
             if seen == 3:
                 break
