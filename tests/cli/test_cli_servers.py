@@ -201,7 +201,7 @@ def test_mcp_over_http(env: dict[str, str], workspace: Path, tmp_path: Path) -> 
 
 def _sleepers(cmdline: str) -> list[int]:
     """Processes of this test run still running ``cmdline`` (after a short grace)."""
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 30
     while True:
         found = []
         for entry in Path("/proc").iterdir():

@@ -21,6 +21,7 @@ from toolhub.session_runner import (
     SubagentTranscript,
 )
 from toolhub.subagents import SubagentRunner
+from toolhub.tasks import BackgroundTasks
 
 TOOLS = ["Main:task", "Main:task_output", "Main:wait_tasks", "Main:kill_task", "Main:read_file"]
 CHILD_TOOLS = {
@@ -295,10 +296,13 @@ def test_completion_reminder_announces_a_background_subagent(make) -> None:
     runner = session.resources.get(SubagentRunner)
     assert isinstance(runner, SessionSubagentRunner)
     sid = started.output.value["subagent_id"]
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 60
     while runner.transcript(sid).turns[-1].status is None and time.monotonic() < deadline:
         time.sleep(0.02)
-    time.sleep(0.1)
+    # The task ends once the run's done callbacks ran (after the transcript's status is set).
+    tasks = session.resources.get(BackgroundTasks)
+    assert tasks is not None
+    tasks.wait([started.output.value["task_id"]], "wait_all", 60)
     result = session.call_sync("read_file", {"path": "missing.txt"})
     assert f'Background task "{started.output.value["task_id"]}" completed' in result.prompt_text
     assert "done: announce me" in result.prompt_text
