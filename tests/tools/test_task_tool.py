@@ -269,8 +269,10 @@ def test_cancel_stops_the_subagent_at_once(make) -> None:
     threading.Thread(target=cancel_once_running, daemon=True).start()
     result = session.call_sync("task", args, call_id="c1")
     assert result.is_error and result.error.kind is ErrorKind.CANCELLED
-    assert cancelled_at and time.monotonic() - cancelled_at[0] < 2
-    assert stopped.wait(2)
+    # The agent spins until cancelled: any bound tells a prompt cancel from none, and this one
+    # holds on a busy machine.
+    assert cancelled_at and time.monotonic() - cancelled_at[0] < 15
+    assert stopped.wait(30)
 
 
 # -- background --------------------------------------------------------------------------------
