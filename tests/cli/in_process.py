@@ -1,14 +1,16 @@
 """The ``toolhub`` command run inside the test process, as a subprocess would run it.
 
 Each CLI subprocess spends about a second of CPU importing toolhub before it does anything;
-the behaviour tests of the CLI run hundreds of commands, so they call the console script's
+the behaviour tests of the CLI run dozens of commands, so they call the console script's
 ``main`` here instead. What a subprocess would get is set up for the call and put back after:
 ``sys.argv``, the whole environment (``env`` replaces it, as ``subprocess.run(env=...)`` does),
 the working directory, an empty stdin, captured stdout and stderr (not terminals, like pipes),
-the terminal width (``COLUMNS``; 80 when unset, what rich uses for a pipe), and a stderr
-handler for log records of WARNING and above (where Python's last-resort handler would print
-them in a process without logging set up). The answer is a ``CompletedProcess``, so a test reads
-the same ``returncode``, ``stdout`` and ``stderr`` either way.
+the size of the CLI's rich consoles (``COLUMNS`` and ``LINES``; 80 by 25 when unset, what rich
+gives a pipe — pinned for the call, since a console made with ``COLUMNS`` set keeps that width),
+and a stderr handler for log records of WARNING and above (where Python's last-resort handler
+would print them in a process without logging set up). The answer is a ``CompletedProcess``,
+so a test reads the same ``returncode``, ``stdout`` and ``stderr`` either way
+(``tests/cli/test_in_process.py`` compares the two).
 
 What only a real process shows (the exit status the OS reports, signals, a missing optional
 package, a terminal) stays with the real-subprocess tests (``TOOLHUB`` in the test modules).
@@ -25,6 +27,7 @@ import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
+from toolhub.cli import output
 from toolhub.cli.main import main
 
 
@@ -76,9 +79,12 @@ def _process_state(
     handler = logging.StreamHandler(err)
     handler.setLevel(logging.WARNING)
     root = logging.getLogger()
+    consoles = (output.stdout, output.stderr)
+    sizes = [(console._width, console._height) for console in consoles]
     os.environ.clear()
     os.environ.update(env)
-    os.environ.setdefault("COLUMNS", "80")
+    for console in consoles:
+        console.size = (_number(env, "COLUMNS", 80), _number(env, "LINES", 25))
     os.chdir(cwd)
     sys.argv, sys.stdin, sys.stdout, sys.stderr = argv, io.StringIO(), out, err
     root.addHandler(handler)
@@ -86,7 +92,14 @@ def _process_state(
         yield
     finally:
         root.removeHandler(handler)
+        for console, (width, height) in zip(consoles, sizes, strict=True):
+            console._width, console._height = width, height
         sys.argv, sys.stdin, sys.stdout, sys.stderr = saved
         os.chdir(saved_cwd)
         os.environ.clear()
         os.environ.update(saved_env)
+
+
+def _number(env: Mapping[str, str], name: str, default: int) -> int:
+    value = env.get(name, "")
+    return int(value) if value.isdigit() else default
