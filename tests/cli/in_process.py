@@ -7,10 +7,11 @@ the behaviour tests of the CLI run dozens of commands, so they call the console 
 the working directory, an empty stdin, captured stdout and stderr (not terminals, like pipes),
 the size of the CLI's rich consoles (``COLUMNS`` and ``LINES``; 80 by 25 when unset, what rich
 gives a pipe — pinned for the call, since a console made with ``COLUMNS`` set keeps that width),
-and a stderr handler for log records of WARNING and above (where Python's last-resort handler
-would print them in a process without logging set up). The answer is a ``CompletedProcess``,
-so a test reads the same ``returncode``, ``stdout`` and ``stderr`` either way
-(``tests/cli/test_in_process.py`` compares the two).
+a stderr handler for log records of WARNING and above (where Python's last-resort handler
+would print them in a process without logging set up), and which ``${VAR}`` references the
+process may expand (``toolhub mcp`` narrows that to its operator policy's ``env_vars``).
+The answer is a ``CompletedProcess``, so a test reads the same ``returncode``, ``stdout`` and
+``stderr`` either way (``tests/cli/test_in_process.py`` compares the two).
 
 What only a real process shows (the exit status the OS reports, signals, a missing optional
 package, a terminal) stays with the real-subprocess tests (``TOOLHUB`` in the test modules).
@@ -27,6 +28,7 @@ import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
+from toolhub import env_refs
 from toolhub.cli import output
 from toolhub.cli.main import main
 
@@ -81,6 +83,7 @@ def _process_state(
     root = logging.getLogger()
     consoles = (output.stdout, output.stderr)
     sizes = [(console._width, console._height) for console in consoles]
+    expandable = env_refs._allowed
     os.environ.clear()
     os.environ.update(env)
     for console in consoles:
@@ -92,6 +95,7 @@ def _process_state(
         yield
     finally:
         root.removeHandler(handler)
+        env_refs.restrict(expandable)
         for console, (width, height) in zip(consoles, sizes, strict=True):
             console._width, console._height = width, height
         sys.argv, sys.stdin, sys.stdout, sys.stderr = saved
