@@ -4,9 +4,9 @@ made once and reused, as a user of that client would have it.
 
 A registry or network failure fails the test that asked (never a skip): the client is what the
 test is about. Every client is named here (``PYTHON_CLIENTS``, ``INSPECTOR``), and
-``tests/conftest.py`` starts building the missing ones in the background when the session
-starts, so a cold run (CI) does not wait for pip and npm one test at a time; a test that needs
-a client still being built waits on its lock.
+``tests/conftest.py`` starts building the missing ones in the background once a session has
+collected a test that needs one, so a cold run (CI) does not wait for pip and npm one test at a
+time; a test that needs a client still being built waits on its lock.
 """
 
 from __future__ import annotations

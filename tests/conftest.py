@@ -1,5 +1,6 @@
-"""Suite-wide setup: the third-party clients' environments start building at once, in the
-background (``tests/client_venvs.py``), instead of when the first test that needs each runs.
+"""Suite-wide setup: when the tests collected include one that needs a third-party client, the
+clients' environments start building at once, in the background (``tests/client_venvs.py``),
+instead of when the first test that needs each runs; a run without such a test builds none.
 
 The suite runs as root on the development machine: every worker, ``toolhub up`` and embedded
 ``toolhub serve`` it starts inherits ``TOOLHUB_ALLOW_ROOT=1`` from here (they refuse to start as
@@ -11,10 +12,20 @@ import os
 
 import pytest
 
-from tests.client_venvs import prepare_in_background
+from tests import client_venvs
 
 os.environ.setdefault("TOOLHUB_ALLOW_ROOT", "1")
 
+#: What a test module imports from ``tests/client_venvs.py`` when it needs a client.
+CLIENT_MAKERS = (client_venvs.client_python, client_venvs.inspector_launcher)
 
-def pytest_sessionstart(session: pytest.Session) -> None:
-    prepare_in_background()
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    modules = {getattr(item, "module", None) for item in session.items}
+    if any(
+        maker in vars(module).values()
+        for module in modules
+        if module is not None
+        for maker in CLIENT_MAKERS
+    ):
+        client_venvs.prepare_in_background()

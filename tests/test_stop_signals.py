@@ -43,7 +43,7 @@ def test_a_signal_storm_never_deadlocks_the_waiting_thread(tmp_path: Path) -> No
             for _ in range(200):
                 os.kill(child.pid, signal.SIGUSR1)
         done.touch()
-        stop_by = time.monotonic() + 10
+        stop_by = time.monotonic() + 60  # a busy machine's margin
         while child.poll() is None and time.monotonic() < stop_by:
             os.kill(child.pid, signal.SIGUSR1)
             time.sleep(0.05)

@@ -1,6 +1,7 @@
 """``toolhub call`` as a terminal user meets it (issue 16): a background command started
 embedded runs to its end before the process exits, ``--exit-code`` mirrors a command's exit
-code, and ``--stream`` in a terminal does not print the output twice."""
+code, and ``--stream`` in a terminal does not print the output twice. What needs a real process
+(its lifetime, a terminal) runs one; the rest runs in this process (``tests/cli/in_process.py``)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+from tests.cli.in_process import run_cli
 
 TOOLHUB = str(Path(sys.executable).with_name("toolhub"))
 
@@ -50,9 +53,9 @@ def test_an_embedded_background_command_runs_to_its_end(
 
 def test_exit_code_is_the_calls_unless_mirrored(env: dict[str, str], tmp_path: Path) -> None:
     args = json.dumps({"command": "exit 3", "description": "fails"})
-    assert _call(env, tmp_path, "bash", args).returncode == 0  # the call itself succeeded
-    assert _call(env, tmp_path, "bash", args, "--exit-code").returncode == 3
-    assert _call(env, tmp_path, "no_such_tool").returncode == 1
+    assert run_cli(["call", "bash", args], env, tmp_path).returncode == 0  # the call succeeded
+    assert run_cli(["call", "bash", args, "--exit-code"], env, tmp_path).returncode == 3
+    assert run_cli(["call", "no_such_tool"], env, tmp_path).returncode == 1
 
 
 def test_stream_in_a_terminal_shows_the_output_once(env: dict[str, str], tmp_path: Path) -> None:
@@ -81,5 +84,5 @@ def test_stream_in_a_terminal_shows_the_output_once(env: dict[str, str], tmp_pat
     text = seen.decode(errors="replace")
     assert text.count("unique-line-42") == 1, text
     assert "exit: 0" in text and "(output above)" in text, text
-    piped = _call(env, tmp_path, "bash", args, "--stream")
+    piped = run_cli(["call", "bash", args, "--stream"], env, tmp_path)
     assert "unique-line-42" in piped.stdout, "a pipe still gets the whole result"

@@ -1,5 +1,8 @@
 """No traceback from the CLI (issue 16): every documented misuse, missing extra and unreachable
-server answers with one ``error:`` line on stderr and a non-zero exit code."""
+server answers with one ``error:`` line on stderr and a non-zero exit code.
+
+The misuses run in this process (``tests/cli/in_process.py``); one of them, the missing extras
+(which need a fresh interpreter) and the gateway run as real processes."""
 
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.cli.in_process import run_cli
 from tests.cli.test_cli_servers import wait_http
 from toolhub.ports import free_port
 
@@ -50,13 +54,26 @@ def test_misuse_is_one_line_and_a_nonzero_exit(
     env: dict[str, str], tmp_path: Path, args: list[str], says: str
 ) -> None:
     (tmp_path / "broken.yaml").write_text("tools: [unclosed\n")
-    done = subprocess.run(
-        [TOOLHUB, *args], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60
-    )
+    done = run_cli(args, env, tmp_path)
     assert done.returncode != 0
     assert "Traceback" not in done.stderr + done.stdout, done.stderr
     assert says in done.stderr + done.stdout, done.stderr
     assert "secret-pw" not in done.stderr, "the Redis password is never printed"
+
+
+def test_a_misuse_as_a_real_process(env: dict[str, str], tmp_path: Path) -> None:
+    """The exit status the OS reports, and nothing but the one line on stderr."""
+    done = subprocess.run(
+        [TOOLHUB, "tasks", "list", "--redis", DOWN],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr.startswith("error: cannot reach Redis") and done.stderr.count("\n") == 1
+    assert "secret-pw" not in done.stderr
 
 
 @pytest.mark.parametrize(

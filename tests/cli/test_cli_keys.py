@@ -1,5 +1,6 @@
-"""``toolhub keys create | list | revoke`` as an operator runs them (real subprocesses), and a
-``toolhub serve`` that takes a created key and refuses it once revoked, without a restart."""
+"""``toolhub keys create | list | revoke`` as an operator runs them (in this process,
+``tests/cli/in_process.py``), and a real ``toolhub serve`` process that takes a created key and
+refuses it once revoked, without a restart."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.cli.test_cli_servers import TOOLHUB, run, wait_http
+from tests.cli.in_process import run_cli
+from tests.cli.test_cli_servers import TOOLHUB, wait_http
 from toolhub.ports import free_port
 
 pytestmark = pytest.mark.timeout(120)
@@ -28,7 +30,7 @@ def env(tmp_path: Path) -> dict[str, str]:
 
 
 def keys(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    return run(["keys", *args], env, cwd)
+    return run_cli(["keys", *args], env, cwd)
 
 
 def one_line_error(result: subprocess.CompletedProcess[str]) -> str:

@@ -6,16 +6,14 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.cli.in_process import run_cli
 from toolhub import Session
 from toolhub.core import CapabilityMode
 
-TOOLHUB = str(Path(sys.executable).with_name("toolhub"))
 WRITES = {"edit_file", "write_file", "delete_file", "move_file"}
 RUNS = {"bash", "monitor", "task_output", "wait_tasks", "kill_task"}
 CALLS_OTHERS = {"use_tool", "search_tool"}
@@ -45,28 +43,15 @@ def test_tools_mode_from_the_cli(tmp_path: Path) -> None:
     env["TOOLHUB_HOME"] = str(tmp_path / "home")
     counts = {}
     for mode in CapabilityMode:
-        done = subprocess.run(
-            [
-                TOOLHUB,
-                "tools",
-                "--mode",
-                mode.value,
-                "--format",
-                "mcp",
-                "--workspace",
-                str(tmp_path),
-            ],
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=60,
+        done = run_cli(
+            ["tools", "--mode", mode.value, "--format", "mcp", "--workspace", str(tmp_path)],
+            env,
+            tmp_path,
         )
         assert done.returncode == 0, done.stderr
         counts[mode] = len(json.loads(done.stdout))
     assert counts[CapabilityMode.READ_ONLY] < counts[CapabilityMode.EXECUTE]
     assert counts[CapabilityMode.EXECUTE] < counts[CapabilityMode.ALL]
-    bad = subprocess.run(
-        [TOOLHUB, "tools", "--mode", "bogus"], capture_output=True, text=True, env=env, timeout=60
-    )
+    bad = run_cli(["tools", "--mode", "bogus"], env, tmp_path)
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
     assert "read_only" in bad.stderr

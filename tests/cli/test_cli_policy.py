@@ -1,17 +1,17 @@
 """``toolhub policy show`` and ``check``, and ``toolhub mcp`` refusing to serve a config its
-operator policy refuses: run as an operator runs them, as subprocesses."""
+operator policy refuses: run as an operator runs them (in this process, ``tests/cli/in_process.py``;
+``tests/cli/test_cli_errors.py`` runs the CLI as a real process)."""
 
 from __future__ import annotations
 
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-TOOLHUB = str(Path(sys.executable).with_name("toolhub"))
+from tests.cli.in_process import run_cli
 
 FULL_SANDBOX = "tools:\n  - id: Main:bash\n    params: {sandbox: {mode: full}}\n"
 LEGIT = (
@@ -27,9 +27,7 @@ def env(tmp_path: Path) -> dict[str, str]:
 
 
 def run(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [TOOLHUB, *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=120
-    )
+    return run_cli(args, env, cwd)
 
 
 def test_show_prints_the_effective_policy(env: dict[str, str], tmp_path: Path) -> None:

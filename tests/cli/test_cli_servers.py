@@ -1,5 +1,6 @@
 """``toolhub serve`` and ``toolhub mcp`` as subprocesses, with the built-in tools: what a user
-gets from the command line, exit codes included."""
+gets from the command line, exit codes included. Refused options are answered before anything
+is served, so those run in this process (``tests/cli/in_process.py``)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
+from tests.cli.in_process import run_cli
 from toolhub.ports import free_port
 
 pytestmark = pytest.mark.timeout(90)
@@ -43,12 +45,6 @@ def workspace(tmp_path: Path) -> Path:
     path.mkdir()
     (path / "hello.txt").write_text("hello from the cli\n")
     return path
-
-
-def run(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [TOOLHUB, *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=60
-    )
 
 
 def wait_http(url: str, proc: subprocess.Popen[Any], timeout: float = 90) -> None:
@@ -121,7 +117,7 @@ def test_serve_answers_calls_and_stops_on_sigterm(
 def test_bad_options_fail_on_stderr(
     args: list[str], message: str, env: dict[str, str], workspace: Path
 ) -> None:
-    done = run(args, env, workspace)
+    done = run_cli(args, env, workspace)
     assert done.returncode != 0
     assert message in done.stderr
     assert done.stdout == ""
@@ -205,7 +201,7 @@ def test_mcp_over_http(env: dict[str, str], workspace: Path, tmp_path: Path) -> 
 
 def _sleepers(cmdline: str) -> list[int]:
     """Processes of this test run still running ``cmdline`` (after a short grace)."""
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 30
     while True:
         found = []
         for entry in Path("/proc").iterdir():

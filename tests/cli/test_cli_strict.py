@@ -5,12 +5,11 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-TOOLHUB = str(Path(sys.executable).with_name("toolhub"))
+from tests.cli.in_process import run_cli
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -22,13 +21,7 @@ def _tools(tmp_path: Path, *flags: str) -> subprocess.CompletedProcess[str]:
         if not k.startswith("TOOLHUB_") or k == "TOOLHUB_ALLOW_ROOT"
     }
     env["TOOLHUB_HOME"] = str(tmp_path / "home")
-    return subprocess.run(
-        [TOOLHUB, "tools", "--workspace", str(tmp_path), *flags],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=60,
-    )
+    return run_cli(["tools", "--workspace", str(tmp_path), *flags], env, tmp_path)
 
 
 def test_tools_strict_prints_strict_functions(tmp_path: Path) -> None:

@@ -1,36 +1,28 @@
-"""``toolhub tasks`` as a subprocess: against Redis (the distributed suite's shared stack) and
-embedded (the logs a session left in its directory)."""
+"""``toolhub tasks`` (in this process, ``tests/cli/in_process.py``): against Redis (the
+distributed suite's shared stack) and embedded (the logs a session left in its directory)."""
 
 from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
+from tests.cli.in_process import run_cli
 from tests.fixtures_stack import shared_stack
 from toolhub import Session
 
 pytestmark = pytest.mark.timeout(120)
 
-TOOLHUB = str(Path(sys.executable).with_name("toolhub"))
 BASH = {"tools": [{"id": f"Main:{t}"} for t in ("bash", "task_output", "kill_task")]}
 
 
 def tasks(
     *args: str, env: dict[str, str], cwd: Path, columns: int = 200
 ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [TOOLHUB, "tasks", *args],
-        env={**env, "COLUMNS": str(columns)},
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    return run_cli(["tasks", *args], {**env, "COLUMNS": str(columns)}, cwd)
 
 
 def start_background(session: Session, command: str) -> str:

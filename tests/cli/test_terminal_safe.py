@@ -4,7 +4,8 @@ command output, embedded and against Redis, while ordinary text (non-ASCII too) 
 
 The command prints an OSC 52 clipboard write, an OSC 0 title, a clear screen and a cursor
 move, between ordinary words; the tool passes them through (the session's own result has
-them), so only the CLI stands between them and the terminal."""
+them), so only the CLI stands between them and the terminal. The commands run in this process
+(``tests/cli/in_process.py``), but for ``--stream``, which needs a real terminal."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.cli.in_process import run_cli
 from tests.fixtures_stack import shared_stack
 from toolhub import Session
 from toolhub.cli.terminal_safe import clean, safe_json
@@ -82,9 +84,7 @@ def env(tmp_path: Path) -> dict[str, str]:
 
 
 def run(env: dict[str, str], cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [TOOLHUB, *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=120
-    )
+    return run_cli(list(args), env, cwd)
 
 
 def test_toolhub_call_prints_command_output_without_its_sequences(

@@ -55,7 +55,7 @@ def test_background_subagent_is_a_task_and_resumes(session_factory, tmp_path: Pa
     started = session.call_sync("delegate", {"prompt": "first", "description": "bg"})
     assert not started.is_error, started.prompt_text
     task_id, sid = started.output.value["task_id"], started.output.value["subagent_id"]
-    waited = session.call_sync("wait_tasks", {"task_ids": [task_id], "timeout_ms": 30_000})
+    waited = session.call_sync("wait_tasks", {"task_ids": [task_id], "timeout_ms": 120_000})
     (snap,) = waited.output.value["tasks"]
     assert snap["status"] == "exited" and snap["exit_code"] == 0, snap
     assert "echoing first" in snap["output"] and "done: first" in snap["output"]
@@ -64,7 +64,7 @@ def test_background_subagent_is_a_task_and_resumes(session_factory, tmp_path: Pa
     )
     assert not again.is_error, again.prompt_text
     done = session.call_sync("task_output", {"task_ids": again.output.value["task_id"],
-                                             "timeout_ms": 30_000})  # fmt: skip
+                                             "timeout_ms": 120_000})  # fmt: skip
     assert "first | remember" in done.output.value["tasks"][0]["output"]
 
 

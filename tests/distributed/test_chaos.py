@@ -10,6 +10,8 @@ intact. ``make chaos`` adds the Redis restart, a bigger load and vanilla Celery 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from bench.chaos import bars, run
@@ -21,9 +23,11 @@ from bench.chaos_plan import PROFILES
 NOT_CAUGHT = "take-before-claim probe: no message was caught"
 
 
-@pytest.mark.timeout(240)
+@pytest.mark.timeout(360)
 def test_quick_chaos_run_meets_every_bar(tmp_path):
-    profile = PROFILES["quick"]
+    # A call unanswered 30 s after the last fault is hung on an idle machine; a busy one (this
+    # suite's other processes on 2 cores) gets the margin ``make chaos`` gives its big run.
+    profile = replace(PROFILES["quick"], hung_after=90.0)
     said: list[str] = []
     [score] = run(profile, tmp_path, say=said.append)
 

@@ -163,11 +163,15 @@ def test_a_signed_fleet_shows_a_workers_stdio_tools_and_refuses_an_unsigned_requ
 
 
 def _servers_of(pid: int) -> set[int]:
-    return {
-        child.pid
-        for child in psutil.Process(pid).children(recursive=True)
-        if "mcp_server_time" in " ".join(child.cmdline())
-    }
+    """The MCP servers under ``pid`` (one that ends while being looked at is not)."""
+    found = set()
+    for child in psutil.Process(pid).children(recursive=True):
+        try:
+            if "mcp_server_time" in " ".join(child.cmdline()):
+                found.add(child.pid)
+        except psutil.NoSuchProcess:
+            pass
+    return found
 
 
 def _deadlettered(store: RedisStore, reason: str) -> dict[str, Any] | None:

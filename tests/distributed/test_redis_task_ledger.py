@@ -22,7 +22,7 @@ from toolhub.distributed.settings import Settings
 from toolhub.distributed.store import RedisStore, connect
 from toolhub.ports import free_port
 
-pytestmark = pytest.mark.timeout(30)
+pytestmark = pytest.mark.timeout(120)
 
 TASK = RemoteTask("far", "ticks", "task_abc", attempt=1, poll_interval_ms=500)
 

@@ -51,7 +51,7 @@ def _monitored(url: str, action: Callable[[], Any]) -> Monitored:
 
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
-    ready.wait(5)
+    assert ready.wait(60), "the monitor never started"
     time.sleep(0.2)  # MONITOR is in effect once its reply arrived; give it that moment
     result = action()
     Redis.from_url(url).echo(marker)

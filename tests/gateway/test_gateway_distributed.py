@@ -121,8 +121,8 @@ def test_a_deleted_session_is_gone_for_every_replica(replicas: tuple[str, str]) 
         assert done.json()["error"] is None
         assert b.delete(f"/v1/sessions/{sid}").status_code == 204
         assert b.get(f"/v1/sessions/{sid}/tools").status_code == 404
-        # The replica that held it notices within a second (RECHECK_S).
-        deadline = time.monotonic() + 3
+        # The replica that held it notices within a second (RECHECK_S): 30 on a busy machine.
+        deadline = time.monotonic() + 30
         while a.get(f"/v1/sessions/{sid}/tools").status_code != 404:
             assert time.monotonic() < deadline, "the holding replica still serves it"
             time.sleep(0.1)

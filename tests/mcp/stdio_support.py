@@ -84,8 +84,9 @@ class RawStdio:
         self.proc.stdin.write(json.dumps(frame) + "\n")
         self.proc.stdin.flush()
 
-    def recv(self, timeout: float = 30) -> dict[str, Any] | None:
-        """The next frame; None once stdout is closed."""
+    def recv(self, timeout: float = 90) -> dict[str, Any] | None:
+        """The next frame; None once stdout is closed. The first waits for the process to
+        start, which takes far longer on a busy machine than on an idle one."""
         return self._frames.get(timeout=timeout)
 
     def handshake(self) -> dict[str, Any]:
@@ -99,7 +100,7 @@ class RawStdio:
         assert self.proc.stdin is not None
         self.proc.stdin.close()
 
-    def rest(self, timeout: float = 30) -> list[dict[str, Any]]:
+    def rest(self, timeout: float = 90) -> list[dict[str, Any]]:
         """Every frame until stdout closes."""
         frames = []
         while (frame := self.recv(timeout)) is not None:

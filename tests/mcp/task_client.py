@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -19,6 +20,7 @@ from mcp.client.extension import NotificationBinding
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel, ConfigDict
 
 from toolhub.mcp.call_results import OUTPUT_EXTENSION
@@ -108,6 +110,23 @@ class TaskClient:
         return raw.model_dump(by_alias=True, mode="json", exclude_none=True)
 
 
+#: How long a client waits for the server to answer its first probe (the process starting).
+START_S = 120.0
+
+
+async def discover(session: ClientSession) -> None:
+    """``server/discover``, asked again while the server is still starting: the SDK gives one
+    probe 10 s, and a busy machine can take longer than that to start a ``toolhub`` process."""
+    deadline = time.monotonic() + START_S
+    while True:
+        try:
+            await session.discover()
+            return
+        except MCPError as exc:
+            if exc.code != types.REQUEST_TIMEOUT or time.monotonic() > deadline:
+                raise
+
+
 @asynccontextmanager
 async def stdio_task_client(workspace: Path) -> AsyncIterator[TaskClient]:
     """A 2026-07-28 client declaring the extension, of ``toolhub mcp`` on stdio (the test
@@ -122,7 +141,7 @@ async def stdio_task_client(workspace: Path) -> AsyncIterator[TaskClient]:
         stdio_client(params) as (read, write),
         ClientSession(read, write, extensions={TASKS: {}}) as session,
     ):
-        await session.discover()
+        await discover(session)
         yield TaskClient(session)
 
 
@@ -136,7 +155,7 @@ async def task_client(url: str, token: str, *, declare: bool = True) -> AsyncIte
         streamable_http_client(url, http_client=http) as (read, write),
         _session(read, write, declare) as (session, client),
     ):
-        await session.discover()
+        await discover(session)
         yield client
 
 

@@ -18,7 +18,7 @@ from toolhub import Session
 from toolhub.gateway import ThreadedServer
 from toolhub.mcp.transports import http_app
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(240)
 
 
 def call(request_id: int, name: str, arguments: dict[str, Any]) -> dict[str, Any]:

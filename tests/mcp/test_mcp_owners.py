@@ -20,7 +20,7 @@ from toolhub import Session
 from toolhub.gateway import ThreadedServer
 from toolhub.mcp.transports import http_app
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(180)
 
 NOT_FOUND = {
     "jsonrpc": "2.0",

@@ -25,7 +25,7 @@ from toolhub.gateway import ThreadedServer
 from toolhub.mcp.transports import http_app
 from toolhub.sources.mcp_outcome import OUTPUT_META_KEY
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(180)
 
 ROOT = Path(__file__).resolve().parents[2]
 Connect = Callable[..., Any]

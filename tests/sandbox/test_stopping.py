@@ -83,7 +83,7 @@ def test_sandboxed_processes_are_in_the_commands_pids_cgroup(layout: Layout) -> 
     runner = layout.runner(layout.policy(SandboxMode.WORKSPACE_WRITE))
     running = runner.start(f"sleep {tag}1", log_name="cg", limits=ResourceLimits(max_processes=64))
     try:
-        seconds_until(lambda: len(tagged_sleeps(tag)) == 1, 5)
+        seconds_until(lambda: len(tagged_sleeps(tag)) == 1, 30)
         pid = tagged_sleeps(tag)[0].pid
         assert f"toolhub-{os.getpid()}-" in Path(f"/proc/{pid}/cgroup").read_text()
     finally:

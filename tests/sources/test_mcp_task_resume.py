@@ -32,7 +32,7 @@ from toolhub.distributed.store import RedisStore
 from toolhub.gateway import ThreadedServer
 from toolhub.mcp.transports import http_app
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(180)
 
 __all__ = ["live", "store"]  # the distributed suite's fixtures
 

@@ -13,7 +13,7 @@ import pytest
 from toolhub.stack.local import queue_plan
 from toolhub.stack.supervisor import ChildSpec, Supervisor, descendants
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(180)
 
 
 def alive(pid: int) -> bool:

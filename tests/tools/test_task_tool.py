@@ -21,6 +21,7 @@ from toolhub.session_runner import (
     SubagentTranscript,
 )
 from toolhub.subagents import SubagentRunner
+from toolhub.tasks import BackgroundTasks
 
 TOOLS = ["Main:task", "Main:task_output", "Main:wait_tasks", "Main:kill_task", "Main:read_file"]
 CHILD_TOOLS = {
@@ -268,8 +269,10 @@ def test_cancel_stops_the_subagent_at_once(make) -> None:
     threading.Thread(target=cancel_once_running, daemon=True).start()
     result = session.call_sync("task", args, call_id="c1")
     assert result.is_error and result.error.kind is ErrorKind.CANCELLED
-    assert cancelled_at and time.monotonic() - cancelled_at[0] < 2
-    assert stopped.wait(2)
+    # The agent spins until cancelled: any bound tells a prompt cancel from none, and this one
+    # holds on a busy machine.
+    assert cancelled_at and time.monotonic() - cancelled_at[0] < 15
+    assert stopped.wait(30)
 
 
 # -- background --------------------------------------------------------------------------------
@@ -295,10 +298,13 @@ def test_completion_reminder_announces_a_background_subagent(make) -> None:
     runner = session.resources.get(SubagentRunner)
     assert isinstance(runner, SessionSubagentRunner)
     sid = started.output.value["subagent_id"]
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 60
     while runner.transcript(sid).turns[-1].status is None and time.monotonic() < deadline:
         time.sleep(0.02)
-    time.sleep(0.1)
+    # The task ends once the run's done callbacks ran (after the transcript's status is set).
+    tasks = session.resources.get(BackgroundTasks)
+    assert tasks is not None
+    tasks.wait([started.output.value["task_id"]], "wait_all", 60)
     result = session.call_sync("read_file", {"path": "missing.txt"})
     assert f'Background task "{started.output.value["task_id"]}" completed' in result.prompt_text
     assert "done: announce me" in result.prompt_text

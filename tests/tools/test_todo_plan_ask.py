@@ -108,7 +108,7 @@ def answer_when_asked(harness: Harness, answers: object) -> threading.Thread:
     box = harness.container.require(AnswerBox)
 
     def run() -> None:
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             pending = box.pending()
             if pending:

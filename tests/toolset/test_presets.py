@@ -8,20 +8,17 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
+from tests.cli.in_process import run_cli
 from toolhub import ConfigError, Session
 from toolhub.core import CapabilityMode, ToolKind
 from toolhub.tools import CATALOG, TOOLSET_PRESETS
 from toolhub.toolset import ToolSetBuilder
-
-TOOLHUB = str(Path(sys.executable).with_name("toolhub"))
 
 
 @pytest.fixture(scope="module")
@@ -220,29 +217,16 @@ def test_a_preset_through_the_cli(tmp_path: Path) -> None:
     env["TOOLHUB_HOME"] = str(tmp_path / "home")
     config = tmp_path / "toolset.yaml"
     config.write_text("preset: hashline\ntools:\n  - id: Main:bash\n    name: sh\n")
-    done = subprocess.run(
-        [
-            TOOLHUB,
-            "tools",
-            "--config",
-            str(config),
-            "--format",
-            "mcp",
-            "--workspace",
-            str(tmp_path),
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=60,
+    done = run_cli(
+        ["tools", "--config", str(config), "--format", "mcp", "--workspace", str(tmp_path)],
+        env,
+        tmp_path,
     )
     assert done.returncode == 0, done.stderr
     listed = [t["name"] for t in json.loads(done.stdout)]
     assert listed[:3] == ["hashline_read", "hashline_edit", "hashline_grep"] and "sh" in listed
     config.write_text("preset: nope\n")
-    bad = subprocess.run(
-        [TOOLHUB, "validate", str(config)], capture_output=True, text=True, env=env, timeout=60
-    )
+    bad = run_cli(["validate", str(config)], env, tmp_path)
     assert bad.returncode == 1 and "hashline" in bad.stdout + bad.stderr
 
 
