@@ -24,7 +24,8 @@ from toolhub.toolset import ToolSetBuilder
 
 #: A 1x1 transparent PNG.
 PIXEL = (
-    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kg"
+    "AAAABJRU5ErkJggg=="
 )
 SCHEMA_2020_12 = "https://json-schema.org/draft/2020-12/schema"
 
@@ -69,9 +70,7 @@ class ErrorHandling(Tool[NoArgs, Said]):
     description_template = "Always fails."
 
     def run(self, ctx: ToolContext, args: NoArgs) -> Said:
-        raise ToolError.execution(
-            "This tool intentionally returns an error for testing"
-        )
+        raise ToolError.execution("This tool intentionally returns an error for testing")
 
 
 class WithProgress(Tool[NoArgs, Said]):

@@ -66,7 +66,9 @@ def _session(tmp_path: Path, workspace: Path, servers: dict[str, Any]) -> Sessio
 
 def _external(session: Session, server: str) -> set[str]:
     prefix = f"{server}__"
-    return {name.removeprefix(prefix) for name in session.toolset.entries if name.startswith(prefix)}
+    return {
+        name.removeprefix(prefix) for name in session.toolset.entries if name.startswith(prefix)
+    }
 
 
 def _assert_everything(session: Session) -> None:
