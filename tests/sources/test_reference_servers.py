@@ -23,6 +23,7 @@ import pytest
 
 from tests.client_venvs import npm_folder
 from tests.gateway.support import make_builder
+from tests.sources.test_mcp_client import changing
 from toolhub import CallResult, Progress, Session
 from toolhub.ports import free_port
 
@@ -169,3 +170,13 @@ def test_server_filesystem(tmp_path: Path, workspace: Path, bins: Path) -> None:
         outside = session.call_sync("fs__read_text_file", {"path": "/etc/hostname"})
         assert outside.is_error and outside.error is not None, outside.prompt_text
         assert "denied" in outside.prompt_text.lower(), outside.prompt_text
+
+
+def test_a_server_that_asks_anyway_gets_a_clear_refusal(tmp_path: Path, workspace: Path) -> None:
+    """A server that sends ``elicitation/create`` although the client never declared it: the
+    client refuses it ("Elicitation not supported"), and the remote tool's answer is a failed
+    call saying so, never a hang."""
+    with _session(tmp_path, workspace, {"dyn": changing(tmp_path)}) as session:
+        asked = session.call_sync("dyn__ask")
+        assert asked.is_error and asked.error is not None, asked.prompt_text
+        assert "Elicitation not supported" in asked.prompt_text, asked.prompt_text
