@@ -1,5 +1,6 @@
-"""``python -m tests.mcp.conformance_server WORKSPACE PORT``: toolhub's MCP server on streamable
-HTTP (``run_http``, what ``toolhub mcp --transport http`` runs) serving the fixture tools the
+"""``python -m tests.mcp.conformance_server WORKSPACE PORT|stdio``: toolhub's MCP server on
+streamable HTTP (``run_http``, what ``toolhub mcp --transport http`` runs) or on stdio
+(``run_stdio``) serving the fixture tools the
 official conformance suite's ``tools-call-*`` scenarios call by name, written as toolhub tools.
 
 Each tool is the smallest toolhub tool that meets its scenario's stated requirement, so what the
@@ -10,6 +11,7 @@ to MCP, not a hand-made MCP answer.
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -19,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from toolhub import Progress, Session, Tool, ToolContext, ToolError, ToolKind
 from toolhub.answers import AnswerBox
 from toolhub.core import ContentBlock
-from toolhub.mcp.transports import run_http
+from toolhub.mcp.transports import run_http, run_stdio
 from toolhub.toolset import ToolSetBuilder
 
 #: A 1x1 transparent PNG.
@@ -144,19 +146,22 @@ TOOLS: tuple[type[Tool[Any, Any]], ...] = (
 
 
 def main() -> None:
-    workspace, port = Path(sys.argv[1]), int(sys.argv[2])
+    workspace, where = Path(sys.argv[1]), sys.argv[2]
     builder = ToolSetBuilder(plugins=False)
     builder.register(*TOOLS)
     builder.set_default_tools([f"Main:{tool.id}" for tool in TOOLS])
     session = Session.embedded(
         None,
         workspace,
-        session_id="conformance",
-        state_dir=workspace.parent / "conformance-state",
+        session_id=f"conformance-{os.getpid()}",
+        state_dir=workspace.parent / f"conformance-state-{os.getpid()}",
         builder=builder,
     )
     with session:
-        run_http(session, host="127.0.0.1", port=port)
+        if where == "stdio":
+            run_stdio(session)
+        else:
+            run_http(session, host="127.0.0.1", port=int(where))
 
 
 if __name__ == "__main__":

@@ -3,12 +3,16 @@ against toolhub's MCP server, every server scenario of the suite, each either pa
 in ``NOT_APPLICABLE`` with why.
 
 The suite's server mode drives one streamable-HTTP URL as a handshake-era client (2025-06-18 /
-2025-11-25 ``initialize``); it has no stdio mode and no 2026-07-28 scenarios. Two servers:
+2025-11-25 ``initialize``); it has no stdio mode and no 2026-07-28 scenarios. Over HTTP, two
+servers:
 
 - the real ``toolhub mcp --transport http`` (the CLI, its guard and built-in tools): lifecycle,
   ping, tool listing, the SSE stream rules and DNS-rebinding protection;
 - toolhub's server on the fixture tools the ``tools-call-*`` scenarios call by name, written as
   toolhub tools (``conformance_server.py``): text, image, failure, progress, a question.
+
+On stdio, the same two behind ``conformance_stdio_bridge.py`` (frames passed through untouched),
+for the scenarios about JSON-RPC rather than HTTP (``STDIO_*_SCENARIOS``).
 
 The suite's own ``--expected-failures`` baseline holds ``NOT_APPLICABLE`` (and ``WARNED``, which
 it counts as failed): it exits non-zero on an unexpected failure and on a listed scenario that
@@ -19,6 +23,7 @@ warning, except ``KNOWN_FAILED_CHECKS``.
 from __future__ import annotations
 
 import json
+import os
 import re
 import signal
 import subprocess
@@ -26,11 +31,13 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
 from tests.client_venvs import npm_folder
+from tests.mcp.conformance_stdio_bridge import stdio_bridge
 from tests.mcp.stdio_support import ROOT, TOOLHUB, toolhub_args, toolhub_env
 from toolhub.ports import free_port
 
@@ -75,6 +82,14 @@ FIXTURE_SCENARIOS = {
     "tools-call-elicitation",
     "json-schema-2020-12",
 }
+#: The scenarios run on stdio through the bridge: the rest are about HTTP (Origin, SSE
+#: streams), where the bridge, not toolhub, would answer. Each starts a server process, so
+#: ``make test`` runs the ones where stdio framing matters most (a notification stream, a
+#: request to the client mid-call); ``make conformance`` (``TOOLHUB_CONFORMANCE_FULL=1``)
+#: runs them all.
+STDIO_CLI_SCENARIOS = {"server-initialize", "ping", "tools-list"}
+STDIO_FIXTURE_SCENARIOS = {"tools-call-with-progress", "tools-call-elicitation"}
+FULL = os.environ.get("TOOLHUB_CONFORMANCE_FULL") == "1"
 #: Checks that fail on purpose. toolhub inlines ``$ref``s and drops ``$defs`` from every tool
 #: schema (``toolhub/core/schema.py``): several providers reject references, and the inlined
 #: schema accepts the same values.
@@ -205,3 +220,36 @@ def test_fixture_tools_pass_the_tools_call_scenarios(
     schema = {check["id"]: check["status"] for check in checks["json-schema-2020-12"]}
     assert schema["json-schema-2020-12-$schema"] == "SUCCESS", schema
     assert schema["json-schema-2020-12-additionalProperties"] == "SUCCESS", schema
+
+
+def _scenario(suite: list[str], url: str, name: str, tmp_path: Path) -> list[Any]:
+    out = tmp_path / name
+    done = subprocess.run(
+        [*suite, "server", "--url", url, "--scenario", name, "-o", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
+    (found,) = out.glob("*/checks.json")
+    checks: list[Any] = json.loads(found.read_text())
+    assert done.returncode == 0 or name == "json-schema-2020-12", done.stdout[-3000:]
+    return checks
+
+
+def test_toolhub_mcp_on_stdio_passes_the_json_rpc_scenarios(
+    suite: list[str], tmp_path: Path
+) -> None:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    cli = [TOOLHUB, *toolhub_args(workspace)]
+    fixtures = [sys.executable, "-m", "tests.mcp.conformance_server", str(workspace), "stdio"]
+    env = toolhub_env(tmp_path)
+    checks: dict[str, list[Any]] = {}
+    with stdio_bridge(cli, env=env, cwd=workspace) as url:
+        for name in STDIO_CLI_SCENARIOS if FULL else {"server-initialize"}:
+            checks[name] = _scenario(suite, url, name, tmp_path / "cli")
+    with stdio_bridge(fixtures, env=env, cwd=workspace) as url:
+        for name in FIXTURE_SCENARIOS if FULL else STDIO_FIXTURE_SCENARIOS:
+            checks[name] = _scenario(suite, url, name, tmp_path / "fixtures")
+    _assert_passed(checks, set(checks))
