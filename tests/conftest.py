@@ -23,7 +23,11 @@ from toolhub import env_refs
 os.environ.setdefault("TOOLHUB_ALLOW_ROOT", "1")
 
 #: What a test module imports from ``tests/client_venvs.py`` when it needs a client.
-CLIENT_MAKERS = (client_venvs.client_python, client_venvs.inspector_launcher)
+CLIENT_MAKERS = (
+    client_venvs.client_python,
+    client_venvs.inspector_launcher,
+    client_venvs.npm_folder,
+)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

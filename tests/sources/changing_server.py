@@ -4,7 +4,9 @@ changes at runtime, with a slow tool that reports progress and notices cancellat
 * ``grow`` adds a tool ``extra_<n>`` and sends ``notifications/tools/list_changed``;
 * ``slow`` reports progress every 50 ms for ``seconds``; when cancelled it writes
   ``MARKER_DIR/slow.cancelled``;
-* ``fail`` returns an ``isError`` result.
+* ``fail`` returns an ``isError`` result;
+* ``ask`` sends ``elicitation/create`` whatever the client declared, and answers with the
+  client's error as an ``isError`` result (what SDK servers do with a refused request).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import anyio
 import mcp_types as types
 from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.stdio import stdio_server
+from mcp.shared.exceptions import MCPError
 
 MARKERS = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(".")
 extra: list[str] = []
@@ -24,7 +27,7 @@ OBJECT = {"type": "object", "properties": {"seconds": {"type": "number"}}}
 
 
 async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
-    names = ["grow", "slow", "fail", "dotted.name", *extra]
+    names = ["grow", "slow", "fail", "ask", "dotted.name", *extra]
     return types.ListToolsResult(
         tools=[types.Tool(name=n, description=f"{n} tool", input_schema=OBJECT) for n in names]
     )
@@ -49,6 +52,16 @@ async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.Call
             content=[types.TextContent(type="text", text="slept")],
             structured_content={"steps": steps},
         )
+    if params.name == "ask":
+        schema = {"type": "object", "properties": {"name": {"type": "string"}}}
+        try:
+            answer = await ctx.session.elicit_form("Your name?", schema, ctx.request_id)
+        except MCPError as refused:
+            return types.CallToolResult(
+                content=[types.TextContent(type="text", text=f"elicitation: {refused}")],
+                is_error=True,
+            )
+        return _text(f"answered: {answer.action}")
     if params.name == "fail":
         return types.CallToolResult(
             content=[types.TextContent(type="text", text="it broke")], is_error=True

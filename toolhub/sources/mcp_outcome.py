@@ -1,6 +1,7 @@
 """An MCP tool result as toolhub's terminal: the text the model reads (content blocks joined,
-capped) and the structured output (``structuredContent``, else a toolhub server's
-``_meta["toolhub/output"]``, else the text)."""
+capped), its images as content blocks beside the text (as a built-in tool's go), and the
+structured output (``structuredContent``, else a toolhub server's ``_meta["toolhub/output"]``,
+else the text)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import os
 
 import mcp_types as types
 
-from toolhub.core import Outcome, ToolError, ToolOutput
+from toolhub.core import ContentBlock, Outcome, ToolError, ToolOutput
 
 DEFAULT_MAX_OUTPUT_BYTES = 20_000
 
@@ -51,9 +52,14 @@ def outcome_of(result: types.CallToolResult, tool_id: str) -> Outcome:
     text = result_text(result)
     if result.is_error:
         return Outcome(error=ToolError.execution(text or "the MCP tool reported an error"))
+    images = tuple(
+        ContentBlock("image", data=block.data, mime_type=block.mime_type)
+        for block in result.content
+        if isinstance(block, types.ImageContent)
+    )
     structured = result.structured_content
     if structured is None and result.meta is not None:
         structured = result.meta.get(OUTPUT_META_KEY)
     if structured is not None:
-        return Outcome(ToolOutput.dynamic(structured, tool_id), text)
-    return Outcome(ToolOutput.plain_text(text, tool_id), text)
+        return Outcome(ToolOutput.dynamic(structured, tool_id), text, blocks=images)
+    return Outcome(ToolOutput.plain_text(text, tool_id), text, blocks=images)

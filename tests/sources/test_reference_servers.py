@@ -1,0 +1,182 @@
+"""toolhub's MCP client against the protocol's reference servers (npm
+``@modelcontextprotocol/server-everything`` and ``server-filesystem`` 2026.8.31, installed once
+under ``.venv/clients``): their tools listed and called as toolhub external tools, progress
+arriving as toolhub ``Progress``, images as content blocks, failures as failed calls.
+
+server-everything registers its elicitation and sampling tools only for a client that declares
+those capabilities. toolhub's client declares neither (it relays no remote question or sampling
+request), so those tools are never offered to a model that could not use them: the test holds
+that line.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.client_venvs import npm_folder
+from tests.gateway.support import make_builder
+from tests.sources.test_mcp_client import changing
+from toolhub import CallResult, Progress, Session
+from toolhub.ports import free_port
+
+pytestmark = pytest.mark.timeout(300)
+
+HELLO = "hello from the workspace\n"
+#: server-everything's tools that need a client capability toolhub does not declare.
+NEEDS_ELICITATION_OR_SAMPLING = {
+    "trigger-elicitation-request",
+    "trigger-elicitation-request-async",
+    "trigger-url-elicitation",
+    "trigger-sampling-request",
+    "trigger-sampling-request-async",
+}
+
+
+@pytest.fixture(scope="module")
+def bins() -> Path:
+    try:
+        return npm_folder("reference-servers") / ".bin"
+    except FileNotFoundError as missing:
+        pytest.skip(str(missing))
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    path = tmp_path / "ws"
+    path.mkdir()
+    (path / "hello.txt").write_text(HELLO)
+    return path
+
+
+def _session(tmp_path: Path, workspace: Path, servers: dict[str, Any]) -> Session:
+    return Session.embedded(
+        {"mcp_servers": servers},
+        workspace,
+        state_dir=tmp_path / "state",
+        builder=make_builder(),
+    )
+
+
+def _external(session: Session, server: str) -> set[str]:
+    prefix = f"{server}__"
+    return {
+        name.removeprefix(prefix) for name in session.toolset.entries if name.startswith(prefix)
+    }
+
+
+def _assert_everything(session: Session) -> None:
+    tools = _external(session, "ev")
+    assert {"echo", "get-sum", "get-tiny-image", "trigger-long-running-operation"} <= tools
+    assert not tools & NEEDS_ELICITATION_OR_SAMPLING, tools
+
+    echoed = session.call_sync("ev__echo", {"message": "hi there"})
+    assert not echoed.is_error and "hi there" in echoed.prompt_text, echoed.prompt_text
+    assert "5" in session.call_sync("ev__get-sum", {"a": 2, "b": 3}).prompt_text
+
+    weather = session.call_sync("ev__get-structured-content", {"location": "Chicago"})
+    assert weather.output is not None and weather.output.value["temperature"] == 36
+
+    image = session.call_sync("ev__get-tiny-image")
+    assert [b.mime_type for b in image.content if b.type == "image"] == ["image/png"]
+
+    items = list(
+        session.stream_sync("ev__trigger-long-running-operation", {"duration": 1, "steps": 4})
+    )
+    progress = [i.payload for i in items if isinstance(i, Progress)]
+    assert [(p["progress"], p["total"]) for p in progress] == [(i, 4) for i in range(1, 5)]
+    result = items[-1]
+    assert isinstance(result, CallResult) and not result.is_error
+    assert "Long running operation completed" in result.prompt_text
+
+    # Arguments the server's own schema refuses: a failed call the model can read.
+    wrong = session.call_sync("ev__get-structured-content", {"location": "Atlantis"})
+    assert wrong.is_error and wrong.error is not None, wrong.prompt_text
+    assert "location" in wrong.prompt_text, wrong.prompt_text
+
+
+def test_server_everything_over_stdio(tmp_path: Path, workspace: Path, bins: Path) -> None:
+    servers = {"ev": {"command": [str(bins / "mcp-server-everything")]}}
+    with _session(tmp_path, workspace, servers) as session:
+        _assert_everything(session)
+
+
+@pytest.fixture
+def everything_url(bins: Path, tmp_path: Path) -> Iterator[str]:
+    """server-everything on streamable HTTP (``streamableHttp``, its ``PORT``)."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [str(bins / "mcp-server-everything"), "streamableHttp"],
+        env={"PATH": "/usr/bin:/bin", "PORT": str(port), "HOME": str(tmp_path)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    url = f"http://127.0.0.1:{port}/mcp"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert proc.poll() is None, proc.communicate()[1][-2000:]
+            try:
+                httpx.get(url, timeout=1)
+                break
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline, f"{url} not up"
+            time.sleep(0.1)
+        yield url
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+
+
+def test_server_everything_over_streamable_http(
+    tmp_path: Path, workspace: Path, everything_url: str
+) -> None:
+    with _session(tmp_path, workspace, {"ev": {"url": everything_url}}) as session:
+        _assert_everything(session)
+
+
+def test_server_filesystem(tmp_path: Path, workspace: Path, bins: Path) -> None:
+    servers = {"fs": {"command": [str(bins / "mcp-server-filesystem"), str(workspace)]}}
+    with _session(tmp_path, workspace, servers) as session:
+        assert {"read_text_file", "write_file", "list_directory", "edit_file"} <= _external(
+            session, "fs"
+        )
+        read = session.call_sync("fs__read_text_file", {"path": str(workspace / "hello.txt")})
+        assert not read.is_error and HELLO.strip() in read.prompt_text, read.prompt_text
+
+        written = session.call_sync(
+            "fs__write_file", {"path": str(workspace / "new.txt"), "content": "made by fs"}
+        )
+        assert not written.is_error, written.prompt_text
+        assert (workspace / "new.txt").read_text() == "made by fs"
+
+        listing = session.call_sync("fs__list_directory", {"path": str(workspace)})
+        assert "hello.txt" in listing.prompt_text and "new.txt" in listing.prompt_text
+
+        # Outside the directories the server was given: its refusal is a failed call.
+        outside = session.call_sync("fs__read_text_file", {"path": "/etc/hostname"})
+        assert outside.is_error and outside.error is not None, outside.prompt_text
+        assert "denied" in outside.prompt_text.lower(), outside.prompt_text
+
+
+def test_a_server_that_asks_anyway_gets_a_clear_refusal(tmp_path: Path, workspace: Path) -> None:
+    """A server that sends ``elicitation/create`` although the client never declared it: the
+    client refuses it ("Elicitation not supported"), and the remote tool's answer is a failed
+    call saying so, never a hang."""
+    with _session(tmp_path, workspace, {"dyn": changing(tmp_path)}) as session:
+        asked = session.call_sync("dyn__ask")
+        assert asked.is_error and asked.error is not None, asked.prompt_text
+        assert "Elicitation not supported" in asked.prompt_text, asked.prompt_text
