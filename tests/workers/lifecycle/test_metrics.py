@@ -83,8 +83,9 @@ def test_counters_move_by_exactly_the_calls_made(live, connect, store, tmp_path:
 
 
 def test_a_frozen_worker_loses_its_lease_and_another_recovers_the_call(live, connect, store):
-    """SIGSTOP the worker running a call for longer than its lease: the other worker's sweep
-    re-enqueues the call (recovered) and runs it as attempt 2 (retry); once the frozen worker
+    """SIGSTOP the worker running a call for longer than its lease: the other worker takes the
+    call over (its sweep re-enqueues it, or the call's redelivered message finds its lease
+    expired) and runs it as attempt 2 (retry); once the frozen worker
     resumes, its renewal finds the call taken over (lease lost) and its attempt stops."""
     session = connect()
     before = scrape_all(live)
@@ -115,7 +116,11 @@ def test_a_frozen_worker_loses_its_lease_and_another_recovers_the_call(live, con
     assert result is not None and not result.is_error, result
     wait_until(lambda: total(scrape_all(live), IN_FLIGHT) == 0, 10)
     after = scrape_all(live)
-    assert moved(before, after, "toolhub_worker_calls_recovered_total") == 1
+    # The other worker's sweep re-enqueues the call, unless the frozen worker's own message,
+    # put back on the queue first, reached it (``claim.lua`` takes over an expired lease then,
+    # with no sweep): one or the other, never both.
+    recovered = moved(before, after, "toolhub_worker_calls_recovered_total")
+    assert recovered in (0, 1)
     assert moved(before, after, "toolhub_worker_retries_total", tool="Test:ticks") == 1
     assert moved(before, after, "toolhub_worker_leases_lost_total") == 1
     assert moved(before, after, CALLS, tool="Test:ticks", outcome="lease_lost") == 1
@@ -125,7 +130,9 @@ def test_a_frozen_worker_loses_its_lease_and_another_recovers_the_call(live, con
     other = 1 - holder
     lost = "toolhub_worker_leases_lost_total"
     assert moved([before[holder]], [after[holder]], lost) == 1
-    assert moved([before[other]], [after[other]], "toolhub_worker_calls_recovered_total") == 1
+    assert (
+        moved([before[other]], [after[other]], "toolhub_worker_calls_recovered_total") == recovered
+    )
     assert (
         moved([before[other]], [after[other]], "toolhub_worker_retries_total", tool="Test:ticks")
         == 1
