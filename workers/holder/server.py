@@ -8,7 +8,7 @@ from or its worker ran or gave up, is refused, so a holder waking from a freeze 
 a command a second time), starts it, answers
 ``started`` and from then on owns the attempt: it streams the output as ``output_delta`` events
 (``Emitter``, fenced by the attempt), renews the lease of every command it holds every sixth of
-the lease (killing one whose renewals Redis stopped confirming: ``_keep_leases``), kills a
+the lease (killing one whose renewals Redis stopped confirming: ``lease_keeping.py``), kills a
 command on a cancel (the control channel, and RENEW's cancel code as the
 backstop) and writes the terminal. The worker's Celery task returns at once, so a worker that
 dies (SIGKILL, OOM, a rolling restart) takes nothing with it: the command runs on with its
@@ -63,7 +63,6 @@ from toolhub.backends.running import CommandResult, RunningCommand
 from toolhub.core import CancelToken, ToolError
 from toolhub.core.tool import HANDOFF, INTERNAL_REASONS, LEASE_LOST
 from toolhub.core.usage import UsageMeter, metering
-from toolhub.distributed.redis_full import FullRedis, is_full
 from toolhub.distributed.script_replies import RenewReply, StartFenceReply
 from toolhub.distributed.settings import Settings
 from toolhub.distributed.signing import fleet_keys
@@ -75,11 +74,11 @@ from workers.calls.toolsets import worker_builder
 from workers.calls.usage import AttemptUsage
 from workers.guards.sandboxing import install_worker_sandbox
 from workers.lifecycle.control import ControlListener
-from workers.lifecycle.fencing import SelfFence, confirmed, gave_up
 
 from .background_command import command_result, start_command, start_failure
 from .client import HolderPaths, flocked, idle_seconds, read_line
 from .hand_over import STALE
+from .lease_keeping import keep_leases
 from .local_secrets import local_secret
 from .places import SessionPlaces
 from .session_records import forget_ended, session_dir
@@ -383,47 +382,14 @@ class Holder:
             time.sleep(0.05)
 
     def _keep_leases(self) -> None:
-        """Renew the leases of the held commands every sixth of the lease, beside a self-fence
-        (``workers/lifecycle/fencing.py``): a command whose renewal Redis has not confirmed for
-        most of a lease (the holder cut off from Redis) is killed before its lease can end, so
-        its re-run elsewhere never overlaps it. A full Redis is not a lost one: renewals still
-        land (``lua/renew_many.lua``), a refusal is logged once and retried next tick."""
-        every = self.settings.lease_seconds / 6
-        full = FullRedis(logger, "holder")
+        """Renew the held commands' leases and fence those Redis stops confirming
+        (``lease_keeping.py``)."""
 
         def held_runs() -> list[Running]:
             with self._lock:
                 return [h.running for h in self._held.values()]
 
-        fence = SelfFence(held_runs, self.settings.lease_seconds)
-        fence.start()
-        try:
-            while not self._stopping.wait(every):
-                held = [r for r in held_runs() if not gave_up(r)]
-                if not held:
-                    continue
-                sent = time.monotonic()
-                try:
-                    codes = self.records.renew([(r.call_id, r.attempt) for r in held])
-                    full.probe(self.records.client)
-                except RedisError as exc:
-                    if is_full(exc):
-                        full.refused(exc)
-                    else:
-                        logger.warning("holder: leases not renewed: %s", exc)
-                    continue
-                for running, code in zip(held, codes, strict=True):
-                    if code in (RenewReply.RENEWED, RenewReply.CANCEL_REQUESTED):
-                        confirmed(running, sent)
-                    if code is RenewReply.LOST:
-                        logger.warning(
-                            "call %s: lease lost; stopping this attempt", running.call_id
-                        )
-                        running.token.cancel(LEASE_LOST)
-                    elif code is RenewReply.CANCEL_REQUESTED:
-                        running.token.cancel("cancelled")
-        finally:
-            fence.stop()
+        keep_leases(self.records, self.settings.lease_seconds, held_runs, self._stopping)
 
 
 def main() -> int:
