@@ -46,6 +46,9 @@ MISUSES = [
     (["serve", "--port", "70000"], "--port"),
     (["up", "--port", "0"], "--port"),
     (["mcp", "--transport", "http", "--port", "0"], "--port"),
+    (["call", "read_file", '{"path": "x"}', "--workspace", "afile.txt"], "not a directory"),
+    (["tools", "--workspace", "missing"], "workspace missing does not exist"),
+    (["mcp", "--workspace", "afile.txt"], "not a directory"),
 ]
 
 
@@ -54,6 +57,7 @@ def test_misuse_is_one_line_and_a_nonzero_exit(
     env: dict[str, str], tmp_path: Path, args: list[str], says: str
 ) -> None:
     (tmp_path / "broken.yaml").write_text("tools: [unclosed\n")
+    (tmp_path / "afile.txt").write_text("a file, not a workspace\n")
     done = run_cli(args, env, tmp_path)
     assert done.returncode != 0
     assert "Traceback" not in done.stderr + done.stdout, done.stderr

@@ -123,6 +123,19 @@ def test_bad_options_fail_on_stderr(
     assert done.stdout == ""
 
 
+@pytest.mark.parametrize("command", ["serve", "up"])
+def test_a_server_refuses_to_start_with_an_invalid_config(
+    command: str, env: dict[str, str], workspace: Path
+) -> None:
+    """Before, both started and answered 422 to every session; now they list what is wrong and
+    exit 1 before starting anything."""
+    (workspace / "bad.yaml").write_text("tools:\n  - id: Main:nope\n")
+    done = run_cli([command, "--config", "bad.yaml", "--port", "18999"], env, workspace)
+    assert done.returncode == 1, done.stderr
+    assert "configuration violations" in done.stderr and "Main:nope" in done.stderr
+    assert "gateway on" not in done.stderr and done.stdout == ""
+
+
 def _mcp_checks(session: ClientSession, marker_dir: Path) -> Any:
     async def checks() -> None:
         await session.initialize()

@@ -67,6 +67,10 @@ def open_session(
             violations_table(err)
         source = ToolSetConfig.model_validate({**loaded.model_dump(), "mode": mode})
     ws = workspace or Path(os.environ.get("TOOLHUB_WORKSPACE", "."))
+    if not ws.exists():
+        fail(f"workspace {ws} does not exist")
+    if not ws.is_dir():
+        fail(f"workspace {ws} is not a directory")
     try:
         if redis:
             return Session.connect(redis, source, ws, session_id=session_id, quotas=quotas)

@@ -86,6 +86,20 @@ def load(path: Path | None) -> Any:
         violations_table(err, title="operator policy file")
 
 
+def require_valid_config(config: Path | None) -> None:
+    """A server's default config checked before it starts: an invalid one would only show as a
+    422 to every session later. Exit 1 listing every violation."""
+    if config is None:
+        return
+    from toolhub.session import default_builder
+
+    report = default_builder().validate(config)
+    if not report.ok:
+        violations_table(
+            ConfigError(report.violations), title=f"{config}: configuration violations"
+        )
+
+
 def violations_table(err: ConfigError, *, title: str = "configuration violations") -> NoReturn:
     table = Table(title=title, show_lines=False)
     for column in ("tool", "category", "field", "message", "expected", "actual"):

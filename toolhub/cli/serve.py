@@ -20,6 +20,7 @@ import typer
 from toolhub.sandbox.root_guard import RootRefused, refuse_root
 
 from .output import fail, stderr
+from .policy import require_valid_config
 
 
 def register(app: typer.Typer) -> None:
@@ -76,6 +77,7 @@ def serve(
         fail(f"--port must be 1-65535, got {port}")
     if config is not None and not config.is_file():
         fail(f"config file {config} does not exist")
+    require_valid_config(config)
     root = workspace or Path.cwd()
     if not root.is_dir():
         fail(f"workspace {root} is not a directory")

@@ -13,6 +13,7 @@ from rich.table import Table
 from toolhub.stop_signals import StopSignals
 
 from .output import fail, stderr, stdout
+from .policy import require_valid_config
 
 if TYPE_CHECKING:
     from toolhub.stack.local import StackInfo
@@ -58,6 +59,7 @@ def up(
         fail(f"--metrics-port must leave room for {workers} ports below 65536, or be 0")
     if config is not None and not config.is_file():
         fail(f"config file {config} does not exist")
+    require_valid_config(config)
     try:
         refuse_root("the toolhub stack")
     except RootRefused as err:
