@@ -80,3 +80,15 @@ def test_a_claimed_call_leaves_the_pending_index(live, store):
     assert store.client.hget(store.keys.call("claimed"), "payload") is None
     store.client.delete(QUEUE, store.keys.call("claimed"), store.keys.events("claimed"))
     store.client.zrem(store.keys.leases, "claimed")
+
+
+def test_a_running_record_without_its_message_leaves_the_lease_index(live, store):
+    """A record no dispatcher wrote whole (``running``, a lapsed lease, no message) cannot be
+    run again: the sweep drops it from the lease index, instead of failing on it every pass."""
+    cid = "no-message"
+    key = store.keys.call(cid)
+    store.client.hset(key, mapping={"status": "running", "attempt": 1, "lease_until": "1.0"})
+    store.client.zadd(store.keys.leases, {cid: 1.0})
+    recovery = Recovery(store.records)
+    assert recovery.requeue(cid) is None
+    assert store.client.zscore(store.keys.leases, cid) is None

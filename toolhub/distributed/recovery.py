@@ -21,6 +21,7 @@ by many workers act once.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +34,9 @@ from .records import CallRecords
 from .script_replies import ReenqueueReply, RequeueOutcome, SweepReply
 
 SWEEP_LIMIT = 100
+
+
+logger = logging.getLogger("toolhub.recovery")
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +72,12 @@ class Recovery:
         if not reply:
             return None
         raw, outcome = reply
+        if raw is None:
+            # A running record with no message (not one a dispatcher wrote whole): nothing to
+            # run again; it leaves the lease index instead of failing every sweep.
+            self.client.zrem(self.keys.leases, cid)
+            logger.warning("call %s: lease expired but its record holds no message", cid)
+            return None
         return unpack(raw), RequeueOutcome(outcome.decode())
 
     def fail_lost(self, cid: str, message: dict[str, Any]) -> bool:
