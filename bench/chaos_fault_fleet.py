@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -110,3 +111,12 @@ def runs_of(sidefx: Path, cid: str) -> list[tuple[str, float]]:
 
 def bash(command: str, **extra: Any) -> dict[str, Any]:
     return {"command": command, "description": "chaos call", **extra}
+
+
+def work_dirs(home: Path, prefix: str) -> tuple[Path, Path, str]:
+    """A scenario's workspace, its side-effect directory in it, and a tag unique to this run
+    (what its commands' environments carry, for the process scanner)."""
+    workspace = home / "ws"
+    sidefx = workspace / "sidefx"
+    sidefx.mkdir(parents=True, exist_ok=True)
+    return workspace, sidefx, f"{prefix}{os.getpid()}x{int(time.time())}"

@@ -14,14 +14,13 @@ restart).
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench.chaos_fault_fleet import Fleet, bash, runs_of, timed_command
+from bench.chaos_fault_fleet import Fleet, bash, runs_of, timed_command, work_dirs
 from bench.chaos_faults import Verdict
 from bench.chaos_procs import ProcessScanner
 from toolhub import CallResult, Session
@@ -44,14 +43,10 @@ def _config(policy: str) -> dict[str, Any]:
 
 
 def run(home: Path, say: Callable[[str], None]) -> Verdict:
-    home.mkdir(parents=True, exist_ok=True)
-    workspace = home / "ws"
-    sidefx = workspace / "sidefx"
-    sidefx.mkdir(parents=True, exist_ok=True)
+    workspace, sidefx, run_tag = work_dirs(home, "part")
     say(f"starting redis and 3 workers (lease {LEASE:g} s; w1 behind a freezable proxy)")
     fleet = Fleet(home, workers=3, lease=LEASE, proxied=1)
     cut, others = fleet.workers[0], fleet.workers[1:]
-    run_tag = f"part{os.getpid()}x{int(time.time())}"
     scanner = ProcessScanner(run_tag, every=0.1)
     sessions: dict[str, Session] = {}
     answers: dict[str, tuple[CallResult, float]] = {}

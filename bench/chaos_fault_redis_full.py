@@ -13,14 +13,13 @@ without a restart.
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench.chaos_fault_fleet import Fleet, bash, runs_of, timed_command
+from bench.chaos_fault_fleet import Fleet, bash, runs_of, timed_command, work_dirs
 from bench.chaos_faults import Verdict
 from bench.chaos_procs import background_command
 from tests.distributed.redis_fill import Full
@@ -45,14 +44,10 @@ CONFIG = {
 
 
 def run(home: Path, say: Callable[[str], None]) -> Verdict:
-    home.mkdir(parents=True, exist_ok=True)
-    workspace = home / "ws"
-    sidefx = workspace / "sidefx"
-    sidefx.mkdir(parents=True, exist_ok=True)
+    workspace, sidefx, run_tag = work_dirs(home, "full")
     say(f"starting redis and 3 workers (lease {LEASE:g} s)")
     fleet = Fleet(home, workers=3, lease=LEASE)
     pids = [w.pid for w in fleet.workers]
-    run_tag = f"full{os.getpid()}x{int(time.time())}"
     answers: dict[str, CallResult] = {}
     session: Session | None = None
     try:

@@ -25,18 +25,16 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from tests.client_venvs import npm_folder
+from tests.http_process import serving
 from tests.mcp.conformance_stdio_bridge import stdio_bridge
 from tests.mcp.stdio_support import ROOT, TOOLHUB, toolhub_args, toolhub_env
 from toolhub.ports import free_port
@@ -112,30 +110,13 @@ def suite() -> list[str]:
 def _serve(command: list[str], tmp_path: Path, workspace: Path) -> Iterator[str]:
     """``command`` (its last argument the port) running; its ``/mcp`` URL."""
     port = free_port()
-    proc = subprocess.Popen(
+    with serving(
         [*command, str(port)],
+        f"http://127.0.0.1:{port}/mcp",
         env=toolhub_env(tmp_path),
         cwd=workspace,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    url = f"http://127.0.0.1:{port}/mcp"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert proc.poll() is None, f"server exited: {proc.communicate()[1][-2000:]}"
-            try:
-                httpx.get(url, timeout=1)
-                break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, f"{url} not up"
-            time.sleep(0.1)
+    ) as url:
         yield url
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.communicate(timeout=30)
 
 
 @pytest.fixture

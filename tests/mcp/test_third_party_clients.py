@@ -13,17 +13,15 @@ Both caches are made on first use and reused. A registry that cannot be reached 
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from tests.client_venvs import client_python, inspector_launcher
+from tests.http_process import serving
 from tests.mcp.stdio_support import ROOT, TOOLHUB, toolhub_args, toolhub_env
 from toolhub.ports import free_port
 
@@ -48,30 +46,14 @@ def workspace(tmp_path: Path) -> Path:
 def http_url(tmp_path: Path, workspace: Path) -> Iterator[str]:
     """A real ``toolhub mcp --transport http`` with bearer auth; its ``/mcp`` URL."""
     port = free_port()
-    proc = subprocess.Popen(
+    with serving(
         [TOOLHUB, *toolhub_args(workspace, "--transport", "http", "--port", str(port))],
+        f"http://127.0.0.1:{port}/mcp",
         env={**toolhub_env(tmp_path), "TOOLHUB_API_TOKEN": TOKEN},
         cwd=workspace,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    url = f"http://127.0.0.1:{port}/mcp"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert proc.poll() is None, f"toolhub mcp exited: {proc.communicate()[1][-2000:]}"
-            try:
-                if httpx.get(url, timeout=1).status_code == 401:  # up, and guarded
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, f"{url} not up"
-            time.sleep(0.1)
+        ready=lambda answer: answer.status_code == 401,  # up, and guarded
+    ) as url:
         yield url
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.communicate(timeout=30)
 
 
 # -- langchain-mcp-adapters --------------------------------------------------------------------

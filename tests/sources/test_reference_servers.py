@@ -11,18 +11,15 @@ that line.
 
 from __future__ import annotations
 
-import signal
-import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from tests.client_venvs import npm_folder
 from tests.gateway.support import make_builder
+from tests.http_process import serving
 from tests.sources.test_mcp_client import changing
 from toolhub import CallResult, Progress, Session
 from toolhub.ports import free_port
@@ -112,33 +109,12 @@ def test_server_everything_over_stdio(tmp_path: Path, workspace: Path, bins: Pat
 def everything_url(bins: Path, tmp_path: Path) -> Iterator[str]:
     """server-everything on streamable HTTP (``streamableHttp``, its ``PORT``)."""
     port = free_port()
-    proc = subprocess.Popen(
+    with serving(
         [str(bins / "mcp-server-everything"), "streamableHttp"],
+        f"http://127.0.0.1:{port}/mcp",
         env={"PATH": "/usr/bin:/bin", "PORT": str(port), "HOME": str(tmp_path)},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    url = f"http://127.0.0.1:{port}/mcp"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert proc.poll() is None, proc.communicate()[1][-2000:]
-            try:
-                httpx.get(url, timeout=1)
-                break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, f"{url} not up"
-            time.sleep(0.1)
+    ) as url:
         yield url
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.communicate(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.communicate()
 
 
 def test_server_everything_over_streamable_http(
