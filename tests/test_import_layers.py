@@ -44,7 +44,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("sources",),
     ("executors",),
     ("assembly",),
-    ("session", "session_runner"),
+    ("session", "session_sync", "session_runner"),
     ("toolhub",),
     ("http_guard", "integrations", "mcp", "gateway"),
     ("stack",),

@@ -12,7 +12,7 @@ import asyncio
 import logging
 import os
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -30,7 +30,7 @@ from toolhub.core.container import Key
 from toolhub.executors import Executor
 from toolhub.executors.deadline import bounded, bounded_result
 from toolhub.executors.refused import RefusedCalls
-from toolhub.loop_thread import LoopThread
+from toolhub.session_sync import SyncTwins
 from toolhub.state import DebouncedWriter
 from toolhub.tools import CATALOG
 from toolhub.toolset import (
@@ -87,7 +87,10 @@ class Resources:
             self._container.insert(value, key)
 
 
-class Session:
+class Session(SyncTwins):
+    """A tool set bound to an executor: the async surface here, its sync twins in
+    ``SyncTwins``."""
+
     def __init__(
         self,
         toolset: ToolSet,
@@ -106,7 +109,7 @@ class Session:
         self.resources = Resources(toolset.container)
         self.warnings = warnings or []
         self._writer = writer
-        self._loop: LoopThread | None = None
+        self._loop = None
         self._closed = False
         self._sources = sources
         self._refused = RefusedCalls(session_id)
@@ -283,30 +286,6 @@ class Session:
         box = self.toolset.container.get(AnswerBox)
         return box.answer(call_id, answers) if box is not None else False
 
-    # -- sync twins -----------------------------------------------------------------------------
-
-    def call_sync(
-        self,
-        name: str,
-        arguments: Any = None,
-        *,
-        call_id: str | None = None,
-        timeout: float | None = None,
-    ) -> CallResult:
-        if timeout is None:
-            prepared = self._prepare(name, arguments, call_id)
-            if isinstance(prepared, CallResult):
-                return prepared
-            result = self.executor.call_sync(prepared)
-            if result is not None:
-                return result
-            drained: CallResult = self._run(self._result_of(prepared))
-            return drained
-        answered: CallResult = self._run(
-            self.call(name, arguments, call_id=call_id, timeout=timeout)
-        )
-        return answered
-
     async def _result_of(self, prepared: Prepared, timeout: float | None = None) -> CallResult:
         """The result of a prepared call, from ``Executor.result``, not drained from
         ``stream``: no async generator between the caller and the call (their frames, an
@@ -324,47 +303,6 @@ class Session:
             cancel=self.executor.cancel,
             record=self.executor.record,
         )
-
-    def stream_sync(
-        self,
-        name: str,
-        arguments: Any = None,
-        *,
-        call_id: str | None = None,
-        timeout: float | None = None,
-    ) -> Iterator[Progress | CallResult]:
-        return self._iterate(self.stream(name, arguments, call_id=call_id, timeout=timeout))
-
-    def record_sync(self, call_id: str) -> dict[str, Any] | None:
-        """``record``'s twin; a call refused before it ran has the record this session kept."""
-        return self.executor.record(call_id) or self._refused.record(call_id)
-
-    def follow_sync(
-        self, call_id: str, *, after_seq: int = 0, timeout: float | None = None
-    ) -> Iterator[Progress | CallResult]:
-        return self._iterate(self.follow(call_id, after_seq=after_seq, timeout=timeout))
-
-    def _iterate(
-        self, agen: AsyncIterator[Progress | CallResult]
-    ) -> Iterator[Progress | CallResult]:
-        loop = self._loop_thread()
-        while True:
-            try:
-                item = loop.run(anext(agen))
-            except StopAsyncIteration:
-                return
-            yield item
-
-    def cancel_sync(self, call_id: str) -> bool:
-        return bool(self._run(self.cancel(call_id)))
-
-    def _run(self, coro: Any) -> Any:
-        return self._loop_thread().run(coro)
-
-    def _loop_thread(self) -> LoopThread:
-        if self._loop is None:
-            self._loop = LoopThread("toolhub-session")
-        return self._loop
 
     # -- dynamic tools, prompts, lifecycle -------------------------------------------------------
 

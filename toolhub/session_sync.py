@@ -1,0 +1,127 @@
+"""The session's sync twins: ``call_sync``, ``stream_sync``, ``follow_sync``, ``record_sync``,
+``cancel_sync`` for agent loops that are not async.
+
+Each runs the async operation on the session's own private event-loop thread (started on first
+use, stopped by ``Session.close``), so a sync caller never needs a loop of its own and never
+blocks one it is already inside. ``SyncTwins`` is a mixin of ``Session``: the async surface it
+drives is declared here for the type checker and defined in ``toolhub/session.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from typing import TYPE_CHECKING, Any
+
+from toolhub.core import CallResult, Progress
+from toolhub.loop_thread import LoopThread
+
+if TYPE_CHECKING:
+    from toolhub.executors import Executor
+    from toolhub.executors.refused import RefusedCalls
+    from toolhub.toolset import Prepared
+
+
+class SyncTwins:
+    """The blocking twins of ``Session``'s async operations, on a private loop thread."""
+
+    _loop: LoopThread | None = None
+
+    if TYPE_CHECKING:
+        executor: Executor
+        _refused: RefusedCalls
+
+        def _prepare(
+            self, name: str, arguments: Any, call_id: str | None
+        ) -> Prepared | CallResult: ...
+
+        async def _result_of(
+            self, prepared: Prepared, timeout: float | None = None
+        ) -> CallResult: ...
+
+        async def call(
+            self,
+            name: str,
+            arguments: Any = None,
+            *,
+            call_id: str | None = None,
+            timeout: float | None = None,
+        ) -> CallResult: ...
+
+        def stream(
+            self,
+            name: str,
+            arguments: Any = None,
+            *,
+            call_id: str | None = None,
+            timeout: float | None = None,
+            cancel_on_exit: bool = True,
+        ) -> AsyncIterator[Progress | CallResult]: ...
+
+        def follow(
+            self, call_id: str, *, after_seq: int = 0, timeout: float | None = None
+        ) -> AsyncIterator[Progress | CallResult]: ...
+
+        async def cancel(self, call_id: str) -> bool: ...
+
+    def call_sync(
+        self,
+        name: str,
+        arguments: Any = None,
+        *,
+        call_id: str | None = None,
+        timeout: float | None = None,
+    ) -> CallResult:
+        if timeout is None:
+            prepared = self._prepare(name, arguments, call_id)
+            if isinstance(prepared, CallResult):
+                return prepared
+            result = self.executor.call_sync(prepared)
+            if result is not None:
+                return result
+            drained: CallResult = self._run(self._result_of(prepared))
+            return drained
+        answered: CallResult = self._run(
+            self.call(name, arguments, call_id=call_id, timeout=timeout)
+        )
+        return answered
+
+    def stream_sync(
+        self,
+        name: str,
+        arguments: Any = None,
+        *,
+        call_id: str | None = None,
+        timeout: float | None = None,
+    ) -> Iterator[Progress | CallResult]:
+        return self._iterate(self.stream(name, arguments, call_id=call_id, timeout=timeout))
+
+    def record_sync(self, call_id: str) -> dict[str, Any] | None:
+        """``record``'s twin; a call refused before it ran has the record this session kept."""
+        return self.executor.record(call_id) or self._refused.record(call_id)
+
+    def follow_sync(
+        self, call_id: str, *, after_seq: int = 0, timeout: float | None = None
+    ) -> Iterator[Progress | CallResult]:
+        return self._iterate(self.follow(call_id, after_seq=after_seq, timeout=timeout))
+
+    def _iterate(
+        self, agen: AsyncIterator[Progress | CallResult]
+    ) -> Iterator[Progress | CallResult]:
+        loop = self._loop_thread()
+        while True:
+            try:
+                item = loop.run(anext(agen))
+            except StopAsyncIteration:
+                return
+            yield item
+
+    def cancel_sync(self, call_id: str) -> bool:
+        return bool(self._run(self.cancel(call_id)))
+
+    def _run(self, coro: Any) -> Any:
+        return self._loop_thread().run(coro)
+
+    def _loop_thread(self) -> LoopThread:
+        if self._loop is None:
+            self._loop = LoopThread("toolhub-session")
+        return self._loop
