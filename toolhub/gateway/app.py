@@ -30,6 +30,7 @@ from .calls import Calls
 from .metrics import Metrics, QueueDepths
 from .mirrors import RemoteCalls
 from .routes import router
+from .service_routes import router as service_router
 from .sessions import Recover, SessionFactory, Sessions
 from .settings import GatewaySettings
 from .shortcut import CALLS_PATH, CallShortcut
@@ -124,6 +125,7 @@ def create_app(
     )
     app.state.gateway = gw
     app.include_router(router)
+    app.include_router(service_router)
     required = not gw.principals.open
     app.openapi = _declaring_bearer(app, required=required)  # type: ignore[method-assign]
     app.add_exception_handler(RequestValidationError, _validation_failed)

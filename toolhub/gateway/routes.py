@@ -1,12 +1,12 @@
 """The HTTP API of docs/contract.md: sessions, tool definitions, calls (JSON or SSE), call
-records and events, cancellation, answers to ``ask_user``, external tools, who the caller is,
-probes and metrics.
+records and events, cancellation, answers to ``ask_user``, external tools.
 
 Every session route names the session by the client's id and reaches it only through the
 caller's tenant (``_session``): another tenant's session answers 404, exactly as one that does
 not exist, whether its id was guessed or read. A call id in a route is the client's, looked up
 as the session's stored call id (``call_ids.py``). Responses name sessions and calls by the
-client's ids.
+client's ids. The routes of no session (policy, who the caller is, probes, metrics) are in
+``service_routes.py``.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from toolhub.core import ConfigError, ToolError
 from toolhub.http_guard import principal_in
 from toolhub.session import Session
 from toolhub.sources.merge import ExternalSources, SourceTool
-from toolhub.tenancy import effective
 from toolhub.tenancy.principal import Principal, client_session_id
 from toolhub.toolset import STRICT_FORMATS, ExternalSpec
 
@@ -33,7 +32,6 @@ from .call_ids import shown, stored_call_id
 from .calls import CallConflict
 from .forward import forward_handler, forward_source, vet_target
 from .limited import rate_limited
-from .metrics import CONTENT_TYPE
 from .models import (
     TOOL_NAME,
     Answers,
@@ -45,10 +43,8 @@ from .models import (
     ExternalToolBody,
     ExternalToolRegistered,
     Format,
-    Health,
     Problem,
     SessionCreated,
-    WhoAmI,
 )
 from .session_use import TenantAtCap
 from .sessions import TooManySessions, WorkspaceError, stored_id
@@ -59,20 +55,20 @@ if TYPE_CHECKING:
 HTTP_SOURCE = "http"
 logger = logging.getLogger("toolhub.gateway.routes")
 
-router = APIRouter(
-    responses={
-        400: {
-            "model": Problem,
-            "description": "Malformed request (e.g. a body that is not UTF-8, or two "
-            "Authorization or Host headers).",
-        },
-        401: {
-            "model": Problem,
-            "description": "An API key or TOOLHUB_API_TOKEN is required; unknown or revoked.",
-        },
-        413: {"model": Problem, "description": "Request body over the size limit."},
-    }
-)
+#: The answers every route may give, before it runs (the ``Guard``'s).
+COMMON_RESPONSES: dict[int | str, dict[str, Any]] = {
+    400: {
+        "model": Problem,
+        "description": "Malformed request (e.g. a body that is not UTF-8, or two "
+        "Authorization or Host headers).",
+    },
+    401: {
+        "model": Problem,
+        "description": "An API key or TOOLHUB_API_TOKEN is required; unknown or revoked.",
+    },
+    413: {"model": Problem, "description": "Request body over the size limit."},
+}
+router = APIRouter(responses=COMMON_RESPONSES)
 
 Responses = dict[int | str, dict[str, Any]]
 _404: Responses = {404: {"model": Problem, "description": "Unknown session or call."}}
@@ -387,43 +383,3 @@ async def delete_external_tool(session_id: str, name: str, request: Request) -> 
     if not ExternalSources.of(session.toolset).remove(HTTP_SOURCE, name):
         raise HTTPException(404, f"no external tool {name!r} registered over HTTP")
     return Response(status_code=204)
-
-
-# -- the caller ------------------------------------------------------------------------------------
-
-
-@router.get("/v1/policy", response_model=dict[str, Any])
-async def policy(request: Request) -> dict[str, Any]:
-    """What the caller's tenant may ask for in a session config: the operator's policy and,
-    for every tool it may enable, the largest value of each limit (``toolhub policy show``)."""
-    caller = principal(request)
-    return await asyncio.to_thread(effective, gateway(request).sessions.policy, caller.tenant)
-
-
-@router.get("/v1/whoami", response_model=WhoAmI)
-async def whoami(request: Request) -> WhoAmI:
-    """The tenant and key id the request's credentials name."""
-    caller = principal(request)
-    return WhoAmI(tenant=caller.tenant, key_id=caller.key_id)
-
-
-# -- probes and metrics ---------------------------------------------------------------------------
-
-
-@router.get("/healthz", response_model=Health)
-async def healthz(request: Request) -> Health:
-    return Health(status="ok", deployment=gateway(request).deployment)
-
-
-@router.get("/readyz", response_model=Health, responses={503: {"model": Health}})
-async def readyz(request: Request) -> Any:
-    gw = gateway(request)
-    ready, checks = await gw.readiness()
-    body = Health(status="ready" if ready else "unready", deployment=gw.deployment, checks=checks)
-    return JSONResponse(body.model_dump(), status_code=200 if ready else 503)
-
-
-@router.get("/metrics", response_class=Response, responses={200: {"content": {CONTENT_TYPE: {}}}})
-async def metrics(request: Request) -> Response:
-    payload = await asyncio.to_thread(gateway(request).metrics.render)
-    return Response(payload, media_type=CONTENT_TYPE)
