@@ -29,7 +29,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from .elicit import answers_from, questions_message, questions_schema
 from .request_state import RequestStates, StateRefused
-from .tasks import INPUT_KEY, principal_of
+from .task_protocol import INPUT_KEY, principal_of
 
 if TYPE_CHECKING:
     from toolhub.session import Session

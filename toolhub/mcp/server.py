@@ -38,15 +38,15 @@ from .call_results import text_result, to_mcp_result, wants_output
 from .changes import ToolListChanges
 from .elicit import answers_from, questions_message, questions_schema, unanswerable_text
 from .progress import ProgressRelay
-from .task_status import Listen
-from .tasks import (
+from .task_protocol import (
     TASKS_EXTENSION,
-    McpTasks,
     TaskParams,
     UpdateTaskParams,
     declares_tasks,
     task_policy,
 )
+from .task_status import Listen
+from .tasks import McpTasks
 
 if TYPE_CHECKING:
     from toolhub.session import Session

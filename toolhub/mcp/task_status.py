@@ -38,8 +38,9 @@ from pydantic import BaseModel
 from toolhub.core import CallResult
 
 from .call_results import for_client, wants_output
+from .task_protocol import MISSING_CAPABILITY, TASKS_EXTENSION, declares_tasks, principal_of
 from .task_records import TaskRecord
-from .tasks import MISSING_CAPABILITY, TASKS_EXTENSION, McpTasks, declares_tasks, principal_of
+from .tasks import McpTasks
 
 logger = logging.getLogger("toolhub.mcp.tasks")
 

@@ -15,101 +15,53 @@ then completes with that result. Only the replica that made a task follows its s
 ``statusMessage`` at the latest progress and to surface ``ask_user`` as ``input_required``;
 without it polls still see the call's status, just not its latest progress line.
 
-Server duties the extension names, and how they are met: the record is written before the
-handle is returned; task ids carry 192 random bits; every request is checked against the
-task's principal (``principal_of``: the tenant and key id the HTTP ``Guard`` found, the
-process owner over stdio), and a task of another principal is "not found", as one that does
-not exist; ``requestState`` is HMAC-bound to task, principal and expiry
-(``request_state.py``); the TTL is the record's (``TOOLHUB_MCP_TASK_TTL_S``, 1 h), after which
-the task is gone. The 2025-11-25 experimental tasks (``tasks/result``, the ``task`` request
-param) are not served: they are not wire-compatible with the extension and the SDK's clients no
-longer speak them.
+Server duties the extension names, and how they are met: the record is written before the handle is
+returned; task ids carry 192 random bits; every request is checked against the task's principal
+(``principal_of`` in ``task_protocol.py``: the tenant and key id the HTTP ``Guard`` found, the
+process owner over stdio), and a task of another principal is "not found", as one that does not
+exist; ``requestState`` is HMAC-bound to task, principal and expiry (``request_state.py``); the TTL
+is the record's (``TOOLHUB_MCP_TASK_TTL_S``, 1 h), after which the task is gone. The 2025-11-25
+experimental tasks (``tasks/result``, the ``task`` request param) are not served: they are not
+wire-compatible with the extension and the SDK's clients no longer speak them.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
 import secrets
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError
-from mcp_types.version import MODERN_PROTOCOL_VERSIONS
-from pydantic import ConfigDict, Field
 from redis.exceptions import RedisError
 
 from toolhub.core import CallResult, Progress, closing
 from toolhub.distributed.records import TERMINAL_STATUSES
-from toolhub.http_guard import principal_in
 
 from .call_results import for_client, to_mcp_result, wants_output
-from .elicit import answers_from, questions_message, questions_schema
+from .elicit import answers_from
 from .progress import ProgressRelay, progress_message
 from .request_state import RequestStates, StateRefused
+from .task_protocol import (
+    INPUT_KEY,
+    MISSING_CAPABILITY,
+    POLL_INTERVAL_MS,
+    TASKS_EXTENSION,
+    TaskParams,
+    UpdateTaskParams,
+    declares_tasks,
+    elicitation_request,
+    iso_time,
+    principal_of,
+    task_not_found,
+)
 from .task_records import TaskRecord, records_for
 
 if TYPE_CHECKING:
     from toolhub.session import Session
-
-TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
-MISSING_CAPABILITY = -32021
-POLL_INTERVAL_MS = 500
-INPUT_KEY = "ask_user"
-
-
-class TaskParams(types.RequestParams):
-    model_config = ConfigDict(populate_by_name=True, extra="allow")
-
-    task_id: str = Field(alias="taskId")
-    request_state: str | None = Field(default=None, alias="requestState")
-
-
-class UpdateTaskParams(TaskParams):
-    input_responses: dict[str, Any] = Field(default_factory=dict, alias="inputResponses")
-
-
-def task_policy() -> tuple[str, float, float]:
-    """(``auto``/``always``/``never``, seconds before a call becomes a task, TTL seconds)."""
-    mode = os.environ.get("TOOLHUB_MCP_TASKS", "auto").strip().lower() or "auto"
-    if mode not in ("auto", "always", "never"):
-        mode = "auto"
-    after = float(os.environ.get("TOOLHUB_MCP_TASK_AFTER_S", "1.0"))
-    ttl = float(os.environ.get("TOOLHUB_MCP_TASK_TTL_S", "3600"))
-    return mode, after, ttl
-
-
-def declares_tasks(ctx: ServerRequestContext[Any]) -> bool:
-    """Whether this request's client declared the extension (2026-07-28 requests carry their
-    capabilities; a legacy connection never gets a task)."""
-    if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
-        return False
-    caps = ctx.session.client_capabilities
-    extensions = getattr(caps, "extensions", None) or {}
-    return TASKS_EXTENSION in extensions
-
-
-def principal_of(ctx: ServerRequestContext[Any]) -> str:
-    """Who is asking: over HTTP the principal the ``Guard`` found (``tenant/key id``: a key's
-    id or ``token-N``, never the credential itself); over stdio the one client of the
-    process."""
-    scope = getattr(ctx.request, "scope", None)
-    if scope is None:
-        return "stdio"
-    found = principal_in(scope)
-    return str(found) if found is not None else "anonymous"
-
-
-def _iso(ts: float) -> str:
-    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def _not_found() -> MCPError:
-    return MCPError(types.INVALID_PARAMS, "Failed to retrieve task: Task not found")
 
 
 class McpTasks:
@@ -233,7 +185,7 @@ class McpTasks:
         record = self.records.get(params.task_id)
         principal = principal_of(ctx)
         if record is None or record.principal != principal:
-            raise _not_found()
+            raise task_not_found()
         if params.request_state is not None:
             try:
                 self.states.check(params.request_state, record.task_id, principal)
@@ -302,7 +254,7 @@ class McpTasks:
         if questions is not None:
             return {
                 **self._task_fields(record, "input_required", "Waiting for the user's answers."),
-                "inputRequests": {INPUT_KEY: _elicitation(questions)},
+                "inputRequests": {INPUT_KEY: elicitation_request(questions)},
             }
         message = self._messages.get(record.task_id) or await self._latest(record.call_id)
         return self._task_fields(record, "working", message or _status_line(call))
@@ -348,8 +300,8 @@ class McpTasks:
             "resultType": "complete",
             "taskId": record.task_id,
             "status": status,
-            "createdAt": _iso(record.created_at),
-            "lastUpdatedAt": _iso(record.updated_at or record.created_at),
+            "createdAt": iso_time(record.created_at),
+            "lastUpdatedAt": iso_time(record.updated_at or record.created_at),
             "ttlMs": None if ttl is None else int(ttl * 1000),
             "pollIntervalMs": POLL_INTERVAL_MS,
         }
@@ -376,17 +328,6 @@ def _status_line(call: dict[str, Any]) -> str:
     return {"queued": "queued for a worker", "running": "running on a worker"}.get(
         status, f"status: {status}"
     )
-
-
-def _elicitation(questions: list[dict[str, Any]]) -> dict[str, Any]:
-    return {
-        "method": "elicitation/create",
-        "params": {
-            "mode": "form",
-            "message": questions_message(questions),
-            "requestedSchema": questions_schema(questions),
-        },
-    }
 
 
 async def _still_relayed(relay: ProgressRelay | None, item: Progress) -> ProgressRelay | None:
