@@ -23,8 +23,9 @@ import pytest
 from tests.processes import seconds_until, seconds_until_gone_after_kill, tagged_sleeps
 from toolhub.backends import sandbox_host
 from toolhub.backends.limits import ResourceLimits
-from toolhub.backends.process import SHARED_SANDBOXES, ProcessRunner
+from toolhub.backends.process import ProcessRunner
 from toolhub.backends.running import CommandResult
+from toolhub.backends.shared_start import SHARED_SANDBOXES
 from toolhub.core import ToolError
 from toolhub.errors import ErrorCode
 from toolhub.sandbox import SandboxMode, SandboxPolicy, probe
@@ -156,7 +157,7 @@ def test_a_command_is_held_until_its_cgroup_join_and_never_runs_when_that_fails(
     def refuse(self: object, cgroup: object, pid: int) -> None:
         seen.append(pid)
         # Held: the command has not run yet.
-        assert psutil.Process(pid).cmdline()[:2] != [run._shell, "-c"]
+        assert psutil.Process(pid).cmdline()[:2] != [run.shell, "-c"]
         raise OSError("cgroup refused")
 
     monkeypatch.setattr("toolhub.backends.cgroups.CommandCgroups.join", refuse)

@@ -8,7 +8,8 @@ full output to a log file.
 
 A command never outlives the process that started it: its shell gets a parent-death signal
 (``setpriv --pdeathsig``) and then kills the command's group and cgroup, so a SIGKILLed worker
-leaves no command of a lost attempt running beside its re-run.
+leaves no command of a lost attempt running beside its re-run (the wrapping shell, the guard and
+the trap: ``command_shell.py``).
 
 Stopping never waits on the command: ``kill`` sends SIGTERM to the whole group (and its cgroup)
 at once and SIGKILL after a grace period, from any thread. A command that exits while processes
@@ -19,7 +20,8 @@ A runner given a ``SandboxPolicy`` (``toolhub.sandbox``) runs each command insid
 with the allowlisted environment only. The guard, the cgroup join, the limits and the death
 trap stay outside and around it, unchanged: the shell joins the cgroup and then starts bwrap as
 its job, so everything in the sandbox is in the command's process group and cgroup, and every
-way of stopping a command stops a sandboxed one too.
+way of stopping a command stops a sandboxed one too. Where it can, a sandboxed command starts in
+its session's shared sandbox instead of one of its own (``shared_start.py``).
 
 Each command runs in a cgroup of its own inside its session's (``cgroups.py``: memory, pids and
 CPU weight, clamped to the operator's ceilings in ``quota``) with a high ``oom_score_adj``
@@ -40,10 +42,7 @@ import fcntl
 import functools
 import logging
 import os
-import shlex
 import shutil
-import signal
-import stat
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
@@ -52,18 +51,25 @@ from pathlib import Path
 from toolhub.core import ToolError
 from toolhub.core.usage import current_meter
 from toolhub.errors import ErrorCode
-from toolhub.sandbox import Mechanism, SandboxMode, SandboxPolicy, find_bwrap
+from toolhub.sandbox import Mechanism, SandboxPolicy, find_bwrap
 from toolhub.sandbox.environment import TOOLHUB_SECRETS
 
 from .capture import DEFAULT_LOG_LIMIT, OutputCapture, io_reason
 from .cgroups import CommandCgroup, CommandCgroups, SessionQuota
-from .command_process import ChildProcess, CommandProcess
+from .command_process import ChildProcess
+from .command_shell import (
+    RUN_COMMAND,
+    RUN_SANDBOXED,
+    RUN_SANDBOXED_PLAIN,
+    death_trap,
+    parent_death_guard,
+    signal_reset,
+)
 from .confinement import confined_command, unconfined_env
 from .limits import ResourceLimits
-from .oom import COMMAND_OOM_SCORE_ADJ, oom_prelude, set_oom_score_adj
+from .oom import oom_prelude
 from .running import CommandResult, OutputCallback, RunningCommand
-from .sandbox_host import HostLost, SandboxHosts, StartRefused
-from .sandbox_spawn import WORKSPACE_FD_PLACEHOLDER, launcher_argv, launcher_roots
+from .shared_start import start_hosted
 from .start_gate import START_GATE
 from .workspace_pin import WorkspacePin
 
@@ -71,8 +77,6 @@ logger = logging.getLogger("toolhub.sandbox")
 
 KILL_GRACE_S = 1.0
 _PIPE_SIZE = 1 << 20
-#: The sandboxes this process shares between the commands of each session policy.
-SHARED_SANDBOXES = SandboxHosts()
 
 
 class ProcessRunner:
@@ -125,8 +129,8 @@ class ProcessRunner:
         self.cgroups = cgroups if cgroups is not None else shared_cgroups()
         #: The session's kernel bounds (its tenant's quotas); None: no session ceiling.
         self.quota: SessionQuota | None = None
-        self._shell = shutil.which("bash") or "/bin/sh"
-        self._guard = _parent_death_guard()
+        self.shell = shutil.which("bash") or "/bin/sh"
+        self.guard = parent_death_guard()
         self._env = {
             **{k: v for k, v in os.environ.items() if k not in TOOLHUB_SECRETS},
             "PYTHONUNBUFFERED": "1",
@@ -164,8 +168,8 @@ class ProcessRunner:
                 capture = OutputCapture(
                     keep_bytes, self.log_dir / f"{_safe_name(log_name)}.log", self.log_limit_bytes
                 )
-                proc = self._hosted(
-                    command, cwd or self.root, limits, cgroup, ws_fd
+                proc = start_hosted(
+                    self, command, cwd or self.root, limits, cgroup, ws_fd
                 ) or self._child(command, cwd or self.root, limits, cgroup, ws_fd)
         except BaseException as exc:
             # Outside the gate: removing a cgroup waits for what is left in it to die.
@@ -203,7 +207,7 @@ class ProcessRunner:
             return limits
         return dataclasses.replace(limits, memory_bytes=memory, max_processes=pids)
 
-    def _nproc(self, cgroup: CommandCgroup | None) -> bool:
+    def nproc_rlimit(self, cgroup: CommandCgroup | None) -> bool:
         """Whether ``RLIMIT_NPROC`` stands in for a pids cgroup the command lacks."""
         return cgroup is None or "pids" not in self.cgroups.controllers
 
@@ -237,14 +241,14 @@ class ProcessRunner:
         as its job. bwrap inherits ``ws_fd``, the checked workspace it binds."""
         prelude = [self.cgroups.join_prelude(cgroup)] if cgroup is not None else []
         prelude.append(oom_prelude())
-        if ulimits := limits.ulimit_prelude(nproc=self._nproc(cgroup)):
+        if ulimits := limits.ulimit_prelude(nproc=self.nproc_rlimit(cgroup)):
             prelude.append(ulimits)
         argv, env, run = self._command_line(command, cwd, ws_fd)
         procs = [] if cgroup is None else self.cgroups.procs_files(cgroup)
-        script = "; ".join([*prelude, _death_trap(procs), run])
+        script = "; ".join([*prelude, death_trap(procs), run])
         return ChildProcess(
             subprocess.Popen(
-                [*self._guard, self._shell, "-c", script, "bash", command, *argv],
+                [*self.guard, self.shell, "-c", script, "bash", command, *argv],
                 cwd=cwd,
                 env=env,
                 stdin=subprocess.DEVNULL,
@@ -256,64 +260,6 @@ class ProcessRunner:
             )
         )
 
-    def _hosted(
-        self,
-        command: str,
-        cwd: Path,
-        limits: ResourceLimits,
-        cgroup: CommandCgroup | None,
-        ws_fd: int,
-    ) -> CommandProcess | None:
-        """The command started in the session's shared sandbox (``sandbox_host``), or None
-        where that does not apply (docs/sandbox.md lists why): not bwrap, an egress proxy
-        (its bridge runs per command), not ``workspace_write`` with a private tmp (a fresh
-        tmpfs ``/tmp`` per command is the promise there), no command cgroup (leftovers of a
-        command would outlive it in the shared pid namespace), a setuid bwrap (it drops the
-        parent-death signal), no working pidfds, or ``shared_sandbox`` off."""
-        policy = self.sandbox
-        if (
-            not self.shared_sandbox
-            or policy is None
-            or policy.mechanism is Mechanism.LANDLOCK
-            or policy.mode is not SandboxMode.WORKSPACE_WRITE
-            or policy.egress
-            or policy.tmp_dir is None
-            or cgroup is None
-            or not _pidfds_work()
-        ):
-            return None
-        policy = policy.with_readable(launcher_roots())
-        host_argv, env = self._confined(
-            policy, launcher_argv(), self.root, workspace_fd=WORKSPACE_FD_PLACEHOLDER
-        )
-        if _setuid(host_argv[0]):
-            return None
-        guard = [self._guard[0], "--pdeathsig", "KILL"] if self._guard else []
-        last: HostLost | None = None
-        for _ in range(2):  # a launcher lost meanwhile: the next try starts a new sandbox
-            try:
-                host = SHARED_SANDBOXES.get([*guard, *host_argv], env, workspace_fd=ws_fd)
-                return host.start(
-                    [self._shell, "-c", command],
-                    env=env,
-                    cwd=os.path.realpath(cwd),
-                    rlimits=limits.rlimits(nproc=self._nproc(cgroup)),
-                    join=functools.partial(self._join_hosted, cgroup),
-                )
-            except StartRefused as exc:
-                last = exc
-                break
-            except HostLost as exc:
-                last = exc
-        logger.warning("shared sandbox unavailable, starting a sandbox for one command: %s", last)
-        return None
-
-    def _join_hosted(self, cgroup: CommandCgroup, pid: int) -> None:
-        """A hosted command, before it execs: into its cgroup, and first in the OOM killer's
-        line (the launcher's own value is the worker's)."""
-        self.cgroups.join(cgroup, pid)
-        set_oom_score_adj(COMMAND_OOM_SCORE_ADJ, pid)
-
     def _command_line(
         self, command: str, cwd: Path, ws_fd: int
     ) -> tuple[list[str], dict[str, str], str]:
@@ -321,10 +267,10 @@ class ProcessRunner:
         the environment and the script's last part, which runs the command."""
         policy = self.sandbox
         if policy is None or not policy.confined:
-            return [], self._unconfined_env(), _RUN_COMMAND
-        reset = _signal_reset()
-        inner, env = self._confined(policy, [*reset, self._shell, "-c"], cwd, workspace_fd=ws_fd)
-        return inner, env, _RUN_SANDBOXED if reset else _RUN_SANDBOXED_PLAIN
+            return [], self._unconfined_env(), RUN_COMMAND
+        reset = signal_reset()
+        inner, env = self.confined(policy, [*reset, self.shell, "-c"], cwd, workspace_fd=ws_fd)
+        return inner, env, RUN_SANDBOXED if reset else RUN_SANDBOXED_PLAIN
 
     def confine(
         self,
@@ -349,14 +295,14 @@ class ProcessRunner:
         if policy is None or not policy.confined:
             return list(argv), {**self._unconfined_env(), **(env or {})}
         policy = policy.with_readable(readable).with_writable(writable)
-        return self._confined(policy, argv, cwd, env)
+        return self.confined(policy, argv, cwd, env)
 
     def _unconfined_env(self) -> dict[str, str]:
         return unconfined_env(
             self.sandbox, self._env, root=self.root, scrub=self.scrub_env, overrides=self._overrides
         )
 
-    def _confined(
+    def confined(
         self,
         policy: SandboxPolicy,
         argv: Sequence[str],
@@ -399,99 +345,10 @@ class ProcessRunner:
         return result
 
 
-#: The command runs as a job of its shell, which waits for it; ``wait`` is interruptible, so the
-#: shell's trap on the parent-death signal runs at once (a foreground child would defer it).
-#: INT and QUIT are reset because bash ignores them in jobs when job control is off. The shell
-#: outlives a TERM (a handler, not an ignore, so the command keeps the default) until its
-#: command has ended, and exits with the command's status: what the command does with TERM
-#: decides the outcome, as it would without the wrapping shell.
-_RUN_COMMAND = (
-    "trap : TERM; __toolhub_cmd=$1; set --; "
-    '( trap - INT QUIT TERM; eval "unset __toolhub_cmd; $__toolhub_cmd" ) & '
-    "wait $!; s=$?; while kill -0 $! 2>/dev/null; do wait $!; s=$?; done; exit $s"
-)
-#: The sandboxed variant: the arguments after the command are the bwrap argv, and the command
-#: is its last argument. bwrap's monitor dies of a TERM at once, which would SIGKILL the
-#: sandbox (``--die-with-parent``) before the command handled the TERM it got from the group
-#: signal; so bwrap starts with TERM ignored and ``env --default-signal=TERM`` restores it for
-#: the command inside. Without that ``env``, the plain variant: TERM then ends the command at
-#: once, a harder stop but still a stop.
-_RUN_SANDBOXED = (
-    "trap : TERM; __toolhub_cmd=$1; shift; "
-    '( trap - INT QUIT; trap \'\' TERM; exec "$@" "$__toolhub_cmd" ) & '
-    "wait $!; s=$?; while kill -0 $! 2>/dev/null; do wait $!; s=$?; done; exit $s"
-)
-_RUN_SANDBOXED_PLAIN = _RUN_SANDBOXED.replace("trap '' TERM; ", "")
-PARENT_DEATH_SIGNAL = "HUP"
-
-
-def _parent_death_guard() -> list[str]:
-    """``setpriv --pdeathsig HUP`` (util-linux): the kernel sends the command's shell SIGHUP
-    the moment the process that started it dies (a SIGKILLed worker included), and the shell's
-    trap kills the whole command. Set by exec, not by a ``preexec_fn`` (which can deadlock in
-    a threaded worker). Without setpriv the sweep's cgroup reaping is the only backstop.
-
-    A process started under ``nohup`` (or by anything else that ignores SIGHUP) passes the
-    ignore on through every exec, and a shell cannot trap a signal ignored when it started: the
-    trap would be silently dropped and the command would outlive its worker. Then
-    ``env --default-signal=HUP`` gives the shell SIGHUP back at its default, for the trap to
-    take it (the worker itself still ignores it)."""
-    setpriv = shutil.which("setpriv")
-    if not setpriv:
-        return []
-    ignored = signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
-    restore = _signal_reset(PARENT_DEATH_SIGNAL) if ignored else ()
-    return [setpriv, "--pdeathsig", PARENT_DEATH_SIGNAL, *restore]
-
-
-@functools.cache
-def _pidfds_work() -> bool:
-    """Whether this kernel (and its seccomp filter) gives pidfds: the shared sandbox needs
-    them to find a command's host pid and to see it end."""
-    try:
-        os.close(os.pidfd_open(os.getpid()))
-    except (AttributeError, OSError):
-        return False
-    return True
-
-
-@functools.cache
-def _setuid(program: str) -> bool:
-    try:
-        return bool(os.stat(program).st_mode & stat.S_ISUID)
-    except OSError:
-        return False
-
-
-def _death_trap(procs: Sequence[Path]) -> str:
-    """Shell that, on the parent-death signal, SIGKILLs the command's process group and every
-    process in its cgroup (``procs``: its ``cgroup.procs`` files; those that left the group),
-    the shell itself last."""
-    members = ""
-    if procs:
-        files = " ".join(f"$(< {shlex.quote(str(path))})" for path in procs)
-        members = f"for p in {files}; do [ $p = $$ ] || kill -KILL $p; done 2>/dev/null; "
-    return f"trap '{members}kill -KILL 0' {PARENT_DEATH_SIGNAL}"
-
-
 @functools.cache
 def shared_cgroups() -> CommandCgroups:
     """This process's cgroup places, detected once (every runner of the process shares them)."""
     return CommandCgroups.detect()
-
-
-@functools.cache
-def _signal_reset(name: str = "TERM") -> tuple[str, ...]:
-    """``env --default-signal=<name>`` where coreutils' env has it (9.x), else nothing."""
-    env = shutil.which("env")
-    if env is None:
-        return ()
-    argv = (env, f"--default-signal={name}")
-    try:
-        ok = subprocess.run([*argv, "true"], capture_output=True, timeout=10).returncode == 0
-    except (OSError, subprocess.SubprocessError):
-        ok = False
-    return argv if ok else ()
 
 
 def start_failed(exc: OSError) -> ToolError:

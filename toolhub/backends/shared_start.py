@@ -1,0 +1,95 @@
+"""Commands started in their session's shared sandbox: one long-lived bubblewrap sandbox per
+session policy (``sandbox_host.py``) in which each command is a process of its own, instead of
+a sandbox built and torn down per command.
+
+Threat: sharing must not weaken what a command gets alone. So a command is hosted only where
+every promise holds there too (``start_hosted`` lists the exceptions); it joins its own cgroup
+and takes the OOM killer's first place before it execs, and a launcher lost meanwhile is
+replaced, never reused.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from toolhub.sandbox import Mechanism, SandboxMode
+
+from .cgroups import CommandCgroup
+from .command_process import CommandProcess
+from .command_shell import is_setuid, pidfds_work
+from .limits import ResourceLimits
+from .oom import COMMAND_OOM_SCORE_ADJ, set_oom_score_adj
+from .sandbox_host import HostLost, SandboxHosts, StartRefused
+from .sandbox_spawn import WORKSPACE_FD_PLACEHOLDER, launcher_argv, launcher_roots
+
+if TYPE_CHECKING:
+    from .process import ProcessRunner
+
+logger = logging.getLogger("toolhub.sandbox")
+
+#: The sandboxes this process shares between the commands of each session policy.
+SHARED_SANDBOXES = SandboxHosts()
+
+
+def start_hosted(
+    runner: ProcessRunner,
+    command: str,
+    cwd: Path,
+    limits: ResourceLimits,
+    cgroup: CommandCgroup | None,
+    ws_fd: int,
+) -> CommandProcess | None:
+    """The command started in the session's shared sandbox (``sandbox_host``), or None
+    where that does not apply (docs/sandbox.md lists why): not bwrap, an egress proxy
+    (its bridge runs per command), not ``workspace_write`` with a private tmp (a fresh
+    tmpfs ``/tmp`` per command is the promise there), no command cgroup (leftovers of a
+    command would outlive it in the shared pid namespace), a setuid bwrap (it drops the
+    parent-death signal), no working pidfds, or ``shared_sandbox`` off."""
+    policy = runner.sandbox
+    if (
+        not runner.shared_sandbox
+        or policy is None
+        or policy.mechanism is Mechanism.LANDLOCK
+        or policy.mode is not SandboxMode.WORKSPACE_WRITE
+        or policy.egress
+        or policy.tmp_dir is None
+        or cgroup is None
+        or not pidfds_work()
+    ):
+        return None
+    policy = policy.with_readable(launcher_roots())
+    host_argv, env = runner.confined(
+        policy, launcher_argv(), runner.root, workspace_fd=WORKSPACE_FD_PLACEHOLDER
+    )
+    if is_setuid(host_argv[0]):
+        return None
+    guard = [runner.guard[0], "--pdeathsig", "KILL"] if runner.guard else []
+    last: HostLost | None = None
+    for _ in range(2):  # a launcher lost meanwhile: the next try starts a new sandbox
+        try:
+            host = SHARED_SANDBOXES.get([*guard, *host_argv], env, workspace_fd=ws_fd)
+            return host.start(
+                [runner.shell, "-c", command],
+                env=env,
+                cwd=os.path.realpath(cwd),
+                rlimits=limits.rlimits(nproc=runner.nproc_rlimit(cgroup)),
+                join=functools.partial(_join_hosted, runner, cgroup),
+            )
+        except StartRefused as exc:
+            last = exc
+            break
+        except HostLost as exc:
+            last = exc
+    logger.warning("shared sandbox unavailable, starting a sandbox for one command: %s", last)
+    return None
+
+
+def _join_hosted(runner: ProcessRunner, cgroup: CommandCgroup, pid: int) -> None:
+    """A hosted command, before it execs: into its cgroup, and first in the OOM killer's
+    line (the launcher's own value is the worker's)."""
+    runner.cgroups.join(cgroup, pid)
+    set_oom_score_adj(COMMAND_OOM_SCORE_ADJ, pid)
