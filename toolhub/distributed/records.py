@@ -6,7 +6,6 @@ re-enqueues calls whose lease expired. ``scripts.py`` says why each step is a sc
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from dataclasses import dataclass
@@ -18,6 +17,7 @@ from toolhub.core import CallResult, ToolError
 from toolhub.errors import ErrorCode
 
 from . import replies
+from .claims import Claim, decode_claim
 from .codec import encode_item, pack, unpack
 from .evalsha import run_script
 from .fair import sunk_queue
@@ -59,36 +59,8 @@ class StreamBounds:
     per_session: int = 16 << 20
 
 
-@dataclass(frozen=True, slots=True)
-class Claim:
-    """What a worker may do with a delivered message: ``run`` it as ``attempt``, or drop it
-    (``duplicate``: another worker holds a live lease; ``finished``/``gone``/``stale``: nothing
-    left to do; ``cancelled``/``exhausted``: the script already wrote the terminal), or refuse
-    it (``replayed``: its run finished already, and its record was reset since)."""
-
-    action: ClaimAction
-    attempt: int
-    state: dict[bytes, bytes] | None = None
-    #: Attempts lost before this one: when > 0, this run repeats work that may have happened.
-    lost: int = 0
-    #: This attempt takes up the remote task an earlier one recorded (``redis_task_ledger.py``):
-    #: it repeats nothing, and its result says so itself.
-    resumed: bool = False
-
-
 #: Leases renewed per script call: Redis runs each call whole, so a batch stays short.
 RENEW_BATCH = 500
-
-
-def decode_claim(reply: list[Any]) -> Claim:
-    """The claim script's reply, ``{action, attempt}`` and for ``run`` also ``state`` (flat
-    hash), ``lost`` and ``resumed`` (header of ``lua/claim.lua``)."""
-    action, attempt = ClaimAction(reply[0].decode()), int(reply[1])
-    if action is not ClaimAction.RUN:
-        return Claim(action, attempt)
-    flat, lost, resumed = reply[2], int(reply[3]), reply[4] == 1
-    state = dict(zip(flat[::2], flat[1::2], strict=True))
-    return Claim(action, attempt, state, lost, resumed)
 
 
 class CallRecords:
@@ -396,39 +368,3 @@ def lost_result(name: str, cid: str, tool: str | None, attempts: int) -> CallRes
         tool_id=tool,
         call_id=cid,
     )
-
-
-#: The usage figures of a finished call (``usage.py``), kept in the record's one ``usage`` field
-#: as "cpu wall peak output".
-_USAGE = ("cpu_seconds", "wall_seconds", "peak_memory_bytes", "output_bytes")
-
-
-def decode_record(raw: dict[bytes, bytes]) -> dict[str, Any]:
-    """A call record as JSON-able data: numbers as numbers, the result as a dict, every
-    attempt listed. The queued message (which holds the arguments) is left out."""
-    out: dict[str, Any] = {}
-    for key, value in raw.items():
-        name = key.decode()
-        if name in {"message", "payload", "qkey", "quota_held", "fair"}:
-            continue
-        if name == "result":
-            out[name] = unpack(value)
-        elif name == "attempts":
-            out[name] = [_attempt(a) for a in json.loads(value)]
-        elif name == "usage":
-            cpu, wall, peak, output = value.split()
-            out.update(zip(_USAGE, (float(cpu), float(wall), int(peak), int(output)), strict=True))
-        elif name in {"seq", "attempt", "lost", "max_attempts", "requeued", "resumed"}:
-            out[name] = int(value)
-        elif name.endswith("_at") or name in {"lease_until", "claim_by"}:
-            out[name] = float(value)
-        elif name in {"cancel_requested", "handoff"}:
-            out[name] = value == b"1"
-        else:
-            out[name] = value.decode()
-    out.setdefault("attempts", [])
-    return out
-
-
-def _attempt(entry: dict[str, Any]) -> dict[str, Any]:
-    return {key: float(value) if key.endswith("_at") else value for key, value in entry.items()}

@@ -27,7 +27,8 @@ from toolhub.distributed.dispatch_batch import DispatchBatches
 from toolhub.distributed.following import EventCursor
 from toolhub.distributed.keys import Keys
 from toolhub.distributed.pubsub import PubSubRouter, Subscription
-from toolhub.distributed.records import TERMINAL_STATUSES, CallRecords, decode_record
+from toolhub.distributed.record_decode import decode_record
+from toolhub.distributed.records import TERMINAL_STATUSES, CallRecords
 from toolhub.distributed.settings import Settings
 from toolhub.distributed.signing import sign_session
 from toolhub.errors import ErrorCode, ToolhubError

@@ -23,7 +23,7 @@ from toolhub.core import CallResult, Progress, ToolError
 from toolhub.core.tool import HANDOFF, INTERNAL_REASONS
 from toolhub.core.usage import metering
 from toolhub.distributed.celery_app import BACKGROUND_TASK
-from toolhub.distributed.records import Claim
+from toolhub.distributed.claims import Claim
 from toolhub.distributed.script_replies import ClaimAction
 from toolhub.errors import ErrorCode
 from workers.lifecycle.metrics import Attempt, metrics, outcome, tool_label

@@ -13,7 +13,8 @@ from celery.worker import state as worker_state
 from redis.exceptions import RedisError
 
 from toolhub.core import CallResult, ToolError
-from toolhub.distributed.records import Claim, cancelled_result, lost_result
+from toolhub.distributed.claims import Claim
+from toolhub.distributed.records import cancelled_result, lost_result
 from toolhub.distributed.script_replies import ClaimAction
 from toolhub.errors import ErrorCode
 from workers.calls.claimed import dropped
