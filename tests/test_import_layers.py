@@ -43,7 +43,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("tenancy",),
     ("sources",),
     ("executors",),
-    ("assembly",),
+    ("assembly", "session_parts"),
     ("session", "session_sync", "session_runner"),
     ("toolhub",),
     ("http_guard", "integrations", "mcp", "gateway"),

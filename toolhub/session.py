@@ -16,7 +16,6 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from toolhub.assembly import SessionParts, connected_parts, embedded_parts
 from toolhub.backends.session_info import SessionInfo, remove_scratch
 from toolhub.core import (
     CallResult,
@@ -30,6 +29,7 @@ from toolhub.core.container import Key
 from toolhub.executors import Executor
 from toolhub.executors.deadline import bounded, bounded_result
 from toolhub.executors.refused import RefusedCalls
+from toolhub.session_parts import SessionParts, connected_parts, embedded_parts
 from toolhub.session_sync import SyncTwins
 from toolhub.state import DebouncedWriter
 from toolhub.tools import CATALOG
