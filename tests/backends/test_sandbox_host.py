@@ -21,7 +21,7 @@ import psutil
 import pytest
 
 from tests.processes import seconds_until, seconds_until_gone_after_kill, tagged_sleeps
-from toolhub.backends import sandbox_host
+from toolhub.backends import sandbox_host, shared_start
 from toolhub.backends.limits import ResourceLimits
 from toolhub.backends.process import ProcessRunner
 from toolhub.backends.running import CommandResult
@@ -192,7 +192,7 @@ def test_past_the_cap_the_oldest_idle_sandbox_closes(
 ) -> None:
     SHARED_SANDBOXES.close_all()
     seconds_until(lambda: len(SHARED_SANDBOXES) == 0, 5)
-    monkeypatch.setattr(sandbox_host, "MAX_SANDBOXES", 2)
+    monkeypatch.setattr(shared_start, "MAX_SANDBOXES", 2)
     busy = runner(base, "busy").start("sleep 30", log_name="busy")
     pid_namespace(runner(base, "idle1"))
     pid_namespace(runner(base, "idle2"))  # over the cap: idle1 closes, busy stays

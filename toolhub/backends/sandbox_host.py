@@ -46,11 +46,9 @@ from .start_gate import START_GATE
 
 logger = logging.getLogger("toolhub.sandbox")
 
-#: A sandbox with no command running is closed after this long...
+#: A sandbox with no command running is closed after this long (or sooner:
+#: ``shared_start.MAX_SANDBOXES``).
 IDLE_SECONDS = 30.0
-#: ...or sooner, oldest first, once a process has more sandboxes than this (a worker serving
-#: many sessions keeps the busy ones; each costs a bwrap and a small Python process).
-MAX_SANDBOXES = 32
 #: How long a command's start may take before the sandbox is given up as stuck.
 START_TIMEOUT_S = 30.0
 #: How long after a command's process is gone its status may take to come: past that the
@@ -370,51 +368,6 @@ class SandboxHost:
             self._idle_timer = None
         if idle:
             self.close()
-
-
-class SandboxHosts:
-    """The sandboxes of this process, one per bwrap argv (that is, per policy)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._hosts: dict[tuple[str, ...], SandboxHost] = {}
-
-    def get(
-        self, argv: Sequence[str], env: dict[str, str], *, workspace_fd: int | None = None
-    ) -> SandboxHost:
-        """The running sandbox of ``argv`` (and ``env``), started now if there is none, with
-        ``workspace_fd`` in place of its placeholder (the caller keeps it open until then)."""
-        key = (*argv, *(f"{k}={v}" for k, v in sorted(env.items())))
-        with self._lock:
-            host = self._hosts.get(key)
-            if host is not None and not host.closed:
-                self._hosts[key] = self._hosts.pop(key)  # most recently used last
-                return host
-            surplus = [h for h in self._hosts.values() if h.idle][
-                : max(0, len(self._hosts) + 1 - MAX_SANDBOXES)
-            ]
-            host = SandboxHost(
-                argv, env, on_closed=lambda h: self._forget(key, h), workspace_fd=workspace_fd
-            )
-            self._hosts[key] = host
-        for old in surplus:
-            old.close()
-        return host
-
-    def close_all(self) -> None:
-        with self._lock:
-            hosts = list(self._hosts.values())
-        for host in hosts:
-            host.close()
-
-    def __len__(self) -> int:
-        with self._lock:
-            return sum(not h.closed for h in self._hosts.values())
-
-    def _forget(self, key: tuple[str, ...], host: SandboxHost) -> None:
-        with self._lock:
-            if self._hosts.get(key) is host:
-                del self._hosts[key]
 
 
 def _readable(fd: int) -> bool:

@@ -1,6 +1,7 @@
 """Commands started in their session's shared sandbox: one long-lived bubblewrap sandbox per
 session policy (``sandbox_host.py``) in which each command is a process of its own, instead of
-a sandbox built and torn down per command.
+a sandbox built and torn down per command; ``SandboxHosts`` keeps this process's sandboxes, one
+per policy, and closes idle ones past ``MAX_SANDBOXES``.
 
 Threat: sharing must not weaken what a command gets alone. So a command is hosted only where
 every promise holds there too (``start_hosted`` lists the exceptions); it joins its own cgroup
@@ -13,6 +14,8 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import threading
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -23,13 +26,64 @@ from .command_process import CommandProcess
 from .command_shell import is_setuid, pidfds_work
 from .limits import ResourceLimits
 from .oom import COMMAND_OOM_SCORE_ADJ, set_oom_score_adj
-from .sandbox_host import HostLost, SandboxHosts, StartRefused
+from .sandbox_host import HostLost, SandboxHost, StartRefused
 from .sandbox_spawn import WORKSPACE_FD_PLACEHOLDER, launcher_argv, launcher_roots
 
 if TYPE_CHECKING:
     from .process import ProcessRunner
 
 logger = logging.getLogger("toolhub.sandbox")
+
+#: Idle sandboxes are closed, oldest first, once a process has more sandboxes than this (a
+#: worker serving many sessions keeps the busy ones; each costs a bwrap and a small Python
+#: process).
+MAX_SANDBOXES = 32
+
+
+class SandboxHosts:
+    """The sandboxes of this process, one per bwrap argv (that is, per policy)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._hosts: dict[tuple[str, ...], SandboxHost] = {}
+
+    def get(
+        self, argv: Sequence[str], env: dict[str, str], *, workspace_fd: int | None = None
+    ) -> SandboxHost:
+        """The running sandbox of ``argv`` (and ``env``), started now if there is none, with
+        ``workspace_fd`` in place of its placeholder (the caller keeps it open until then)."""
+        key = (*argv, *(f"{k}={v}" for k, v in sorted(env.items())))
+        with self._lock:
+            host = self._hosts.get(key)
+            if host is not None and not host.closed:
+                self._hosts[key] = self._hosts.pop(key)  # most recently used last
+                return host
+            surplus = [h for h in self._hosts.values() if h.idle][
+                : max(0, len(self._hosts) + 1 - MAX_SANDBOXES)
+            ]
+            host = SandboxHost(
+                argv, env, on_closed=lambda h: self._forget(key, h), workspace_fd=workspace_fd
+            )
+            self._hosts[key] = host
+        for old in surplus:
+            old.close()
+        return host
+
+    def close_all(self) -> None:
+        with self._lock:
+            hosts = list(self._hosts.values())
+        for host in hosts:
+            host.close()
+
+    def __len__(self) -> int:
+        with self._lock:
+            return sum(not h.closed for h in self._hosts.values())
+
+    def _forget(self, key: tuple[str, ...], host: SandboxHost) -> None:
+        with self._lock:
+            if self._hosts.get(key) is host:
+                del self._hosts[key]
+
 
 #: The sandboxes this process shares between the commands of each session policy.
 SHARED_SANDBOXES = SandboxHosts()
