@@ -25,29 +25,24 @@ directory, peers checked by uid) and lock files live in ``$TOOLHUB_HOME/holders/
 
 Threat: a command runs as the worker's uid, and under Landlock it can find the socket (in
 ``/proc/net/unix``) and connect, so neither the uid nor the socket's mode tells a worker from a
-command. Every request carries the holder's capability, a random secret in a 0600 file beside
-the socket (``local_secrets.py``: never on a command line, never in an environment, in a home
-every sandbox hides); a request without it is refused and logged. A ``start`` names the call
-and its session only: the holder derives the workspace and the sandbox from the session's
-record and config itself (``places.py``). A ``ping`` lists the commands of the session
-it names, and none otherwise. A holder
-holds its *life lock* while it runs; a worker that finds no holder spawns one under the *spawn
-lock*, so two workers never start two. A holder going idle unlinks its socket before it stops
-accepting, so a worker racing it finds no socket and spawns a new one (which waits for the old
-one's life lock). Run one by hand with ``python -m workers.holder.server``.
+command. Every request carries the holder's capability, a random secret in a 0600 file beside the
+socket (``local_secrets.py``: never on a command line, never in an environment, in a home every
+sandbox hides); a request without it is refused and logged (``listener.py``). A ``start`` names the
+call and its session only: the holder derives the workspace and the sandbox from the session's
+record and config itself (``places.py``). A ``ping`` lists the commands of the session it names,
+and none otherwise. A holder holds its *life lock* while it runs; a worker that finds no holder
+spawns one under the *spawn lock*, so two workers never start two. A holder going idle unlinks its
+socket before it stops accepting, so a worker racing it finds no socket and spawns a new one (which
+waits for the old one's life lock). Run one by hand with ``python -m workers.holder.server``.
 """
 
 from __future__ import annotations
 
-import contextlib
 import errno
-import hmac
-import json
 import logging
 import os
 import select
 import socket
-import struct
 import sys
 import threading
 import time
@@ -76,9 +71,10 @@ from workers.guards.sandboxing import install_worker_sandbox
 from workers.lifecycle.control import ControlListener
 
 from .background_command import command_result, start_command, start_failure
-from .client import HolderPaths, flocked, idle_seconds, read_line
+from .client import HolderPaths, flocked, idle_seconds
 from .hand_over import STALE
 from .lease_keeping import keep_leases
+from .listener import HolderSocket
 from .local_secrets import local_secret
 from .places import SessionPlaces
 from .session_records import forget_ended, session_dir
@@ -86,7 +82,6 @@ from .session_records import forget_ended, session_dir
 logger = logging.getLogger("toolhub.worker.holder")
 
 _TICK_S = 0.5
-_UCRED = struct.Struct("3i")
 
 
 @dataclass(slots=True)
@@ -114,9 +109,7 @@ class Holder:
         self._lock = threading.Lock()
         self._idle_since = time.monotonic()
         self._stopping = threading.Event()
-        self._listener: socket.socket | None = None
-        self._inode: int | None = None
-        self._secret = ""
+        self._socket = HolderSocket(paths)
         self.places = SessionPlaces(
             self.store, fleet_keys(), worker_builder(settings), paths.directory.parent
         )
@@ -140,12 +133,12 @@ class Holder:
 
     def serve(self) -> int:
         self.paths.prepare()
-        self._secret = local_secret(self.paths.secret)
+        self._socket.secret = local_secret(self.paths.secret)
         with flocked(self.paths.life_lock, 5.0) as locked:
             if not locked:
                 logger.info("another holder runs for %s; exiting", self.paths.socket)
                 return 0
-            self._bind()
+            self._socket.bind()
             control = ControlListener(self)
             keeper = threading.Thread(target=self._keep_leases, name="holder-leases", daemon=True)
             control.start()
@@ -155,7 +148,7 @@ class Holder:
                 with StopSignals() as stop:
                     self._loop(stop)
             finally:
-                self._unbind()
+                self._socket.unbind()
                 control.stop()
                 self._stopping.set()
         logger.info("holder %s exiting", self.name)
@@ -170,101 +163,21 @@ class Holder:
             if self._stopping.is_set():
                 self._hand_back_all()
                 return
-            listener = self._listener
+            listener = self._socket.listener
             if listener is not None:
                 # poll, not select: a holder's descriptors run past select's 1024.
                 poller = select.poll()
                 poller.register(listener, select.POLLIN)
                 if poller.poll(_TICK_S * 1000):
-                    self._accept(listener)
+                    self._socket.accept(listener, self._handle)
             else:
                 time.sleep(_TICK_S)
-            self._check_socket()
+            self._socket.check()
             with self._lock:
                 idle = not self._held and time.monotonic() - self._idle_since >= self.idle_s
-                orphaned = not self._held and self._listener is None
+                orphaned = not self._held and self._socket.listener is None
             if idle or orphaned:
                 return
-
-    def _bind(self) -> None:
-        path = os.fspath(self.paths.socket)
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(path)  # a dead holder's (we hold the life lock)
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        old = os.umask(0o177)
-        try:
-            sock.bind(path)
-        finally:
-            os.umask(old)
-        os.chmod(path, 0o600)
-        sock.listen(64)
-        self._listener, self._inode = sock, os.stat(path).st_ino
-
-    def _unbind(self) -> None:
-        """Unlink the socket (only if it is still ours), then stop accepting: a worker that
-        connects from now on finds no socket, and one already in the backlog is reset; both
-        spawn a new holder."""
-        if self._listener is None:
-            return
-        with contextlib.suppress(OSError):
-            if os.stat(self.paths.socket).st_ino == self._inode:
-                os.unlink(self.paths.socket)
-        self._listener.close()
-        self._listener = None
-
-    def _check_socket(self) -> None:
-        """Rebind a socket someone removed; stop listening if its directory is gone."""
-        if self._listener is None:
-            return
-        try:
-            current: int | None = os.stat(self.paths.socket).st_ino
-        except OSError:
-            current = None
-        if current == self._inode:
-            return
-        self._listener.close()
-        self._listener = None
-        if self.paths.directory.is_dir() and current is None:
-            with contextlib.suppress(OSError):
-                self._bind()
-        if self._listener is None:
-            logger.warning("holder socket %s is gone; serving no new commands", self.paths.socket)
-
-    def _accept(self, listener: socket.socket) -> None:
-        try:
-            conn, _ = listener.accept()
-        except OSError:
-            return
-        with conn:
-            conn.settimeout(5.0)
-            try:
-                pid, uid, _gid = _UCRED.unpack(
-                    conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _UCRED.size)
-                )
-                if uid != os.getuid():
-                    logger.warning("holder: refused a connection from uid %d", uid)
-                    return
-                raw = read_line(conn)
-                if not raw:
-                    return
-                request = json.loads(raw)
-                offered = request.get("secret") if isinstance(request, dict) else None
-                if not isinstance(offered, str) or not hmac.compare_digest(
-                    offered.encode(), self._secret.encode()
-                ):
-                    logger.warning(
-                        "holder: refused a request from pid %d without the workers' capability",
-                        pid,
-                    )
-                    reply: dict[str, Any] = {
-                        "ok": False,
-                        "error": "refused: the request does not carry the workers' capability",
-                    }
-                else:
-                    reply = self._handle(request)
-                conn.sendall(json.dumps(reply).encode() + b"\n")
-            except (OSError, ValueError) as exc:
-                logger.warning("holder: bad request: %s", exc)
 
     def _handle(self, request: dict[str, Any]) -> dict[str, Any]:
         op = request.get("op")
