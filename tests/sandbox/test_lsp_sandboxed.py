@@ -15,7 +15,8 @@ from toolhub.backends.lsp_client import LspManager
 from toolhub.backends.workspace import Workspace
 from toolhub.core import Container, Outcome, Params, ToolContext
 from toolhub.sandbox import SandboxMode
-from toolhub.tools.lsp import Lsp, LspOutput, LspParams
+from toolhub.tools.lsp import Lsp
+from toolhub.tools.lsp_models import LspOutput, LspParams
 
 pytestmark = requires_bwrap
 

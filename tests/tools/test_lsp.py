@@ -14,7 +14,9 @@ from tests.tools.servers.drive import call, snapshot
 from toolhub.backends.lsp_client import LspManager, _read_message, code_points, utf16_units
 from toolhub.backends.workspace import Workspace
 from toolhub.core import Container, ErrorKind, Outcome, Params, ToolContext
-from toolhub.tools.lsp import Lsp, LspOutput, LspParams, _Session
+from toolhub.tools.lsp import Lsp
+from toolhub.tools.lsp_call import LspCall
+from toolhub.tools.lsp_models import LspOutput, LspParams
 
 SHAPES = '''"""Shapes."""
 import math
@@ -226,7 +228,7 @@ def test_a_servers_location_never_shows_a_file_outside_the_workspace(tmp_path: P
     (root / "link.txt").symlink_to(secret)
     container = Container()
     container.insert(Workspace(root))
-    session = _Session(ToolContext(call_id="l2", container=container), Workspace(root), LspParams())
+    session = LspCall(ToolContext(call_id="l2", container=container), Workspace(root), LspParams())
     start = {"range": {"start": {"line": 0, "character": 0}}}
 
     def text(path: str) -> str | None:

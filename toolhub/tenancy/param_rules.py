@@ -25,7 +25,7 @@ from pydantic import BaseModel, ValidationError
 from toolhub.core import CapabilityMode, ConfigViolation, ToolKind
 from toolhub.sandbox.policy import DEFAULT_READ_ONLY
 from toolhub.sandbox.settings import SandboxSettings
-from toolhub.tools.lsp import LspParams
+from toolhub.tools.lsp_models import LspParams
 from toolhub.toolset.config import ToolConfig
 
 from .policy import OperatorPolicy
