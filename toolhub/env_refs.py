@@ -54,6 +54,12 @@ def restrict(names: Collection[str] | None) -> None:
     _allowed = None if names is None else frozenset(names)
 
 
+def restriction() -> frozenset[str] | None:
+    """The names this process may expand (``restrict``'s), None when it is unrestricted: for
+    code that narrows expansion for a while and puts the process's own back after."""
+    return _allowed
+
+
 def expand_env(
     value: str,
     environ: Mapping[str, str] | None = None,

@@ -6,7 +6,8 @@ the behaviour tests of the CLI run dozens of commands, so they call the console 
 ``sys.argv``, the whole environment (``env`` replaces it, as ``subprocess.run(env=...)`` does),
 the working directory, an empty stdin, captured stdout and stderr (not terminals, like pipes),
 the size of the CLI's rich consoles (``COLUMNS`` and ``LINES``; 80 by 25 when unset, what rich
-gives a pipe — pinned for the call, since a console made with ``COLUMNS`` set keeps that width),
+gives a pipe — pinned for the call, since a console made with ``COLUMNS`` set keeps that width;
+set back after to the size it had, through rich's public ``Console.size``),
 a stderr handler for log records of WARNING and above (where Python's last-resort handler
 would print them in a process without logging set up), and which ``${VAR}`` references the
 process may expand (``toolhub mcp`` narrows that to its operator policy's ``env_vars``).
@@ -82,8 +83,8 @@ def _process_state(
     handler.setLevel(logging.WARNING)
     root = logging.getLogger()
     consoles = (output.stdout, output.stderr)
-    sizes = [(console._width, console._height) for console in consoles]
-    expandable = env_refs._allowed
+    sizes = [console.size for console in consoles]
+    expandable = env_refs.restriction()
     os.environ.clear()
     os.environ.update(env)
     for console in consoles:
@@ -96,8 +97,8 @@ def _process_state(
     finally:
         root.removeHandler(handler)
         env_refs.restrict(expandable)
-        for console, (width, height) in zip(consoles, sizes, strict=True):
-            console._width, console._height = width, height
+        for console, size in zip(consoles, sizes, strict=True):
+            console.size = size
         sys.argv, sys.stdin, sys.stdout, sys.stderr = saved
         os.chdir(saved_cwd)
         os.environ.clear()
