@@ -15,7 +15,7 @@ import typer
 
 from toolhub.errors import ToolhubError
 
-from . import calling, demo, embedded, keys, mcp_cmd, policy, serve, tasks, up, usage, worker
+from . import calling, demo, embedded, keys, mcp_cmd, policy, serve, tasks, top, up, usage, worker
 
 app = typer.Typer(
     name="toolhub",
@@ -36,6 +36,7 @@ usage.register(app)
 policy.register(app)
 demo.register(app)
 keys.register(app)
+top.register(app)
 
 
 #: Optional dependencies → the extra that brings them.
