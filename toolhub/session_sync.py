@@ -2,9 +2,10 @@
 ``cancel_sync`` for agent loops that are not async.
 
 Each runs the async operation on the session's own private event-loop thread (started on first
-use, stopped by ``Session.close``), so a sync caller never needs a loop of its own and never
-blocks one it is already inside. ``SyncTwins`` is a mixin of ``Session``: the async surface it
-drives is declared here for the type checker and defined in ``toolhub/session.py``.
+use, stopped by ``Session.close``) and waits for it, so a sync caller needs no event loop of its
+own, and one called from a thread that runs a loop does not try to nest in it. ``SyncTwins`` is
+a mixin of ``Session``: the async surface it drives is declared here for the type checker and
+defined in ``toolhub/session.py``.
 """
 
 from __future__ import annotations
