@@ -13,6 +13,8 @@ from typing import Any
 
 from .script_replies import ClaimAction
 
+__all__ = ["Claim", "decode_claim"]
+
 
 @dataclass(frozen=True, slots=True)
 class Claim:

@@ -19,6 +19,8 @@ from . import replies
 from .fair import sunk_queue
 from .keys import Keys
 
+__all__ = ["DEFAULT_LIMIT", "FleetView", "QueueView", "RunningCall", "read_fleet"]
+
 #: Queued and running calls read per refresh, oldest first.
 DEFAULT_LIMIT = 1000
 

@@ -12,6 +12,8 @@ from typing import Any
 
 from .codec import unpack
 
+__all__ = ["decode_record"]
+
 #: The usage figures of a finished call (``usage.py``), kept in the record's one ``usage`` field
 #: as "cpu wall peak output".
 _USAGE = ("cpu_seconds", "wall_seconds", "peak_memory_bytes", "output_bytes")
