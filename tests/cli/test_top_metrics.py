@@ -25,6 +25,8 @@ toolhub_worker_run_seconds_bucket{le="1.0",tool="Main:bash"} 8.0
 toolhub_worker_run_seconds_bucket{le="+Inf",tool="Main:bash"} 9.0
 toolhub_worker_run_seconds_count{tool="Main:bash"} 9.0
 toolhub_worker_run_seconds_sum{tool="Main:bash"} 3.0
+# TYPE toolhub_worker_identity gauge
+toolhub_worker_identity{worker="host-a:4242"} 1.0
 # TYPE toolhub_worker_calls_in_flight gauge
 toolhub_worker_calls_in_flight 2.0
 # TYPE process_resident_memory_bytes gauge
@@ -79,6 +81,7 @@ def test_a_scrape_reads_the_worker_figures_and_rates_come_from_two(
         endpoint["/metrics"] = (200, METRICS.replace(" 8.0\n", " 18.0\n", 1).encode())
         now = scrape(client, f"{base}/metrics", at=110.0)
     assert now.up and now.in_flight == 2 and now.rss_bytes == 100 * 2**20
+    assert now.name == "host-a:4242"
     assert now.total_calls() == 21
     bash, background = tool_figures([now], [before])
     assert (bash.tool, bash.calls, bash.errors) == ("Main:bash", 19, 1)  # a timeout is an error

@@ -152,13 +152,13 @@ def _in_flight(fleet: FleetView) -> Table:
 def _workers(workers: list[WorkerSample]) -> RenderableType:
     if not workers:
         return Text("")
-    table = _table("Workers (metrics)", "endpoint", "state", "in flight", "attempts", "memory")
+    table = _table("Workers (metrics)", "worker", "endpoint", "state", "in flight", "memory")
     for sample in workers[:MAX_ROWS]:
         table.add_row(
+            Text(clean(sample.name or f"({sample.error or 'unnamed'})")),
             Text(clean(urlsplit(sample.url).netloc or sample.url)),
-            "up" if sample.up else Text(f"down: {clean(sample.error or '')}", style="red"),
+            "up" if sample.up else Text("down", style="red"),
             f"{sample.in_flight:.0f}" if sample.up else "-",
-            f"{sample.total_calls():.0f}" if sample.up else "-",
             f"{sample.rss_bytes / 2**20:.0f} MiB" if sample.up else "-",
         )
     return _more(table, len(workers))

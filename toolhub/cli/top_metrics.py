@@ -34,6 +34,8 @@ class WorkerSample:
     url: str
     at: float
     error: str | None = None
+    #: The name the worker claims calls under (``toolhub_worker_identity``), as records say.
+    name: str = ""
     in_flight: float = 0.0
     rss_bytes: float = 0.0
     cpu_seconds: float = 0.0
@@ -78,6 +80,8 @@ def scrape(client: httpx.Client, url: str, at: float) -> WorkerSample:
             elif s.name == "toolhub_worker_run_seconds_bucket":
                 bound = float(s.labels.get("le", "inf"))
                 sample.buckets.setdefault(s.labels.get("tool", ""), []).append((bound, s.value))
+            elif s.name == "toolhub_worker_identity" and s.value:
+                sample.name = s.labels.get("worker", "")
             elif s.name == "toolhub_worker_calls_in_flight":
                 sample.in_flight = s.value
             elif s.name == "process_resident_memory_bytes":

@@ -27,6 +27,7 @@ from toolhub.distributed.signing import FleetKeys
 from toolhub.distributed.store import RedisStore
 from toolhub.tenancy import OperatorPolicy
 from workers.holder.session_records import forget_ended
+from workers.lifecycle.metrics import metrics
 
 from .running import Running
 from .toolsets import ToolSets, worker_builder
@@ -49,6 +50,7 @@ class WorkerRuntime:
         #: Where this host's command cgroups live: the sweep reaps those of dead processes.
         self.cgroups = shared_cgroups()
         self.name = f"{socket.gethostname()}:{os.getpid()}"
+        metrics.identity.labels(self.name).set(1)
         #: The operator policy every session's config is admitted against again; a policy
         #: file that cannot be read stops the worker (``ConfigError``) rather than run without.
         policy = OperatorPolicy.load()

@@ -86,6 +86,13 @@ class WorkerMetrics:
             buckets=RUN_BUCKETS,
             registry=self.registry,
         )
+        self.identity = Gauge(
+            "toolhub_worker_identity",
+            "1, labelled with the name this worker claims calls under (host:pid), as the call "
+            "records name it: what joins a worker's metrics to its calls (toolhub top).",
+            ["worker"],
+            registry=self.registry,
+        )
         self.in_flight = Gauge(
             "toolhub_worker_calls_in_flight",
             "Calls this worker runs now: claimed and not settled.",
