@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+from toolhub.redaction import redact_query
+
 
 class ErrorCode(StrEnum):
     """The codes toolhub sets; see the module docstring."""
@@ -119,6 +121,9 @@ class ErrorCode(StrEnum):
     STACK_ERROR = "stack_error"
     #: No ``redis-server`` binary was found (``toolhub.stack.RedisServerNotFound``).
     REDIS_SERVER_NOT_FOUND = "redis_server_not_found"
+    #: A Redis URL toolhub cannot use: an unknown scheme, or a Sentinel URL without its hosts
+    #: or service (``toolhub.distributed.redis_address.RedisUrlError``).
+    REDIS_URL_INVALID = "redis_url_invalid"
     #: Redis has no record of the call followed (``toolhub.distributed.store.CallNotFound``).
     CALL_NOT_FOUND = "call_not_found"
     #: A process that runs commands for remote clients was started as root without
@@ -151,6 +156,7 @@ class RedisUnavailable(ToolhubError, ConnectionError):
 
 def redact_url(url: str) -> str:
     """The URL without its password, fit for messages and logs."""
+    url = redact_query(url)
     scheme, sep, rest = url.partition("://")
     if not sep or "@" not in rest:
         return url
