@@ -8,7 +8,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-dev
 
-.PHONY: install lint format typecheck test demo bench chaos conformance clean
+.PHONY: install lint format typecheck test test-valkey demo bench chaos conformance clean
 
 # uv installs the same packages as pip in about a quarter of the time; pip when uv is unavailable.
 $(STAMP): pyproject.toml
@@ -63,6 +63,12 @@ conformance: $(STAMP)
 
 chaos: $(STAMP)
 	$(PY) bench/chaos.py
+
+# The distributed and contract suites again, every Redis they start a valkey-server (make test
+# runs the failover tests on both; this is the whole of it, about as long as make test).
+test-valkey: $(STAMP)
+	TOOLHUB_REDIS_SERVER="$$($(PY) -c 'from tests.valkey import valkey_server; print(valkey_server())')" \
+		$(PY) -m pytest -q -n $(TEST_PROCESSES) --dist loadfile tests/distributed tests/contract
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

