@@ -72,7 +72,8 @@ class RedisAddress:
         Sentinels for the primary and asks again after it fails or is demoted."""
         if not self.is_sentinel:
             return Redis.from_url(self.url, **kwargs)
-        return self._sentinel(kwargs).master_for(self.service, redis_class=Redis)
+        client: Redis = self._sentinel(kwargs).master_for(self.service, redis_class=Redis)
+        return client
 
     def primary_url(self, timeout: float = 2.0) -> str:
         """A direct URL of the current primary (the URL itself when direct). Raises
