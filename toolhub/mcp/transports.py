@@ -4,8 +4,9 @@ Over HTTP the same ``Guard`` as the gateway's checks each request: the bearer to
 (``TOOLHUB_API_TOKEN``; each of its comma-separated tokens is a principal of its own), one
 ``Authorization`` and one ``Host`` header, the body limit. An MCP session and its requests and
 tasks belong to the principal that opened it (``owners.py``). The server holds one session in
-one workspace, so it is one tenant's: it takes no named API keys. Over stdio the SDK points fd
-1 at stderr while serving, so a tool's child process can never write into the protocol stream.
+one workspace, so it is one tenant's: it takes no named API keys. Over stdio fd 0
+and fd 1 point at the null device and at stderr while serving, so a tool's child process can
+never read or write the protocol stream (``stdio_wire.py``); the first Ctrl-C stops the server.
 
 Either way a cancelled request gets no answer (the spec: the receiver SHOULD NOT respond), and
 stdin's EOF ends the stdio server quietly: the calls still running are cancelled, and nothing is
@@ -14,8 +15,11 @@ written for them.
 
 from __future__ import annotations
 
+import asyncio
+import io
 import json
-from typing import TYPE_CHECKING, Any
+import signal
+from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 import uvicorn
@@ -40,6 +44,7 @@ from toolhub.redaction import redact_access_log
 
 from .owners import SessionOwner
 from .server import ToolhubMcpServer
+from .stdio_wire import StdinLines, claimed_stdio
 
 if TYPE_CHECKING:
     from toolhub.session import Session
@@ -48,22 +53,43 @@ MCP_PATH = "/mcp"
 
 
 def run_stdio(session: Session) -> None:
+    """Serve until stdin's EOF. The first Ctrl-C (SIGINT) stops it: the calls still running
+    are cancelled, then ``KeyboardInterrupt`` is raised for the caller to end the process."""
+    interrupted = False
+
     async def main() -> None:
+        nonlocal interrupted
         toolhub_mcp = ToolhubMcpServer(session)
         mcp = toolhub_mcp.server
         eof = anyio.Event()
+        loop = asyncio.get_running_loop()
+        def stop() -> None:
+            nonlocal interrupted
+            interrupted = True
+            everything.cancel()
+
         try:
-            async with stdio_server() as (read, write), anyio.create_task_group() as tasks:
-                sink, source = anyio.create_memory_object_stream[SessionMessage | Exception](0)
-                out, outgoing = anyio.create_memory_object_stream[SessionMessage](0)
-                tasks.start_soon(answer_malformed, read, sink, write, eof)
-                tasks.start_soon(quiet_after_eof, outgoing, write, eof)
-                async with out:
-                    await mcp.run(source, out, mcp.create_initialization_options())
+            with claimed_stdio() as (wire_in, wire_out), anyio.CancelScope() as everything:
+                loop.add_signal_handler(signal.SIGINT, stop)
+                stdin = StdinLines(wire_in)
+                stdout = anyio.wrap_file(io.TextIOWrapper(wire_out, encoding="utf-8"))
+                async with (
+                    stdio_server(cast(Any, stdin), stdout) as (read, write),
+                    anyio.create_task_group() as tasks,
+                ):
+                    sink, source = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+                    out, outgoing = anyio.create_memory_object_stream[SessionMessage](0)
+                    tasks.start_soon(answer_malformed, read, sink, write, eof)
+                    tasks.start_soon(quiet_after_eof, outgoing, write, eof)
+                    async with out:
+                        await mcp.run(source, out, mcp.create_initialization_options())
         finally:
+            loop.remove_signal_handler(signal.SIGINT)
             toolhub_mcp.close()
 
     anyio.run(main)
+    if interrupted:
+        raise KeyboardInterrupt
 
 
 async def answer_malformed(
