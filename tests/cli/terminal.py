@@ -61,7 +61,7 @@ class Terminal:
             stderr=slave,
             env=environ,
             cwd=cwd,
-            preexec_fn=_controlling_terminal,  # noqa: PLW1509 - the one way to set a ctty
+            preexec_fn=_controlling_terminal,  # the one way to give it a controlling terminal
         )
         os.close(slave)
 

@@ -16,6 +16,7 @@ hint when a flag was given a value.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -58,7 +59,7 @@ def usage_message(message: str, argv: Sequence[str]) -> str:
     extra = _EXTRA_ARGUMENT.search(message)
     if extra is not None and extra.group(1).lower() in _FLAG_VALUES:
         value = extra.group(1)
-        flags = [a for a, b in zip(argv, argv[1:], strict=False) if b == value]
+        flags = [a for a, b in itertools.pairwise(argv) if b == value]
         flag = next((f for f in flags if f.startswith("--")), None)
         if flag is not None:
             message += f". {flag} is a flag: give it alone to turn it on, without a value"

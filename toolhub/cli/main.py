@@ -21,9 +21,7 @@ from toolhub.errors import ToolhubError
 
 from . import calling, demo, embedded, keys, mcp_cmd, policy, serve, tasks, up, usage, worker
 from .help_format import tidy, usage_message
-
-#: The exit status of a command stopped by Ctrl-C (128 + SIGINT), as shells report it.
-INTERRUPTED = 130
+from .output import INTERRUPTED
 
 app = typer.Typer(
     name="toolhub",

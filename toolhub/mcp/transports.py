@@ -63,6 +63,7 @@ def run_stdio(session: Session) -> None:
         mcp = toolhub_mcp.server
         eof = anyio.Event()
         loop = asyncio.get_running_loop()
+
         def stop() -> None:
             nonlocal interrupted
             interrupted = True
