@@ -16,7 +16,7 @@ from toolhub.core import CapabilityMode, ConfigError
 from toolhub.toolset import FORMATS, STRICT_FORMATS, ToolSetConfig
 
 from .output import fail, print_json, stderr, stdout
-from .policy import violations_table
+from .violations import show_violations
 
 if TYPE_CHECKING:
     from toolhub.session import Session
@@ -64,7 +64,7 @@ def open_session(
         try:
             loaded = ToolSetConfig.load(config)
         except ConfigError as err:
-            violations_table(err)
+            show_violations(err)
         source = ToolSetConfig.model_validate({**loaded.model_dump(), "mode": mode})
     ws = workspace or Path(os.environ.get("TOOLHUB_WORKSPACE", "."))
     if not ws.exists():
@@ -76,7 +76,7 @@ def open_session(
             return Session.connect(redis, source, ws, session_id=session_id, quotas=quotas)
         return Session.embedded(source, ws, session_id=session_id)
     except ConfigError as err:
-        violations_table(err)
+        show_violations(err)
 
 
 def tools(
@@ -117,5 +117,5 @@ def validate(
     for warning in report.warnings:
         stderr.print(f"[yellow]warning:[/] {warning.message}")
     if not report.ok:
-        violations_table(ConfigError(report.violations))
+        show_violations(ConfigError(report.violations), title=f"{config}: configuration violations")
     stdout.print(f"[green]valid[/]: {len(report.resolved)} tool(s) enabled")

@@ -22,7 +22,8 @@ import typer
 
 from .embedded import ConfigOpt, RedisOpt, open_session
 from .output import fail, stderr
-from .policy import load, violations_table
+from .policy import load
+from .violations import show_violations
 
 if TYPE_CHECKING:
     from toolhub.toolset import ToolSetConfig
@@ -86,7 +87,7 @@ def load_config(config: Path | None) -> ToolSetConfig:
     try:
         return ToolSetConfig.load(config)
     except ConfigError as err:
-        violations_table(err)
+        show_violations(err)
 
 
 def admitted(config: Path | None, workspace: Path) -> ToolSetConfig:
@@ -102,6 +103,6 @@ def admitted(config: Path | None, workspace: Path) -> ToolSetConfig:
             config, policy, tenant=DEFAULT_TENANT, tenant_root=workspace, registry=registry
         )
     except ConfigError as err:
-        violations_table(err)
+        show_violations(err)
     policy.restrict_expansion()
     return admitted
