@@ -25,9 +25,28 @@ if TYPE_CHECKING:
 ConfigOpt = Annotated[
     Path | None, typer.Option("--config", "-c", help="Tool-set config (YAML or JSON).")
 ]
+REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
+
+
+def redis_url(value: str | None) -> str | None:
+    """``--redis``, refused at once (a usage error) when it is not a Redis URL: redis-py's own
+    complaint would come later, as an internal error."""
+    if value and not value.startswith(REDIS_SCHEMES):
+        raise typer.BadParameter(
+            f"{value!r} is not a Redis URL: it starts with {', '.join(REDIS_SCHEMES)} "
+            f"(e.g. redis://{value if '://' not in value else 'localhost:6379'}/0)"
+        )
+    return value
+
+
 RedisOpt = Annotated[
     str | None,
-    typer.Option("--redis", envvar="TOOLHUB_REDIS_URL", help="Redis URL: run on workers."),
+    typer.Option(
+        "--redis",
+        envvar="TOOLHUB_REDIS_URL",
+        help="Redis URL: run on workers.",
+        callback=redis_url,
+    ),
 ]
 
 

@@ -19,6 +19,7 @@ import typer
 
 from toolhub.sandbox.root_guard import RootRefused, refuse_root
 
+from .embedded import redis_url
 from .output import fail, stderr
 from .policy import require_valid_config
 
@@ -40,7 +41,12 @@ def serve(
     ] = None,
     redis: Annotated[
         str | None,
-        typer.Option("--redis", envvar="TOOLHUB_REDIS_URL", help="Redis URL: run on workers."),
+        typer.Option(
+            "--redis",
+            envvar="TOOLHUB_REDIS_URL",
+            help="Redis URL: run on workers.",
+            callback=redis_url,
+        ),
     ] = None,
     allowed_host: Annotated[
         list[str] | None,

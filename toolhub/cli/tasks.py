@@ -54,11 +54,13 @@ class RedisTasks:
         """The Redis task backend, or exit 1 with a clear message when Redis is unreachable."""
         from redis.exceptions import RedisError
 
+        from toolhub.errors import redis_reason
+
         backend = cls(redis_url)
         try:
             backend.store.client.ping()
         except RedisError as exc:
-            fail(f"cannot reach Redis: {exc}")
+            fail(f"cannot reach Redis: {redis_reason(exc)}")
         return backend
 
     def list(self, session: str | None) -> Sequence[Any]:
