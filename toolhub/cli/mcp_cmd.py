@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from toolhub.ports import bind_refused
+
 from .embedded import ConfigOpt, RedisOpt, open_session
 from .output import fail, stderr
 from .policy import load
@@ -63,6 +65,9 @@ def mcp(
             check_bind(host, token=token, behind_auth_proxy=flag_env("TOOLHUB_BEHIND_AUTH_PROXY"))
         except UnsafeBind as err:
             fail(str(err))
+        refused = bind_refused(host, port)
+        if refused is not None:
+            fail(f"cannot listen on {host}:{port}: {refused} (choose another --port)")
     ws = (workspace or Path(os.environ.get("TOOLHUB_WORKSPACE", "."))).resolve()
     own = transport is Transport.stdio and redis is None and not os.environ.get(POLICY_ENV)
     served = load_config(config) if own else admitted(config, ws)

@@ -17,6 +17,7 @@ from typing import Annotated
 
 import typer
 
+from toolhub.ports import bind_refused
 from toolhub.sandbox.root_guard import RootRefused, refuse_root
 
 from .embedded import redis_url
@@ -113,5 +114,8 @@ def serve(
     auth = ", ".join(modes) or "no auth"
     if not modes and settings.behind_auth_proxy:
         auth = "no auth: behind an authenticating proxy"
+    refused = bind_refused(host, port)
+    if refused is not None:
+        fail(f"cannot listen on {host}:{port}: {refused} (choose another --port)")
     stderr.print(f"toolhub gateway on http://{host}:{port} ({deployment}, {auth})", highlight=False)
     run(settings, host=host, port=port)

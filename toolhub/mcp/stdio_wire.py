@@ -19,40 +19,51 @@ import contextlib
 import fcntl
 import io
 import os
+import queue
 import threading
 from collections.abc import Iterator
 from typing import IO
 
-_EOF = ""
-
 
 class StdinLines:
-    """The client's lines (``async for line in ...``), read by a daemon thread."""
+    """The client's lines (``async for line in ...``), each read on request by a daemon
+    thread: one line per ``__anext__``, as the SDK's reader paces them (a request piped with
+    EOF right after it is answered before EOF ends the server)."""
 
     def __init__(self, wire: IO[bytes]) -> None:
         self._text = io.TextIOWrapper(wire, encoding="utf-8", errors="replace")
-        self._lines: asyncio.Queue[str] = asyncio.Queue()
         self._loop = asyncio.get_running_loop()
+        self._wanted: queue.SimpleQueue[asyncio.Future[str]] = queue.SimpleQueue()
         threading.Thread(target=self._read, name="mcp-stdin", daemon=True).start()
 
     def _read(self) -> None:
-        try:
-            for line in self._text:
-                self._loop.call_soon_threadsafe(self._lines.put_nowait, line)
-        except (OSError, ValueError):
-            pass
-        finally:
-            with contextlib.suppress(RuntimeError):  # the loop has closed: nobody is reading
-                self._loop.call_soon_threadsafe(self._lines.put_nowait, _EOF)
+        line = "-"
+        while line:
+            wanted = self._wanted.get()
+            try:
+                line = self._text.readline()
+            except (OSError, ValueError):
+                line = ""
+            try:
+                self._loop.call_soon_threadsafe(_settle, wanted, line)
+            except RuntimeError:  # the loop has closed: nobody is reading
+                return
 
     def __aiter__(self) -> StdinLines:
         return self
 
     async def __anext__(self) -> str:
-        line = await self._lines.get()
-        if line == _EOF:
+        wanted = self._loop.create_future()
+        self._wanted.put(wanted)
+        line = await wanted
+        if not line:
             raise StopAsyncIteration
         return line
+
+
+def _settle(wanted: asyncio.Future[str], line: str) -> None:
+    if not wanted.done():
+        wanted.set_result(line)
 
 
 @contextlib.contextmanager
