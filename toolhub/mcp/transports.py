@@ -34,6 +34,7 @@ from mcp_types import (
     ErrorData,
     JSONRPCError,
     JSONRPCMessage,
+    JSONRPCRequest,
     JSONRPCResponse,
 )
 from pydantic import ValidationError
@@ -80,8 +81,9 @@ def run_stdio(session: Session) -> None:
                 ):
                     sink, source = anyio.create_memory_object_stream[SessionMessage | Exception](0)
                     out, outgoing = anyio.create_memory_object_stream[SessionMessage](0)
-                    tasks.start_soon(answer_malformed, read, sink, write, eof)
-                    tasks.start_soon(quiet_after_eof, outgoing, write, eof)
+                    quick = Unanswered()
+                    tasks.start_soon(answer_malformed, read, sink, write, eof, quick)
+                    tasks.start_soon(quiet_after_eof, outgoing, write, eof, quick)
                     async with out:
                         await mcp.run(source, out, mcp.create_initialization_options())
         finally:
@@ -98,27 +100,35 @@ async def answer_malformed(
     sink: MemoryObjectSendStream[SessionMessage | Exception],
     write: MemoryObjectSendStream[SessionMessage],
     eof: anyio.Event,
+    quick: Unanswered,
 ) -> None:
     """Pass the messages on; answer each line that is not one, as JSON-RPC 2.0 requires:
     ``-32700 Parse error`` for text that is not JSON, ``-32600 Invalid Request`` for JSON
     that is not a JSON-RPC message, with ``id: null``. (The SDK hands such lines to the
     server as exceptions, which it only logs: the client would wait for an answer forever.)
-    Blank lines are skipped. Sets ``eof`` when stdin ends, before the server hears of it."""
+    Blank lines are skipped. Sets ``eof`` when stdin ends, before the server hears of it;
+    the server hears of it once the requests piped before it that are not tool calls (quick:
+    ``initialize``, ``tools/list``, ``ping``) are answered (``quick``)."""
     async with sink:
         async for item in read:
             if not isinstance(item, Exception):
+                message = item.message
+                if isinstance(message, JSONRPCRequest) and message.method != "tools/call":
+                    quick.asked(message.id)
                 await sink.send(item)
                 continue
             reply = _malformed_reply(item)
             if reply is not None:
                 await write.send(SessionMessage(reply))
         eof.set()
+        await quick.all_answered()
 
 
 async def quiet_after_eof(
     outgoing: MemoryObjectReceiveStream[SessionMessage],
     write: MemoryObjectSendStream[SessionMessage],
     eof: anyio.Event,
+    quick: Unanswered,
 ) -> None:
     """The server's frames to stdout, until stdin's EOF; after it only the answers of requests
     that were finished. EOF is how an MCP client shuts a stdio server down: the SDK then
@@ -127,8 +137,32 @@ async def quiet_after_eof(
     that are ready still go out: a piped ``initialize``, ``tools/list``, EOF is answered.)"""
     async with write:
         async for item in outgoing:
+            if isinstance(item.message, JSONRPCResponse | JSONRPCError):
+                quick.answered(item.message.id)
             if not eof.is_set() or _finished_answer(item.message):
                 await write.send(item)
+
+
+class Unanswered:
+    """The ids of requests (not tool calls) passed on and not answered yet."""
+
+    def __init__(self) -> None:
+        self._ids: set[Any] = set()
+        self._none = anyio.Event()
+        self._none.set()
+
+    def asked(self, request_id: Any) -> None:
+        self._ids.add(request_id)
+        if self._none.is_set():
+            self._none = anyio.Event()
+
+    def answered(self, request_id: Any) -> None:
+        self._ids.discard(request_id)
+        if not self._ids:
+            self._none.set()
+
+    async def all_answered(self) -> None:
+        await self._none.wait()
 
 
 def _finished_answer(message: JSONRPCMessage) -> bool:
