@@ -19,6 +19,7 @@ from __future__ import annotations
 import itertools
 import re
 from collections.abc import Iterator, Sequence
+from functools import partial
 from typing import Any
 
 from typer.core import TyperArgument, TyperOption
@@ -44,7 +45,11 @@ def tidy(command: Any) -> None:
                 name = (param.metavar or param.name or "arg").upper()
                 piece = name if param.required else f"[{name}]"
                 # click's documented hook for a parameter's part of the usage line.
-                param.get_usage_pieces = lambda ctx, piece=piece: [piece]  # type: ignore[method-assign]
+                param.get_usage_pieces = partial(_usage_pieces, piece)  # type: ignore[method-assign]
+
+
+def _usage_pieces(piece: str, ctx: Any) -> list[str]:
+    return [piece]
 
 
 def _commands(command: Any) -> Iterator[Any]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Any, cast
 
 import typer
 import typer.main
@@ -63,7 +64,7 @@ def main() -> None:
         code = command.main(sys.argv[1:], prog_name="toolhub", standalone_mode=False)
     except typer.TyperException as exc:  # a usage error: typer's own look, our wording
         exc.message = usage_message(exc.message, sys.argv[1:])
-        rich_format_error(exc)
+        rich_format_error(cast(Any, exc))  # the same object typer itself renders
         sys.exit(getattr(exc, "exit_code", 2))
     except typer.Abort:
         _die("aborted")

@@ -48,8 +48,8 @@ def _table(session: str, tasks: list[Any], width: int, now: datetime) -> Table:
     used = _EDGES + _GAP * len(headers)
     for index, header in enumerate(headers):
         widest = max(len(header), *(len(row[index]) for row in rows))
-        justify = "right" if header in ("exit", "ran") else "left"
-        table.add_column(header, no_wrap=True, width=widest, justify=justify)
+        right = header in ("exit", "ran")
+        table.add_column(header, no_wrap=True, width=widest, justify="right" if right else "left")
         used += widest
     commands = max(len("command"), *(len(row[-1]) for row in rows))
     command_width = max(_COMMAND_MIN, min(commands, width - used))

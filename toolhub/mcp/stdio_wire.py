@@ -55,7 +55,7 @@ class StdinLines:
     async def __anext__(self) -> str:
         wanted = self._loop.create_future()
         self._wanted.put(wanted)
-        line = await wanted
+        line: str = await wanted
         if not line:
             raise StopAsyncIteration
         return line
