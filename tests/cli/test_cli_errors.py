@@ -127,3 +127,23 @@ def test_a_gateway_whose_redis_is_down_answers_a_typed_503(
         proc.terminate()
         _, err = proc.communicate(timeout=30)
     assert "Traceback" not in err
+    # It said so when it started, without the password.
+    assert "warning: Redis at redis://:***@127.0.0.1:9/0 does not answer" in err, err
+    assert "secret-pw" not in err
+
+
+def test_a_port_in_use_is_one_line(env: dict[str, str], tmp_path: Path) -> None:
+    """Before "gateway on …" and uvicorn's startup log, not after them."""
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        for args in (["serve", "--port", port], ["mcp", "--transport", "http", "--port", port]):
+            done = run_cli([*args, "--workspace", str(tmp_path)], env, tmp_path)
+            assert done.returncode == 1, done.stderr
+            assert (
+                done.stderr
+                == f"error: cannot listen on 127.0.0.1:{port}: Address already in use (choose another --port)\n"
+            )

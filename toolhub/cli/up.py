@@ -5,9 +5,9 @@ stops what had started, prints no banner and exits 130."""
 from __future__ import annotations
 
 import shlex
-from urllib.parse import unquote, urlparse
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
+from urllib.parse import unquote, urlparse
 
 import typer
 

@@ -127,13 +127,13 @@ class LocalStack:
 
     def start(self, timeout: float = STARTUP_TIMEOUT_S) -> StackInfo:
         """Start everything and wait until each part is ready; on failure stop what started."""
-        for name, port in (
-            ("gateway", self.port),
-            ("Flower", self.flower_port),
-            ("Redis", self.redis_port),
+        for name, option, port in (
+            ("the gateway", "--port", self.port),
+            ("Flower", "--flower-port", self.flower_port),
+            ("Redis", "--redis-port", self.redis_port),
         ):
             if port is not None and not port_free(port):
-                raise StackError(f"port {port} for the {name} is in use (choose another)")
+                raise StackError(f"port {port} for {name} is in use (choose another {option})")
         self.run_dir.mkdir(parents=True, exist_ok=True)
         # Before any child starts: Redis, the gateway, the workers and Flower inherit it, so a
         # command's memory costs the command, never a part of the stack (commands raise theirs).
