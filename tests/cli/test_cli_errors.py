@@ -145,3 +145,18 @@ def test_a_port_in_use_is_one_line(env: dict[str, str], tmp_path: Path) -> None:
             assert done.returncode == 1, done.stderr
             said = f"cannot listen on 127.0.0.1:{port}: Address already in use"
             assert done.stderr == f"error: {said} (choose another --port)\n"
+
+
+def test_a_redis_url_without_its_password_says_so(env: dict[str, str], tmp_path: Path) -> None:
+    """Not redis-py's words about the protocol's HELLO (a real Redis with a password)."""
+    from toolhub.stack.redis_server import RedisServer
+
+    with RedisServer(password="the-pw") as server:
+        bare = server.url.replace(":the-pw@", "")
+        wrong = server.url.replace("the-pw", "not-it")
+        for args in (["tasks", "list"], ["call", "read_file", '{"path": "x"}']):
+            done = run_cli([*args, "--redis", bare], env, tmp_path)
+            assert done.returncode == 1 and "HELLO" not in done.stderr, done.stderr
+            assert "Redis requires a password: give it in the URL" in done.stderr, done.stderr
+        refused = run_cli(["tasks", "list", "--redis", wrong], env, tmp_path)
+        assert "Redis refused the password" in refused.stderr and "not-it" not in refused.stderr

@@ -9,6 +9,7 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import psutil
 import pytest
 from rich.console import Console
 
@@ -16,7 +17,9 @@ from tests.cli.in_process import run_cli
 from tests.cli.terminal import Terminal
 from toolhub.cli.task_table import task_tables
 from toolhub.cli.up import banner
+from toolhub.ports import free_port
 from toolhub.stack.local import StackInfo
+from toolhub.stack.supervisor import descendants
 from toolhub.tasks.base import TaskSnapshot
 
 pytestmark = pytest.mark.timeout(180)
@@ -71,6 +74,36 @@ def test_mcp_over_stdio_stops_on_the_first_ctrl_c(env: dict[str, str], tmp_path:
         assert term.wait(60) == 130, term.text
     assert "Traceback" not in term.text, term.text
     assert term.text.rstrip().endswith("^Cinterrupted"), term.text
+
+
+def test_ctrl_c_while_up_starts_stops_what_started_without_a_banner(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    ports = ["--port", str(free_port()), "--flower-port", str(free_port())]
+    args = ["up", "--workers", "1", "--metrics-port", "0", *ports]
+    started: set[int] = set()
+    with Terminal(args, env, workspace) as term:
+        term.expect("starting Redis", 120)
+        term.until(lambda: bool(descendants(term.proc.pid)), 60, "a first part of the stack")
+        started = descendants(term.proc.pid)
+        term.interrupt()
+        assert term.wait(90) == 130, term.text
+    shown = term.text
+    assert "Flower login" not in shown and "Connect from another shell" not in shown, shown
+    assert "Traceback" not in shown and shown.rstrip().endswith("interrupted"), shown
+    deadline = time.monotonic() + 30
+    while any(_alive(pid) for pid in started) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert [pid for pid in started if _alive(pid)] == [], "what had started was stopped"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:  # gone, or gone while asked
+        return False
 
 
 @pytest.mark.parametrize("columns", [80, 120])
