@@ -19,6 +19,7 @@ import asyncio
 import io
 import json
 import signal
+import threading
 from typing import TYPE_CHECKING, Any, cast
 
 import anyio
@@ -72,7 +73,8 @@ def run_stdio(session: Session) -> None:
 
         try:
             with claimed_stdio() as (wire_in, wire_out), anyio.CancelScope() as everything:
-                loop.add_signal_handler(signal.SIGINT, stop)
+                if threading.current_thread() is threading.main_thread():
+                    loop.add_signal_handler(signal.SIGINT, stop)
                 stdin = StdinLines(wire_in)
                 stdout = anyio.wrap_file(io.TextIOWrapper(wire_out, encoding="utf-8"))
                 async with (
