@@ -149,6 +149,7 @@ def test_a_port_in_use_is_one_line(env: dict[str, str], tmp_path: Path) -> None:
 
 def test_a_redis_url_without_its_password_says_so(env: dict[str, str], tmp_path: Path) -> None:
     """Not redis-py's words about the protocol's HELLO (a real Redis with a password)."""
+    from toolhub.cli.worker import unusable_redis
     from toolhub.stack.redis_server import RedisServer
 
     with RedisServer(password="the-pw") as server:
@@ -158,5 +159,7 @@ def test_a_redis_url_without_its_password_says_so(env: dict[str, str], tmp_path:
             done = run_cli([*args, "--redis", bare], env, tmp_path)
             assert done.returncode == 1 and "HELLO" not in done.stderr, done.stderr
             assert "Redis requires a password: give it in the URL" in done.stderr, done.stderr
+        reason = unusable_redis(bare)  # what `toolhub worker` and `toolhub serve` say
+        assert reason is not None and reason.startswith("Redis requires a password"), reason
         refused = run_cli(["tasks", "list", "--redis", wrong], env, tmp_path)
         assert "Redis refused the password" in refused.stderr and "not-it" not in refused.stderr

@@ -130,13 +130,13 @@ def _check_redis(url: str) -> None:
     from redis import Redis
     from redis.exceptions import RedisError
 
-    from toolhub.errors import redact_url, redis_reason
+    from toolhub.errors import redact_url
 
     from .worker import unusable_redis
 
     reason = unusable_redis(url)
     if reason is not None:
-        fail(f"cannot use the Redis URL {redact_url(url)}: {redis_reason(reason)}")
+        fail(f"cannot use the Redis URL {redact_url(url)}: {reason}")
     client = Redis.from_url(url, socket_connect_timeout=3, socket_timeout=3)
     try:
         client.ping()
