@@ -51,7 +51,9 @@ def test_ctrl_c_while_the_cli_loads_is_one_line_and_130(
     env: dict[str, str], tmp_path: Path
 ) -> None:
     with Terminal(["tools"], env, tmp_path) as term:
-        time.sleep(0.3)  # Python is up; the CLI's imports take far longer than this
+        # pydantic's core is loaded while the CLI is imported, after toolhub_start answers
+        # Ctrl-C and about a second of CPU before the command runs.
+        term.until(lambda: "_pydantic_core" in _maps(term.proc.pid), 60, "the CLI loading")
         term.interrupt()
         assert term.wait() == 130, term.text
     assert "Traceback" not in term.text and "KeyboardInterrupt" not in term.text, term.text
@@ -97,6 +99,13 @@ def test_ctrl_c_while_up_starts_stops_what_started_without_a_banner(
     while any(_alive(pid) for pid in started) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert [pid for pid in started if _alive(pid)] == [], "what had started was stopped"
+
+
+def _maps(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/maps").read_text()
+    except OSError:
+        return ""
 
 
 def _alive(pid: int) -> bool:
