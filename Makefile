@@ -24,16 +24,16 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check toolhub workers tests bench examples
-	$(VENV)/bin/ruff format --check toolhub workers tests bench examples
+	$(VENV)/bin/ruff check toolhub toolhub_start.py workers tests bench examples
+	$(VENV)/bin/ruff format --check toolhub toolhub_start.py workers tests bench examples
 
 format: $(STAMP)
-	$(VENV)/bin/ruff check --fix toolhub workers tests bench examples
-	$(VENV)/bin/ruff format toolhub workers tests bench examples
+	$(VENV)/bin/ruff check --fix toolhub toolhub_start.py workers tests bench examples
+	$(VENV)/bin/ruff format toolhub toolhub_start.py workers tests bench examples
 
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy toolhub/core
-	$(VENV)/bin/mypy toolhub workers
+	$(VENV)/bin/mypy toolhub toolhub_start.py workers
 
 # Test processes (pytest-xdist; a file's tests stay in one process). Most tests wait on real
 # servers and workers rather than compute, so 4 processes on 2 cores take about half the time of

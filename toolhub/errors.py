@@ -150,8 +150,19 @@ class RedisUnavailable(ToolhubError, ConnectionError):
     code = ErrorCode.REDIS_UNAVAILABLE
 
     def __init__(self, url: str, cause: BaseException | str) -> None:
-        super().__init__(f"cannot reach Redis at {redact_url(url)}: {cause}")
+        super().__init__(f"cannot reach Redis at {redact_url(url)}: {redis_reason(cause)}")
         self.url = redact_url(url)
+
+
+def redis_reason(cause: BaseException | str) -> str:
+    """Why Redis refused a connection, as its user reads it: redis-py reports a missing
+    password as the protocol's ``HELLO`` rules and a wrong one as a pair of names."""
+    text = str(cause)
+    if "HELLO must be called" in text or "NOAUTH" in text or "Authentication required" in text:
+        return "Redis requires a password: give it in the URL (redis://:PASSWORD@HOST:PORT/0)"
+    if "WRONGPASS" in text or "invalid username-password" in text:
+        return "Redis refused the password (or user name) in the URL"
+    return text
 
 
 def redact_url(url: str) -> str:

@@ -16,7 +16,7 @@ from toolhub.core import CapabilityMode, ConfigError
 from toolhub.toolset import FORMATS, STRICT_FORMATS, ToolSetConfig
 
 from .output import fail, print_json, stderr, stdout
-from .policy import violations_table
+from .violations import show_violations
 
 if TYPE_CHECKING:
     from toolhub.session import Session
@@ -25,9 +25,28 @@ if TYPE_CHECKING:
 ConfigOpt = Annotated[
     Path | None, typer.Option("--config", "-c", help="Tool-set config (YAML or JSON).")
 ]
+REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
+
+
+def redis_url(value: str | None) -> str | None:
+    """``--redis``, refused at once (a usage error) when it is not a Redis URL: redis-py's own
+    complaint would come later, as an internal error."""
+    if value and not value.startswith(REDIS_SCHEMES):
+        raise typer.BadParameter(
+            f"{value!r} is not a Redis URL: it starts with {', '.join(REDIS_SCHEMES)} "
+            f"(e.g. redis://{value if '://' not in value else 'localhost:6379'}/0)"
+        )
+    return value
+
+
 RedisOpt = Annotated[
     str | None,
-    typer.Option("--redis", envvar="TOOLHUB_REDIS_URL", help="Redis URL: run on workers."),
+    typer.Option(
+        "--redis",
+        envvar="TOOLHUB_REDIS_URL",
+        help="Redis URL: run on workers.",
+        callback=redis_url,
+    ),
 ]
 
 
@@ -64,7 +83,7 @@ def open_session(
         try:
             loaded = ToolSetConfig.load(config)
         except ConfigError as err:
-            violations_table(err)
+            show_violations(err)
         source = ToolSetConfig.model_validate({**loaded.model_dump(), "mode": mode})
     ws = workspace or Path(os.environ.get("TOOLHUB_WORKSPACE", "."))
     if not ws.exists():
@@ -76,7 +95,7 @@ def open_session(
             return Session.connect(redis, source, ws, session_id=session_id, quotas=quotas)
         return Session.embedded(source, ws, session_id=session_id)
     except ConfigError as err:
-        violations_table(err)
+        show_violations(err)
 
 
 def tools(
@@ -117,5 +136,5 @@ def validate(
     for warning in report.warnings:
         stderr.print(f"[yellow]warning:[/] {warning.message}")
     if not report.ok:
-        violations_table(ConfigError(report.violations))
+        show_violations(ConfigError(report.violations), title=f"{config}: configuration violations")
     stdout.print(f"[green]valid[/]: {len(report.resolved)} tool(s) enabled")

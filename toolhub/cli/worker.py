@@ -20,7 +20,7 @@ from redis import exceptions as redis_errors
 
 from toolhub.distributed.redis_address import parse_redis_url
 from toolhub.distributed.settings import ALL_QUEUES, DEFAULT_REDIS_URL, QUEUES
-from toolhub.errors import redact_url
+from toolhub.errors import redact_url, redis_reason
 from toolhub.logs import configure_json, json_logs
 
 from .output import fail
@@ -106,7 +106,7 @@ def unusable_redis(url: str) -> str | None:
     try:
         client.ping()
     except redis_errors.AuthenticationError as exc:
-        return f"Redis refused the credentials: {exc}"
+        return redis_reason(exc)
     except (redis_errors.ConnectionError, redis_errors.TimeoutError):
         return None
     except redis_errors.RedisError as exc:
