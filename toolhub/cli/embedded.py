@@ -25,17 +25,20 @@ if TYPE_CHECKING:
 ConfigOpt = Annotated[
     Path | None, typer.Option("--config", "-c", help="Tool-set config (YAML or JSON).")
 ]
-REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
 
 
 def redis_url(value: str | None) -> str | None:
-    """``--redis``, refused at once (a usage error) when it is not a Redis URL: redis-py's own
-    complaint would come later, as an internal error."""
-    if value and not value.startswith(REDIS_SCHEMES):
-        raise typer.BadParameter(
-            f"{value!r} is not a Redis URL: it starts with {', '.join(REDIS_SCHEMES)} "
-            f"(e.g. redis://{value if '://' not in value else 'localhost:6379'}/0)"
-        )
+    """``--redis``, refused at once (a usage error) when it is not a Redis URL toolhub takes
+    (``toolhub.distributed.redis_address``): redis-py's own complaint would come later, as an
+    internal error."""
+    if value:
+        from toolhub.distributed.redis_address import RedisUrlError, parse_redis_url
+
+        try:
+            parse_redis_url(value)
+        except RedisUrlError as exc:
+            hint = f" (e.g. redis://{value}/0)" if "://" not in value else ""
+            raise typer.BadParameter(f"{exc}{hint}") from None
     return value
 
 

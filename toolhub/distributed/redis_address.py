@@ -134,7 +134,7 @@ def parse_redis_url(url: str) -> RedisAddress:
     scheme, sep, _ = text.partition("://")
     scheme = scheme.lower()
     if not sep:
-        raise RedisUrlError(f"not a Redis URL: {_shown(text)!r} ({EXPECTED})")
+        raise RedisUrlError(f"{_shown(text)!r} is not a Redis URL ({EXPECTED})")
     if scheme in DIRECT_SCHEMES:
         return RedisAddress(url=text)
     if scheme not in SENTINEL_SCHEMES:
