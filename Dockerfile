@@ -34,6 +34,7 @@ WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY toolhub ./toolhub
 COPY workers ./workers
+COPY toolhub_start.py ./
 
 # Build the wheel first (no editable install, no source tree in the final image), then
 # install it with the extras every component needs, plus Flower.

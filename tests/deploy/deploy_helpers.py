@@ -47,6 +47,20 @@ VARIANTS: dict[str, dict[str, Any]] = {
         },
         "autoscaling": {"mode": "keda"},
     },
+    "sentinel": {
+        "redis": {"enabled": False},
+        "externalRedis": {
+            "existingSecret": "ext-redis",
+            "tls": False,
+            "sentinel": {
+                "enabled": True,
+                "hosts": ["s1.example.com:26379", "s2.example.com:26379", "s3.example.com"],
+                "service": "toolhub",
+                "passwordKey": "sentinel-password",
+            },
+        },
+        "autoscaling": {"mode": "keda"},
+    },
     "ingress": {
         "gateway": {
             "ingress": {

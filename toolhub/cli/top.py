@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from . import embedded
 from .output import fail, stdout
 from .top_frame import Reading, frame
 
@@ -31,7 +32,12 @@ if TYPE_CHECKING:
 
 RedisOpt = Annotated[
     str | None,
-    typer.Option("--redis", envvar="TOOLHUB_REDIS_URL", help="The fleet's Redis URL."),
+    typer.Option(
+        "--redis",
+        envvar="TOOLHUB_REDIS_URL",
+        help="The fleet's Redis URL.",
+        callback=embedded.redis_url,
+    ),
 ]
 MetricsOpt = Annotated[
     list[str] | None,
@@ -107,12 +113,14 @@ class FleetWatcher:
         """The watcher, or exit 1 with a clear message when Redis cannot be reached."""
         from redis.exceptions import RedisError
 
+        from toolhub.errors import redis_reason
+
         watcher = cls(redis_url, metrics_urls)
         try:
             watcher.store.client.ping()
         except RedisError as exc:
             watcher.close()
-            fail(f"cannot reach Redis at {watcher.source}: {exc}")
+            fail(f"cannot reach Redis at {watcher.source}: {redis_reason(exc)}")
         return watcher
 
     def read(self) -> Reading:

@@ -6,7 +6,9 @@ so that progress, cancellation and elicitation follow toolhub's semantics exactl
 * an MCP cancellation cancels the toolhub call for real (``Session.cancel``), not just the
   request handler;
 * a failed call is an ``isError: true`` result the model can read; an unknown tool name is a
-  protocol error (``-32602``), as the spec asks;
+  protocol error (``-32602``), as the spec asks, naming the tools it is close to; a request
+  before ``initialize`` on a handshake-era connection says to send ``initialize`` first
+  (``misuse.py``);
 * ``ask_user`` questions become an elicitation when the client supports it; otherwise the
   questions are the result, with a note to ask the user directly;
 * every client is told ``notifications/tools/list_changed`` when the tool list changes
@@ -28,7 +30,6 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.models import InitializationOptions
 from mcp.server.subscriptions import InMemorySubscriptionBus, ToolsListChanged
-from mcp.shared.exceptions import MCPError
 
 import toolhub
 from toolhub.core import CallResult, Progress, new_call_id
@@ -37,6 +38,7 @@ from .call_questions import CallQuestions
 from .call_results import text_result, to_mcp_result, wants_output
 from .changes import ToolListChanges
 from .elicit import answers_from, questions_message, questions_schema, unanswerable_text
+from .misuse import handshake_first, unknown_tool
 from .progress import ProgressRelay
 from .task_protocol import (
     TASKS_EXTENSION,
@@ -99,6 +101,7 @@ class ToolhubMcpServer:
         self.tasks = McpTasks(session)
         self.questions = CallQuestions(session, self.tasks.states, self._follow)
         self._listen = Listen(self.bus, self.tasks)
+        self.server.middleware.append(handshake_first)
         self.server.extensions[TASKS_EXTENSION] = {}
         self.server.add_request_handler("tasks/get", TaskParams, self.tasks.get)
         self.server.add_request_handler("tasks/update", UpdateTaskParams, self.tasks.update)
@@ -157,7 +160,7 @@ class ToolhubMcpServer:
         instead when the call outlasts the policy's wait (``tasks.py``); on a 2026-07-28
         request, the call's questions (``call_questions.py``)."""
         if params.name not in self.session.toolset.entries:
-            raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {params.name}")
+            raise unknown_tool(params.name, list(self.session.toolset.entries))
         if params.request_state is not None or params.input_responses:
             # A retry with the answers to a call's questions (``call_questions.py``).
             resumed = await self.questions.resume(ctx, params)

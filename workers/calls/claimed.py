@@ -95,6 +95,8 @@ def run_attempt(
         )
         return dropped(runtime, running.call_id, claim)
     running.attempt = claim.attempt
+    if not runtime.replication.confirm(runtime.name):
+        metrics.claims_unreplicated.inc()
     usage = AttemptUsage.of(message)
     with (
         metrics.attempt(tool_label(message), claim.attempt) as metric,
