@@ -223,7 +223,7 @@ def test_a_lost_holder_shows_lost_then_restarts_and_says_so(live, store, tmp_pat
     listed = subprocess.run(
         [*cli, "list", "--session", sid], env=env, capture_output=True, text=True
     )
-    assert task_id in listed.stdout and "exited, restarted (2/3)" in listed.stdout, listed
+    assert task_id in listed.stdout and "(run 2/3)" in listed.stdout, listed.stdout
 
     assert _numbers(_output(store, task_id, last_attempt=True)) == [str(i) for i in range(1, 6)]
     record = store.get_record(task_id)
