@@ -178,8 +178,8 @@ async def _poll(
                         continue
                     await _cancel(session, task_id, state)
                     return _error(
-                        f"the MCP server's task {task_id} asks for input, which toolhub does "
-                        "not relay; it was cancelled"
+                        f"the MCP server's task {task_id} asks for input toolhub cannot give "
+                        "(sampling, roots, or no caller to ask); it was cancelled"
                     )
             await asyncio.sleep(_interval(current.poll_interval_ms))
             current = None
