@@ -260,5 +260,25 @@ async def answer_inputs(
     return current
 
 
+def task_answers(
+    server: str, asker: Asker | None
+) -> Callable[[dict[str, Any]], Awaitable[dict[str, Any] | None]] | None:
+    """How a task's ``inputRequests`` are answered for a call (its ``inputResponses`` as JSON,
+    None for requests toolhub does not serve); None without a caller to ask."""
+    if asker is None:
+        return None
+
+    async def answer(requests: dict[str, Any]) -> dict[str, Any] | None:
+        responses = await respond(server, requests, asker)
+        if responses is None:
+            return None
+        return {
+            key: response.model_dump(by_alias=True, mode="json", exclude_none=True)
+            for key, response in responses.items()
+        }
+
+    return answer
+
+
 def _failed(text: str) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)

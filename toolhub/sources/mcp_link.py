@@ -33,7 +33,7 @@ from toolhub.redaction import redact
 from toolhub.toolset import ExternalSpec, McpServerConfig
 
 from .mcp_calls import external_handler
-from .mcp_elicit import Asker, answer_inputs, respond
+from .mcp_elicit import Asker, answer_inputs, task_answers
 from .mcp_naming import client_name
 from .mcp_outcome import OUTPUT_META_KEY
 from .mcp_stdio_launch import StdioRefused, stdio_launch
@@ -266,19 +266,8 @@ class ServerLink:
             if isinstance(result, types.InputRequiredResult):
                 result = await answer_inputs(self.name, result, asker, send)
             if isinstance(result, CreatedTask):
-
-                async def answer(requests: dict[str, Any]) -> dict[str, Any] | None:
-                    responses = await respond(self.name, requests, asker)
-                    if responses is None:
-                        return None
-                    return {
-                        k: r.model_dump(by_alias=True, mode="json", exclude_none=True)
-                        for k, r in responses.items()
-                    }
-
-                result = await drive(
-                    session, result, _status_progress(progress), hooks, answer if asker else None
-                )
+                answer = task_answers(self.name, asker)
+                result = await drive(session, result, _status_progress(progress), hooks, answer)
         except MCPError as err:
             if err.code == types.INVALID_PARAMS:
                 raise ToolError.invalid_arguments(err.message) from None
