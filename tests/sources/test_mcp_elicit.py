@@ -10,6 +10,7 @@ call and two calls are in flight. The form-to-questions mapping is checked on ho
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +18,9 @@ from typing import Any
 
 import mcp_types as types
 import pytest
+import yaml
+from mcp.client import Client
+from mcp.client.stdio import StdioServerParameters
 
 from tests.http_process import serving
 from tests.mcp.stdio_support import TOOLHUB, toolhub_args, toolhub_env
@@ -99,6 +103,37 @@ def test_a_stdio_server_asking_during_one_call_is_answered(tmp_path: Path) -> No
             "MCP server `dyn` asks: Your name?\nname"
         ]
         assert result.prompt_text == "answered: accept", result.prompt_text
+
+
+def test_an_mcp_client_of_toolhub_answers_the_remote_question(tmp_path: Path) -> None:
+    """The whole chain: an ``mcp`` SDK client of ``toolhub mcp`` (2026-07-28) calls an external
+    tool whose server asks; the question reaches that client as toolhub's own ``ask_user``
+    questions do (an ``input_required`` form), and its answer reaches the server."""
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    config = tmp_path / "toolhub.yaml"
+    config.write_text(yaml.safe_dump({"mcp_servers": {"dyn": changing(tmp_path)}}))
+    asked: list[types.ElicitRequestParams] = []
+
+    async def elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params)
+        return types.ElicitResult(action="accept", content={"q1": "Ada"})
+
+    async def body() -> types.CallToolResult:
+        params = StdioServerParameters(
+            command=TOOLHUB,
+            args=toolhub_args(workspace, "--config", str(config)),
+            env=toolhub_env(tmp_path),
+            cwd=workspace,
+        )
+        async with Client(params, elicitation_callback=elicit) as client:
+            return await client.call_tool("dyn__ask", {})
+
+    result = asyncio.run(body())
+    assert result.is_error is False, result
+    assert result.content[0].text == "answered: accept"  # type: ignore[union-attr]
+    (form,) = asked
+    assert "MCP server `dyn` asks: Your name?" in form.message  # type: ignore[union-attr]
 
 
 def test_a_question_naming_no_call_among_two_is_cancelled(tmp_path: Path) -> None:
