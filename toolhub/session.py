@@ -41,7 +41,7 @@ from toolhub.toolset import (
     ToolSet,
     ToolSetBuilder,
 )
-from toolhub.tracing import TraceContext, captured
+from toolhub.tracing import TraceContext, captured, tracer
 from toolhub.tracing.calls import CallSpan, start_call
 
 if TYPE_CHECKING:
@@ -238,6 +238,8 @@ class Session:
 
     def _traced(self, name: str, trace_context: object) -> CallSpan | None:
         """The call's ``execute_tool`` span when tracing is on, else None."""
+        if tracer() is None:
+            return None
         from toolhub.tenancy import tenant_of_session
 
         return start_call(name, self.session_id, tenant_of_session(self.session_id), trace_context)

@@ -5,7 +5,7 @@ every entry point answers from one module global then. ``calls`` is the caller's
 ``execute_tool`` span, ``worker`` the worker's spans continuing it from Celery's headers,
 ``carriers`` the W3C context in and out (gateway headers, MCP ``_meta``, a command's
 ``TRACEPARENT``), ``metrics`` the OTLP instruments, ``export`` the ``OTEL_*`` configuration.
-docs/observability.md describes the spans and the settings.
+docs/tracing.md describes the spans and the settings.
 """
 
 from .carriers import TraceContext, captured, carrier_of, carrier_of_asgi, command_env

@@ -24,7 +24,7 @@ from toolhub.core import CallResult, Progress
 from . import attributes as attr
 from .carriers import parent_context
 from .metrics import TOOL_DURATION, record
-from .state import api, tracer
+from .state import PHASES, api, tracer
 
 if TYPE_CHECKING:
     from opentelemetry.context import Context
@@ -69,7 +69,10 @@ class CallSpan:
     def prepare(self, prepare: Callable[[], T]) -> T:
         """``prepare()`` (lookup, remapping, validation) in the ``toolhub.validate`` span; a
         refused call's result ends the call's span."""
-        with self.tracer.start_as_current_span("toolhub.validate", context=self.context):
+        if PHASES:
+            with self.tracer.start_as_current_span("toolhub.validate", context=self.context):
+                prepared = prepare()
+        else:
             prepared = prepare()
         if isinstance(prepared, CallResult):
             self.end(prepared)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from .state import available
+from .state import available, tracer
 
 if TYPE_CHECKING:
     from opentelemetry.context import Context
@@ -94,8 +94,6 @@ def command_env() -> dict[str, str]:
     """``TRACEPARENT`` (and ``TRACESTATE``) naming the current span, for a command's
     environment, so a traced program inside it joins the call's trace; empty when tracing is
     off or no span is current."""
-    from .state import tracer
-
     if tracer() is None:
         return {}
     return {name.upper(): value for name, value in inject().items()}

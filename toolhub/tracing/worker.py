@@ -1,15 +1,16 @@
-"""The worker's side of a call's trace: one span per delivered message, continuing the
-caller's trace from the Celery message's headers, and its children.
+"""The worker's side of a call's trace: one span per delivered message, continuing the caller's
+trace from the Celery message's headers, and its children.
 
-The dispatcher puts the current W3C context (the caller's ``execute_tool`` span) and the
-enqueue time into the message's headers (``message_headers``); the worker opens
-``toolhub.worker {tool}`` under it (``delivered``), with ``toolhub.queue_wait`` (enqueue to
-claim), ``toolhub.claim``, ``toolhub.run`` (the tool; a command started in it gets the run's
-``TRACEPARENT``, ``carriers.command_env``) and ``toolhub.deliver`` (the result written and
-published) as children. A re-run after a lost worker is named ``toolhub.rerun {tool}``, the
-resume of a remote task ``toolhub.resume {tool}``; the attempt is an attribute. Progress items
-become span events, their kind only (payloads may hold secrets), at most
-``MAX_PROGRESS_EVENTS`` per attempt; the rest are counted.
+The dispatcher puts the current W3C context (its ``toolhub.enqueue`` span, or the caller's
+``execute_tool`` span without phase spans) and the enqueue time into the message's headers
+(``message_headers``); the worker opens ``toolhub.worker {tool}`` under it (``delivered``),
+with ``toolhub.queue_wait`` (enqueue to claim), ``toolhub.claim``, ``toolhub.run`` (the tool; a
+command started in it gets the run's ``TRACEPARENT``, ``carriers.command_env``) and
+``toolhub.deliver`` (the result written and published) as children; only the run's under
+``TOOLHUB_TRACE_PHASES=0`` (``state.PHASES``). A re-run after a lost worker is named
+``toolhub.rerun {tool}``, the resume of a remote task ``toolhub.resume {tool}``; the attempt is
+an attribute. Progress items become span events, their kind only (payloads may hold secrets),
+at most ``MAX_PROGRESS_EVENTS`` per attempt; the rest are counted.
 
 The enqueue time comes from the dispatcher's clock: across hosts, queue wait carries their
 skew. Headers are not covered by the message's fleet signature: a forged one can only
@@ -29,7 +30,7 @@ from toolhub.core import Progress
 from . import attributes as attr
 from .carriers import carrier_of, inject, parent_context
 from .metrics import QUEUE_WAIT, SANDBOX_START, record
-from .state import api, tracer
+from .state import PHASES, api, tracer
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span, Tracer
@@ -59,9 +60,10 @@ def message_headers() -> dict[str, Any] | None:
 
 def span(name: str, *, producer: bool = False) -> contextlib.AbstractContextManager[Any]:
     """A child span of the current one, current while the block runs (a no-op when off).
-    ``producer``: the span sends a message (its context goes in the message's headers)."""
+    ``producer``: the span sends a message (its context goes in the message's headers). A
+    phase's span: none under ``TOOLHUB_TRACE_PHASES=0``."""
     found = tracer()
-    if found is None:
+    if found is None or not PHASES:
         return _NO_SPAN
     kind = api().SpanKind.PRODUCER if producer else api().SpanKind.INTERNAL
     return found.start_as_current_span(name, kind=kind)
@@ -172,15 +174,20 @@ class WorkerCall:
     def claim(self, take: Callable[[], C]) -> C:
         now = time.time_ns()
         if self.enqueued_ns is not None and self.enqueued_ns <= now:
-            waited = self.tracer.start_span(
-                "toolhub.queue_wait", context=self.context, start_time=self.enqueued_ns
-            )
-            waited.end(end_time=now)
+            if PHASES:
+                waited = self.tracer.start_span(
+                    "toolhub.queue_wait", context=self.context, start_time=self.enqueued_ns
+                )
+                waited.end(end_time=now)
             record(QUEUE_WAIT, (now - self.enqueued_ns) / 1e9, {attr.TOOL_ID: self.tool})
-        with self.tracer.start_as_current_span("toolhub.claim", context=self.context) as span:
+        claimed = self.tracer.start_span("toolhub.claim", context=self.context) if PHASES else None
+        try:
             taken = take()
             action = getattr(taken, "action", None)
-            span.set_attribute(attr.CLAIM, str(getattr(action, "value", action)))
+            (claimed or self.span).set_attribute(attr.CLAIM, str(getattr(action, "value", action)))
+        finally:
+            if claimed is not None:
+                claimed.end()
         attempt = getattr(taken, "attempt", None)
         if isinstance(attempt, int):
             self.span.set_attribute(attr.ATTEMPT, attempt)
