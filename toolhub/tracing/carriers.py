@@ -60,16 +60,24 @@ def _propagator() -> Any:
 def parent_context(trace_context: object) -> Context:
     """The OTel context a call's span starts under: the current one when ``trace_context`` is
     None, the context itself when it is one (``captured``), else the parent a W3C carrier
-    names (an empty or malformed one: a new trace)."""
+    names (an empty or malformed one: a new trace) — unless the current span is of the
+    carrier's trace already: a server library that continued it (FastAPI's, the MCP SDK's
+    request span) is then the parent, below the caller's span."""
     from opentelemetry import context as otel_context
+    from opentelemetry import trace as otel_trace
     from opentelemetry.context import Context
 
+    current = otel_context.get_current()
     if trace_context is None:
-        return otel_context.get_current()
+        return current
     if isinstance(trace_context, Context):
         return trace_context
     carrier = carrier_of(trace_context) if isinstance(trace_context, Mapping) else {}
     extracted: Context = _propagator().extract(carrier, context=Context())
+    named = otel_trace.get_current_span(extracted).get_span_context()
+    inside = otel_trace.get_current_span(current).get_span_context()
+    if named.is_valid and inside.is_valid and inside.trace_id == named.trace_id:
+        return current
     return extracted
 
 
