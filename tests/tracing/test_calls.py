@@ -42,3 +42,27 @@ def test_without_phase_spans_validation_has_no_span(
     trace_id = turn.get_span_context().trace_id
     assert tool_span(trace_id, "bash").attributes["gen_ai.tool.type"] == "function"
     assert "toolhub.validate" not in {s.name for s in spans_of(trace_id)}
+
+
+def test_leaving_a_traced_stream_early_closes_the_call_s_stream(tmp_path: Path) -> None:
+    """The traced stream closes what it wraps: the call is cancelled, its span says so."""
+    import asyncio
+
+    exporter()
+
+    async def leave_early(session: Session) -> str:
+        with trace.get_tracer("app").start_as_current_span("turn") as turn:
+            args = {"command": "echo started; sleep 30", "description": "t"}
+            stream = session.stream("bash", args, call_id="left")
+            async for _ in stream:
+                break  # the first progress item: leave while the command runs
+            await stream.aclose()
+            # Closed now, not when the loop ends: the call is cancelled at once.
+            record = await session.record("left") or {}
+            assert record.get("status") == "cancelled", record
+        return f"{turn.get_span_context().trace_id:032x}"
+
+    with Session.embedded(None, tmp_path, state_dir=tmp_path / "s") as session:
+        trace_id = asyncio.run(leave_early(session))
+    span = tool_span(int(trace_id, 16), "bash")
+    assert span.attributes["error.type"] == "cancelled"

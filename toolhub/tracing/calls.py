@@ -125,7 +125,8 @@ class CallSpan:
         self, items: AsyncIterator[Progress | CallResult]
     ) -> AsyncIterator[Progress | CallResult]:
         """``items``, each step taken with this span current; the span ends at the result,
-        or as ``cancelled`` when the consumer leaves before it."""
+        or as ``cancelled`` when the consumer leaves before it. Closing this closes ``items``
+        (a connected call's stream cancels the call when left early)."""
         from opentelemetry import context as otel_context
 
         try:
@@ -141,8 +142,11 @@ class CallSpan:
                     self.end(item)
                 yield item
         finally:
-            if not self.ended:
-                self._close("cancelled")
+            try:
+                await closing_of(items)
+            finally:
+                if not self.ended:
+                    self._close("cancelled")
 
     def end(self, result: CallResult) -> None:
         kind = attr.error_type(result)
@@ -164,6 +168,12 @@ class CallSpan:
             self.span.set_attribute(attr.ERROR_TYPE, kind)
         self.span.end()
         record(TOOL_DURATION, time.perf_counter() - self.started, attributes)
+
+
+async def closing_of(items: AsyncIterator[Progress | CallResult]) -> None:
+    close = getattr(items, "aclose", None)
+    if close is not None:
+        await close()
 
 
 def _is_cancel(exc: BaseException) -> bool:
