@@ -69,11 +69,15 @@ class CallSpan:
     def prepare(self, prepare: Callable[[], T]) -> T:
         """``prepare()`` (lookup, remapping, validation) in the ``toolhub.validate`` span; a
         refused call's result ends the call's span."""
-        if PHASES:
-            with self.tracer.start_as_current_span("toolhub.validate", context=self.context):
+        try:
+            if PHASES:
+                with self.tracer.start_as_current_span("toolhub.validate", context=self.context):
+                    prepared = prepare()
+            else:
                 prepared = prepare()
-        else:
-            prepared = prepare()
+        except BaseException as exc:
+            self.fail(exc)
+            raise
         if isinstance(prepared, CallResult):
             self.end(prepared)
             return prepared
