@@ -41,6 +41,8 @@ from toolhub.toolset import (
     ToolSet,
     ToolSetBuilder,
 )
+from toolhub.tracing import TraceContext, tracer
+from toolhub.tracing.calls import CallSpan, start_call
 
 if TYPE_CHECKING:
     from toolhub.sources.attach import AttachedSources
@@ -186,10 +188,19 @@ class Session(SyncTwins):
         *,
         call_id: str | None = None,
         timeout: float | None = None,
+        trace_context: TraceContext | None = None,
     ) -> CallResult:
         """Run one call and return its result. ``timeout``: seconds to wait at most; then the
         call is cancelled and the result is a ``timeout`` error (distributed calls always have
-        a deadline, derived from their limits when none is given)."""
+        a deadline, derived from their limits when none is given). ``trace_context``: the W3C
+        ``traceparent``/``tracestate`` of the call's parent span when tracing is on (default:
+        the current OpenTelemetry context; docs/tracing.md)."""
+        traced = self._traced(name, trace_context)
+        if traced is not None:
+            prepared = traced.prepare(lambda: self._prepare(name, arguments, call_id))
+            if isinstance(prepared, CallResult):
+                return prepared
+            return await traced.result(self._result_of(prepared, timeout))
         prepared = self._prepare(name, arguments, call_id)
         if isinstance(prepared, CallResult):
             return prepared
@@ -203,6 +214,7 @@ class Session(SyncTwins):
         call_id: str | None = None,
         timeout: float | None = None,
         cancel_on_exit: bool = True,
+        trace_context: TraceContext | None = None,
     ) -> AsyncIterator[Progress | CallResult]:
         """Progress items as they happen, then exactly one ``CallResult``.
 
@@ -211,15 +223,29 @@ class Session(SyncTwins):
         says ``cancelled``. ``cancel_on_exit=False`` leaves a connected session's call running
         on its worker, to be followed by id (the gateway and the MCP server cancel explicitly
         and keep calls going through their own restart); an embedded call runs inside this
-        stream and ends with it either way."""
-        prepared = self._prepare(name, arguments, call_id)
+        stream and ends with it either way. ``trace_context``: as for ``call``."""
+        traced = self._traced(name, trace_context)
+        if traced is None:
+            prepared = self._prepare(name, arguments, call_id)
+        else:
+            prepared = traced.prepare(lambda: self._prepare(name, arguments, call_id))
         if isinstance(prepared, CallResult):
             yield prepared
             return
         items = self._items(prepared, timeout, cancel_on_exit)
+        if traced is not None:
+            items = traced.stream(items)
         async with closing(items):
             async for item in items:
                 yield item
+
+    def _traced(self, name: str, trace_context: object) -> CallSpan | None:
+        """The call's ``execute_tool`` span when tracing is on, else None."""
+        if tracer() is None:
+            return None
+        from toolhub.tenancy import tenant_of_session
+
+        return start_call(name, self.session_id, tenant_of_session(self.session_id), trace_context)
 
     def _prepare(self, name: str, arguments: Any, call_id: str | None) -> Prepared | CallResult:
         """The prepared call, or the failed result of arguments or a tool name it refused."""

@@ -15,11 +15,13 @@ from typing import TYPE_CHECKING, Any
 
 from toolhub.core import CallResult, Progress
 from toolhub.loop_thread import LoopThread
+from toolhub.tracing import TraceContext, captured
 
 if TYPE_CHECKING:
     from toolhub.executors import Executor
     from toolhub.executors.refused import RefusedCalls
     from toolhub.toolset import Prepared
+    from toolhub.tracing.calls import CallSpan
 
 
 class SyncTwins:
@@ -46,6 +48,7 @@ class SyncTwins:
             *,
             call_id: str | None = None,
             timeout: float | None = None,
+            trace_context: TraceContext | None = None,
         ) -> CallResult: ...
 
         def stream(
@@ -56,7 +59,10 @@ class SyncTwins:
             call_id: str | None = None,
             timeout: float | None = None,
             cancel_on_exit: bool = True,
+            trace_context: TraceContext | None = None,
         ) -> AsyncIterator[Progress | CallResult]: ...
+
+        def _traced(self, name: str, trace_context: object) -> CallSpan | None: ...
 
         def follow(
             self, call_id: str, *, after_seq: int = 0, timeout: float | None = None
@@ -71,7 +77,11 @@ class SyncTwins:
         *,
         call_id: str | None = None,
         timeout: float | None = None,
+        trace_context: TraceContext | None = None,
     ) -> CallResult:
+        traced = self._traced(name, trace_context)
+        if traced is not None:
+            return self._call_sync_traced(traced, name, arguments, call_id, timeout)
         if timeout is None:
             prepared = self._prepare(name, arguments, call_id)
             if isinstance(prepared, CallResult):
@@ -86,6 +96,24 @@ class SyncTwins:
         )
         return answered
 
+    def _call_sync_traced(
+        self,
+        traced: CallSpan,
+        name: str,
+        arguments: Any,
+        call_id: str | None,
+        timeout: float | None,
+    ) -> CallResult:
+        prepared = traced.prepare(lambda: self._prepare(name, arguments, call_id))
+        if isinstance(prepared, CallResult):
+            return prepared
+        if timeout is None:
+            result = traced.run(lambda: self.executor.call_sync(prepared))
+            if result is not None:
+                return result
+        answered: CallResult = self._run(traced.result(self._result_of(prepared, timeout)))
+        return answered
+
     def stream_sync(
         self,
         name: str,
@@ -93,8 +121,12 @@ class SyncTwins:
         *,
         call_id: str | None = None,
         timeout: float | None = None,
+        trace_context: TraceContext | None = None,
     ) -> Iterator[Progress | CallResult]:
-        return self._iterate(self.stream(name, arguments, call_id=call_id, timeout=timeout))
+        # The stream runs on the loop thread: the caller's current context goes with it.
+        parent: Any = trace_context if trace_context is not None else captured()
+        items = self.stream(name, arguments, call_id=call_id, timeout=timeout, trace_context=parent)
+        return self._iterate(items)
 
     def record_sync(self, call_id: str) -> dict[str, Any] | None:
         """``record``'s twin; a call refused before it ran has the record this session kept."""

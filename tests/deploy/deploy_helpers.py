@@ -78,6 +78,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
         "config": {"existingConfigMap": "my-toolset"},
         "workspace": {"persistence": {"existingClaim": "shared-ws"}},
     },
+    "otel": {"otel": {"enabled": True, "collector": {"enabled": True}}},
     "minimal": {
         "gateway": {"enabled": False},
         "flower": {"enabled": False},

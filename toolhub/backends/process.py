@@ -53,6 +53,8 @@ from toolhub.core.usage import current_meter
 from toolhub.errors import ErrorCode
 from toolhub.sandbox import Mechanism, SandboxPolicy, find_bwrap
 from toolhub.sandbox.environment import TOOLHUB_SECRETS
+from toolhub.tracing import command_env
+from toolhub.tracing.worker import command_start
 
 from .capture import DEFAULT_LOG_LIMIT, OutputCapture, io_reason
 from .cgroups import CommandCgroup, CommandCgroups, SessionQuota
@@ -156,10 +158,11 @@ class ProcessRunner:
         limits = self._clamped(limits or self.limits)
         self._refuse()
         meter = current_meter()
+        traced = command_env()  # the call's TRACEPARENT: a traced program joins its trace
         cgroup: CommandCgroup | None = None
         capture: OutputCapture | None = None
         try:
-            with START_GATE.held(), self._workspace_pin().opened() as ws_fd:
+            with command_start(), START_GATE.held(), self._workspace_pin().opened() as ws_fd:
                 cgroup = self.cgroups.create(
                     memory_bytes=limits.memory_bytes,
                     pids=limits.max_processes,
@@ -169,8 +172,8 @@ class ProcessRunner:
                     keep_bytes, self.log_dir / f"{_safe_name(log_name)}.log", self.log_limit_bytes
                 )
                 proc = start_hosted(
-                    self, command, cwd or self.root, limits, cgroup, ws_fd
-                ) or self._child(command, cwd or self.root, limits, cgroup, ws_fd)
+                    self, command, cwd or self.root, limits, cgroup, ws_fd, traced
+                ) or self._child(command, cwd or self.root, limits, cgroup, ws_fd, traced)
         except BaseException as exc:
             # Outside the gate: removing a cgroup waits for what is left in it to die.
             if capture is not None:
@@ -234,6 +237,7 @@ class ProcessRunner:
         limits: ResourceLimits,
         cgroup: CommandCgroup | None,
         ws_fd: int,
+        extra_env: dict[str, str],
     ) -> ChildProcess:
         """The command as a child of this process, in a sandbox of its own when confined:
         ``setpriv`` (the parent-death signal), the shell that joins the cgroup, raises its
@@ -243,7 +247,7 @@ class ProcessRunner:
         prelude.append(oom_prelude())
         if ulimits := limits.ulimit_prelude(nproc=self.nproc_rlimit(cgroup)):
             prelude.append(ulimits)
-        argv, env, run = self._command_line(command, cwd, ws_fd)
+        argv, env, run = self._command_line(command, cwd, ws_fd, extra_env)
         procs = [] if cgroup is None else self.cgroups.procs_files(cgroup)
         script = "; ".join([*prelude, death_trap(procs), run])
         return ChildProcess(
@@ -261,15 +265,18 @@ class ProcessRunner:
         )
 
     def _command_line(
-        self, command: str, cwd: Path, ws_fd: int
+        self, command: str, cwd: Path, ws_fd: int, extra_env: dict[str, str]
     ) -> tuple[list[str], dict[str, str], str]:
         """What follows ``bash -c <script> bash <command>`` (the bwrap argv, when sandboxed),
-        the environment and the script's last part, which runs the command."""
+        the environment (``extra_env`` on top: the call's ``TRACEPARENT``) and the script's
+        last part, which runs the command."""
         policy = self.sandbox
         if policy is None or not policy.confined:
-            return [], self._unconfined_env(), RUN_COMMAND
+            return [], {**self._unconfined_env(), **extra_env}, RUN_COMMAND
         reset = signal_reset()
-        inner, env = self.confined(policy, [*reset, self.shell, "-c"], cwd, workspace_fd=ws_fd)
+        inner, env = self.confined(
+            policy, [*reset, self.shell, "-c"], cwd, extra_env, workspace_fd=ws_fd
+        )
         return inner, env, RUN_SANDBOXED if reset else RUN_SANDBOXED_PLAIN
 
     def confine(

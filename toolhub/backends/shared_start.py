@@ -96,6 +96,7 @@ def start_hosted(
     limits: ResourceLimits,
     cgroup: CommandCgroup | None,
     ws_fd: int,
+    extra_env: dict[str, str],
 ) -> CommandProcess | None:
     """The command started in the session's shared sandbox (``sandbox_host``), or None
     where that does not apply (docs/sandbox.md lists why): not bwrap, an egress proxy
@@ -128,7 +129,7 @@ def start_hosted(
             host = SHARED_SANDBOXES.get([*guard, *host_argv], env, workspace_fd=ws_fd)
             return host.start(
                 [runner.shell, "-c", command],
-                env=env,
+                env={**env, **extra_env},  # the host's own env stays the same
                 cwd=os.path.realpath(cwd),
                 rlimits=limits.rlimits(nproc=runner.nproc_rlimit(cgroup)),
                 join=functools.partial(_join_hosted, runner, cgroup),

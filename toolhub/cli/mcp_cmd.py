@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from toolhub.ports import bind_refused
+from toolhub.tracing import setup_from_env
 
 from .embedded import ConfigOpt, RedisOpt, open_session
 from .output import fail, stderr
@@ -74,6 +75,7 @@ def mcp(
     # Served to clients as the default tenant: a distributed session's calls are held to its
     # quotas in the operator's policy.
     quotas = load(None).quotas.for_tenant(DEFAULT_TENANT) if redis else None
+    setup_from_env("toolhub-mcp")  # OTel traces and metrics when OTEL_* asks for them
     with open_session(served, ws, redis=redis, session_id=session, quotas=quotas) as sess:
         for warning in sess.warnings:
             stderr.print(f"[yellow]warning:[/] {warning}", highlight=False)

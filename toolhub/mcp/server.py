@@ -33,6 +33,7 @@ from mcp.server.subscriptions import InMemorySubscriptionBus, ToolsListChanged
 
 import toolhub
 from toolhub.core import CallResult, Progress, new_call_id
+from toolhub.tracing import TraceContext, carrier_of
 
 from .call_questions import CallQuestions
 from .call_results import text_result, to_mcp_result, wants_output
@@ -170,7 +171,10 @@ class ToolhubMcpServer:
         else:
             call_id = new_call_id()
             queue = asyncio.Queue()
-            pump = asyncio.create_task(self._pump(params.name, params.arguments, call_id, queue))
+            trace = carrier_of(params.meta)  # ``_meta.traceparent``: the caller's span
+            pump = asyncio.create_task(
+                self._pump(params.name, params.arguments, call_id, queue, trace)
+            )
         return await self._answer(ctx, params, call_id, queue, pump)
 
     async def _answer(
@@ -248,7 +252,12 @@ class ToolhubMcpServer:
                     await _settle(pump)
 
     async def _pump(
-        self, name: str, arguments: Any, call_id: str, queue: asyncio.Queue[object]
+        self,
+        name: str,
+        arguments: Any,
+        call_id: str,
+        queue: asyncio.Queue[object],
+        trace: TraceContext | None = None,
     ) -> None:
         """Drains the call into ``queue`` on its own task, so that a cancelled MCP request can
         still cancel the call (and the call's stream ends with its cancelled terminal)."""
@@ -256,7 +265,7 @@ class ToolhubMcpServer:
             # Cancelled explicitly (a cancelled request, not a task); a task's call outlives
             # this server's restart on its worker.
             items = self.session.stream(
-                name, arguments or {}, call_id=call_id, cancel_on_exit=False
+                name, arguments or {}, call_id=call_id, cancel_on_exit=False, trace_context=trace
             )
             async for item in items:
                 await queue.put(item)

@@ -26,6 +26,7 @@ from toolhub.distributed.celery_app import BACKGROUND_TASK
 from toolhub.distributed.claims import Claim
 from toolhub.distributed.script_replies import ClaimAction
 from toolhub.errors import ErrorCode
+from toolhub.tracing import worker as tracing
 from workers.lifecycle.metrics import Attempt, metrics, outcome, tool_label
 
 from .emitter import Emitter
@@ -50,7 +51,8 @@ class Claimed:
     metric: Attempt
 
     def settle(self, result: CallResult) -> Ended:
-        settled = settle(self.runtime, self.running, self.emitter, result)
+        with tracing.span("toolhub.deliver"):
+            settled = settle(self.runtime, self.running, self.emitter, result)
         self.metric.outcome = outcome(self.running, settled, result)
         return Ended.settled(settled, result)
 
@@ -64,7 +66,7 @@ def run_claimed(
         message["call_id"], background=message.get("task") == BACKGROUND_TASK
     )
     try:
-        claim = runtime.records.claim(message, runtime.name)
+        claim = tracing.claim(running.call_id, lambda: runtime.records.claim(message, runtime.name))
         return run_attempt(runtime, message, running, claim, work)
     finally:
         runtime.unregister(running)

@@ -29,6 +29,7 @@ from toolhub.distributed.records import CallRecords, StreamBounds
 from toolhub.distributed.redis_full import is_full
 from toolhub.distributed.settings import Settings
 from toolhub.tenancy.session_quotas import quotas_of_session
+from toolhub.tracing.worker import progress as traced_progress
 
 from .running import Running
 from .usage import AttemptUsage
@@ -76,6 +77,7 @@ class Emitter:
     def progress(self, item: Progress) -> None:
         if self.stopped:
             return
+        traced_progress(self.running.call_id, item)
         if self.usage is not None:
             self.usage.charge_output(item)
         payload = encode_item(item, self.running.attempt)

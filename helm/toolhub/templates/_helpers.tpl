@@ -282,6 +282,29 @@ workers verify with it; both load the same operator policy. */}}
   value: {{ .Values.config.maxForegroundSeconds | quote }}
 - name: HOME
   value: /tmp
+{{- include "toolhub.otelEnv" . }}
+{{- end }}
+
+{{/* The OTEL_* variables of the gateway and the workers (docs/tracing.md), when otel is on. */}}
+{{- define "toolhub.otelEnv" -}}
+{{- if .Values.otel.enabled }}
+{{- $endpoint := .Values.otel.endpoint }}
+{{- if and (not $endpoint) .Values.otel.collector.enabled }}
+{{- $port := ternary "4317" "4318" (eq .Values.otel.protocol "grpc") }}
+{{- $endpoint = printf "http://%s-otel-collector:%s" (include "toolhub.fullname" .) $port }}
+{{- end }}
+{{- if not $endpoint }}
+{{- fail "otel.enabled needs otel.endpoint or otel.collector.enabled" }}
+{{- end }}
+- name: OTEL_EXPORTER_OTLP_ENDPOINT
+  value: {{ $endpoint | quote }}
+- name: OTEL_EXPORTER_OTLP_PROTOCOL
+  value: {{ .Values.otel.protocol | quote }}
+- name: OTEL_TRACES_SAMPLER
+  value: {{ .Values.otel.sampler | quote }}
+- name: OTEL_TRACES_SAMPLER_ARG
+  value: {{ .Values.otel.samplerArg | quote }}
+{{- end }}
 {{- end }}
 
 {{/* Volumes shared by the gateway and the workers. */}}
