@@ -75,6 +75,10 @@ class Keys:
         """Hash call id → open ``ask_user`` questions of one session."""
         return f"{self.prefix}session:{sid}:questions"
 
+    def approvals(self, sid: str) -> str:
+        """Zset call id → approval expiry of one session's calls awaiting approval."""
+        return f"{self.prefix}session:{sid}:approvals"
+
     def answer(self, cid: str) -> str:
         """List the waiting ``ask_user`` call pops its answer (or a withdrawal) from."""
         return f"{self.prefix}answer:{cid}"
