@@ -29,6 +29,7 @@ from .calllog import CallLogs
 from .calls import Calls
 from .metrics import Metrics, QueueDepths
 from .mirrors import RemoteCalls
+from .approvals import router as approvals_router
 from .routes import router
 from .sessions import Recover, SessionFactory, Sessions
 from .settings import GatewaySettings
@@ -124,6 +125,7 @@ def create_app(
     )
     app.state.gateway = gw
     app.include_router(router)
+    app.include_router(approvals_router)
     required = not gw.principals.open
     app.openapi = _declaring_bearer(app, required=required)  # type: ignore[method-assign]
     app.add_exception_handler(RequestValidationError, _validation_failed)
