@@ -108,9 +108,7 @@ def test_an_approved_call_runs_once_queued_by_another_dispatcher(
     assert items[0].subkind == "awaiting_approval"
 
 
-def test_two_approvers_at_once_run_the_call_once(
-    connect: SessionMaker, tmp_path: Path
-) -> None:
+def test_two_approvers_at_once_run_the_call_once(connect: SessionMaker, tmp_path: Path) -> None:
     session = connect(config(), workspace=tmp_path / "ws")
     items = start(session, "echo one >> side.txt", "ap-2")
     wait_pending(session, "ap-2")
@@ -129,9 +127,7 @@ def test_two_approvers_at_once_run_the_call_once(
         except ApprovalRefused as refused:
             outcomes.append(refused.code)
 
-    threads = [
-        threading.Thread(target=approve, args=(who, n)) for n, who in enumerate(approvers)
-    ]
+    threads = [threading.Thread(target=approve, args=(who, n)) for n, who in enumerate(approvers)]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -141,9 +137,7 @@ def test_two_approvers_at_once_run_the_call_once(
     assert (tmp_path / "ws" / "side.txt").read_text() == "one\n"
 
 
-def test_a_denial_and_an_expiry_answer_typed_errors(
-    connect: SessionMaker, tmp_path: Path
-) -> None:
+def test_a_denial_and_an_expiry_answer_typed_errors(connect: SessionMaker, tmp_path: Path) -> None:
     session = connect(config(), workspace=tmp_path / "ws")
     items = start(session, "echo no >> side.txt", "ap-3")
     wait_pending(session, "ap-3")

@@ -225,7 +225,8 @@ def test_a_denial_reaches_the_caller_typed_and_hostile_bodies_are_refused(
         answer = alice.post("/v1/sessions/s/calls/c2/approval", json=body)
         assert answer.status_code == status, answer.text
         assert "Traceback" not in answer.text
-    assert alice.post("/v1/sessions/s/calls/nope/approval", json={"decision": "deny"}).status_code == 404
+    unknown = alice.post("/v1/sessions/s/calls/nope/approval", json={"decision": "deny"})
+    assert unknown.status_code == 404, unknown.text
     denied = alice.post(
         "/v1/sessions/s/calls/c2/approval", json={"decision": "deny", "reason": "not now"}
     )

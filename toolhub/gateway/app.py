@@ -25,11 +25,11 @@ from toolhub.errors import ErrorCode, RedisUnavailable
 from toolhub.http_guard import PUBLIC_PATHS, Guard
 from toolhub.tenancy.keys import KeyFile, Principals
 
+from .approvals import router as approvals_router
 from .calllog import CallLogs
 from .calls import Calls
 from .metrics import Metrics, QueueDepths
 from .mirrors import RemoteCalls
-from .approvals import router as approvals_router
 from .routes import router
 from .sessions import Recover, SessionFactory, Sessions
 from .settings import GatewaySettings
