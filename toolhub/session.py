@@ -295,10 +295,15 @@ class Session:
     async def cancel(self, call_id: str) -> bool:
         return await self.executor.cancel(call_id)
 
-    def answer(self, call_id: str, answers: Any) -> bool:
-        """Deliver the user's answer to a waiting ``ask_user`` call."""
+    def answer(self, call_id: str, answers: Any, *, principal: str = "answer") -> bool:
+        """Deliver the user's answer to a waiting ``ask_user`` call; to a call awaiting
+        approval, ``approve`` (its one answer) approves it and any other denies it, as
+        ``principal`` (the MCP faces ask approvals as questions: ``toolhub.mcp.approvals``)."""
         from toolhub.answers import AnswerBox
 
+        gate = self._gate()
+        if gate is not None and gate.answer(call_id, answers, principal):
+            return True
         box = self.toolset.container.get(AnswerBox)
         return box.answer(call_id, answers) if box is not None else False
 

@@ -149,7 +149,13 @@ class ApprovalGate:
             return
         yield Progress.custom(
             AWAITING_SUBKIND,
-            {"call_id": cid, "rule": verdict.rule, "expires_at": approval["expires_at"]},
+            {
+                "call_id": cid,
+                "name": entry.client_name,
+                "arguments": prepared.arguments,
+                "rule": verdict.rule,
+                "expires_at": approval["expires_at"],
+            },
         )
         async with closing(self.backend.wait(prepared, approval, cancel_on_exit)) as items:
             async for item in items:
@@ -225,6 +231,24 @@ class ApprovalGate:
             approval, "approved", principal, arguments=prepared.arguments if edited else None
         )
         return self.backend.approve(prepared, decided)
+
+    def answer(self, call_id: str, answers: Any, principal: str) -> bool:
+        """An answer to the question a call awaiting approval was asked as (``approve``, or
+        anything else: a denial naming the answer); False for a call that does not await
+        approval (the answer is then an ``ask_user`` one) or whose approval did nothing."""
+        record = self.backend.record(call_id)
+        if record is None or record.get("status") != AWAITING:
+            return False
+        values = list(answers.values()) if isinstance(answers, dict) else list(answers or [])
+        choice = str(values[0]).strip().lower() if values else ""
+        try:
+            if choice == "approve":
+                self.approve(call_id, principal)
+            else:
+                self.deny(call_id, principal, f"answered {choice[:200]!r}")
+        except ApprovalRefused:
+            return False
+        return True
 
     def deny(self, call_id: str, principal: str, reason: str | None = None) -> dict[str, Any]:
         self._waiting(call_id)
