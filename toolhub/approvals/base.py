@@ -16,27 +16,28 @@ import time
 from typing import Any, Protocol, runtime_checkable
 
 from toolhub.core import CallResult, ErrorKind, ToolError
+from toolhub.errors import ErrorCode, ToolhubError
 
 #: The record status of a call awaiting approval.
 AWAITING = "awaiting_approval"
 #: The progress subkind a waiting call streams first (payload: ``pending_view``).
 AWAITING_SUBKIND = "awaiting_approval"
 #: Error codes (``details.code``) of the calls' answers and of approvers' refusals.
-RULE_DENIED = "rule_denied"
-APPROVAL_DENIED = "approval_denied"
-APPROVAL_EXPIRED = "approval_expired"
-NOT_AWAITING = "not_awaiting_approval"
+RULE_DENIED = ErrorCode.RULE_DENIED
+APPROVAL_DENIED = ErrorCode.APPROVAL_DENIED
+APPROVAL_EXPIRED = ErrorCode.APPROVAL_EXPIRED
+NOT_AWAITING = ErrorCode.NOT_AWAITING_APPROVAL
 UNKNOWN_CALL = "unknown_call"
 
 
-class ApprovalRefused(Exception):
+class ApprovalRefused(ToolhubError):
     """What an approver is told when an approval or a denial did nothing: ``code`` (above,
     or ``invalid_arguments`` / ``permission_denied`` for edited arguments), a sentence, the
     HTTP status a gateway answers with, and what it knows (``status``, ``decided_by``)."""
 
     def __init__(self, code: str, detail: str, http_status: int, **extra: Any) -> None:
         super().__init__(detail)
-        self.code = code
+        self.code = code  # type: ignore[assignment]
         self.detail = detail
         self.http_status = http_status
         self.extra = extra

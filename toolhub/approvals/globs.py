@@ -5,8 +5,8 @@ Threats: a tenant's config (or an operator's policy) writes the patterns, the mo
 what they are matched against. A pattern is compiled here once, by a translator of our own
 (``*``, ``?``, ``[...]``, and ``**`` across ``/`` in paths), so a malformed one (an unclosed
 ``[``, a NUL, an empty pattern) is a config error when the config is loaded, never a surprise
-at call time, and no pattern can make the matcher backtrack without bound: the translated
-expressions hold no nested quantifiers. The model's side is bounded too: a command is parsed
+at call time, and matched without backtracking (``Glob``), so no pattern makes a match cost
+more than text length times pattern length. The model's side is bounded too: a command is parsed
 only up to ``MAX_COMMAND_CHARS`` (a longer one cannot be allowed by a rule, only asked or
 denied), and a command that cannot be parsed for certain (substitutions, here-documents,
 unbalanced quotes) is never allowed by an ``allow`` rule.
@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 import shlex
 from dataclasses import dataclass
+from typing import Any
 
 #: Longest pattern a rule may hold.
 MAX_PATTERN_CHARS = 512
@@ -34,35 +35,88 @@ class PatternError(ValueError):
     """A pattern that cannot be compiled; its message says why."""
 
 
-def compile_glob(pattern: str, *, path: bool = False) -> re.Pattern[str]:
-    """``pattern`` as an anchored expression. ``path``: ``*`` and ``?`` stop at ``/`` and
-    ``**`` crosses it (``src/**`` is everything under ``src``; ``**/x`` is ``x`` anywhere)."""
+class Glob:
+    """A compiled glob, matched by stepping a set of pattern positions over the text (a
+    Thompson NFA): time linear in text times pattern whatever the pattern, where a regular
+    expression with several ``.*`` backtracks polynomially on a hostile text."""
+
+    __slots__ = ("path", "tokens")
+
+    def __init__(self, tokens: list[tuple[str, Any]], path: bool) -> None:
+        self.tokens = tokens
+        self.path = path
+
+    def fullmatch(self, text: str) -> bool:
+        tokens, end = self.tokens, len(self.tokens)
+        states = self._closure({0})
+        for c in text:
+            step: set[int] = set()
+            for i in states:
+                if i == end:
+                    continue
+                kind, data = tokens[i]
+                if kind == "lit":
+                    if c == data:
+                        step.add(i + 1)
+                elif kind == "any":
+                    if not (self.path and c == "/"):
+                        step.add(i + 1)
+                elif kind == "class":
+                    if data.fullmatch(c):
+                        step.add(i + 1)
+                elif kind == "star":
+                    if not (self.path and c == "/"):
+                        step.add(i)
+                elif kind == "globstar":
+                    step.add(i)
+                else:  # "dirs": ``**/``, any whole directories
+                    step.add(i)
+                    if c == "/":
+                        step.add(i + 1)
+            if not step:
+                return False
+            states = self._closure(step)
+        return end in states
+
+    def _closure(self, states: set[int]) -> set[int]:
+        out, todo = set(states), list(states)
+        while todo:
+            i = todo.pop()
+            wild = i < len(self.tokens) and self.tokens[i][0] in ("star", "globstar", "dirs")
+            if wild and i + 1 not in out:
+                out.add(i + 1)
+                todo.append(i + 1)
+        return out
+
+
+def compile_glob(pattern: str, *, path: bool = False) -> Glob:
+    """``pattern`` compiled. ``path``: ``*`` and ``?`` stop at ``/`` and ``**`` crosses it
+    (``src/**`` is everything under ``src``; ``**/x`` is ``x`` anywhere)."""
     if not pattern:
         raise PatternError("a pattern may not be empty")
     if len(pattern) > MAX_PATTERN_CHARS:
         raise PatternError(f"a pattern may hold at most {MAX_PATTERN_CHARS} characters")
     if "\x00" in pattern:
         raise PatternError("a pattern may not contain a NUL byte")
-    out: list[str] = []
+    tokens: list[tuple[str, Any]] = []
     i, n = 0, len(pattern)
-    any_char = "[^/]" if path else "."
     while i < n:
         c = pattern[i]
         if c == "*":
             if path and pattern.startswith("**", i):
                 i += 2
                 if i < n and pattern[i] == "/":
-                    out.append("(?:[^/]*/)*")  # zero or more whole directories
+                    tokens.append(("dirs", None))
                     i += 1
                 else:
-                    out.append(".*")
+                    tokens.append(("globstar", None))
                 continue
-            out.append(any_char + "*")
             while i < n and pattern[i] == "*":
                 i += 1
+            tokens.append(("star", None))
             continue
         if c == "?":
-            out.append(any_char)
+            tokens.append(("any", None))
         elif c == "[":
             end = pattern.find("]", i + 2 if pattern.startswith(("[!", "[^"), i) else i + 1)
             if end < 0:
@@ -73,15 +127,16 @@ def compile_glob(pattern: str, *, path: bool = False) -> re.Pattern[str]:
             if not body:
                 raise PatternError(f"empty '[]' in {pattern!r}")
             escaped = body.replace("\\", "\\\\").replace("^", "\\^").replace("[", "\\[")
-            out.append(f"[{'^' if negate else ''}{escaped}]")
+            try:
+                one = re.compile(f"[{'^' if negate else ''}{escaped}]", re.DOTALL)
+            except re.error as exc:
+                raise PatternError(f"cannot compile {pattern!r}: {exc}") from None
+            tokens.append(("class", one))
             i = end
         else:
-            out.append(re.escape(c))
+            tokens.append(("lit", c))
         i += 1
-    try:
-        return re.compile("".join(out), re.DOTALL)
-    except re.error as exc:
-        raise PatternError(f"cannot compile {pattern!r}: {exc}") from None
+    return Glob(tokens, path)
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,7 +146,7 @@ class CommandPattern:
     any rest, none included: ``git push *`` is ``git push`` with or without arguments."""
 
     text: str
-    words: tuple[re.Pattern[str], ...]
+    words: tuple[Glob, ...]
     open_end: bool
 
     @classmethod

@@ -12,7 +12,6 @@ the last word: the operator's own rules bound them (``toolhub.approvals.decide``
 
 from __future__ import annotations
 
-import re
 from enum import StrEnum
 from functools import cached_property
 from typing import Annotated, Any
@@ -21,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from toolhub.core import ToolKind
 
-from .globs import CommandPattern, PatternError, compile_glob
+from .globs import CommandPattern, Glob, PatternError, compile_glob
 
 #: At most this many rules in one list (a config's, the operator's).
 MAX_RULES = 256
@@ -128,7 +127,7 @@ class CompiledRule:
         self.commands = [CommandPattern.parse(p) for p in rule.command or ()]
 
     @staticmethod
-    def any(patterns: list[re.Pattern[str]], value: str) -> bool:
+    def any(patterns: list[Glob], value: str) -> bool:
         return any(p.fullmatch(value) for p in patterns)
 
 

@@ -104,7 +104,7 @@ class RedisApprovals:
 
     def waiting(self, sid: str) -> list[str]:
         """The session's calls awaiting approval (expired ones too, until someone ends them)."""
-        return [c.decode() for c in self.client.zrange(self.keys.approvals(sid), 0, -1)]
+        return [c.decode() for c, _ in replies.zscored(self.client, self.keys.approvals(sid))]
 
     def waiting_count(self, sid: str) -> int:
         return int(self.client.zcard(self.keys.approvals(sid)))
