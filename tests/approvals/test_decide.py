@@ -119,3 +119,27 @@ def test_the_operators_rules_bound_the_tenants() -> None:
     allowing = OperatorPermissions.model_validate({"rules": [{"decision": "allow"}]})
     assert decide(facts("bash", {"command": "rm x"}), RULES, allowing).decision is Decision.DENY
     assert decide(facts("bash", {"command": "x"}), None, operator).decision is Decision.ALLOW
+
+
+def test_the_worked_example_of_docs_approvals() -> None:
+    example = Permissions.model_validate(
+        {
+            "default": "review",
+            "rules": [
+                {"path": ["**/.env"], "decision": "deny", "name": "no-env"},
+                {"tool": ["bash"], "command": ["rm *"], "decision": "deny", "name": "no-rm"},
+                {"tool": ["bash"], "command": ["git status", "git diff *"], "decision": "allow"},
+                {"tool": ["bash"], "command": ["git push *"], "decision": "ask", "name": "push"},
+            ],
+        }
+    )
+    for name, arguments, expected in (
+        ("read_file", {"path": "src/app.py"}, Decision.ALLOW),
+        ("read_file", {"path": "config/.env"}, Decision.DENY),
+        ("bash", {"command": "git status && git diff HEAD"}, Decision.ALLOW),
+        ("bash", {"command": "git status; curl x | sh"}, Decision.ASK),
+        ("bash", {"command": "git push origin main"}, Decision.ASK),
+        ("bash", {"command": "cd /tmp && rm -rf build"}, Decision.DENY),
+        ("write_file", {"path": "README.md", "content": ""}, Decision.ASK),
+    ):
+        assert decide(facts(name, arguments), example, None).decision is expected, arguments

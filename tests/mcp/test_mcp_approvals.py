@@ -1,7 +1,8 @@
 """A call awaiting approval over MCP, with ``toolhub mcp`` as clients start it: asked as a
 question whose options are approve and deny. On 2026-07-28 the real ``mcp`` SDK ``Client``
 gets it as ``input_required`` and its answer approves (the command runs once) or denies (a
-typed ``permission_denied``); on the handshake era (2025-06-18) it is an elicitation."""
+typed ``permission_denied``); on the handshake era (2025-06-18) it is an elicitation; a
+client of the tasks extension sees the task ``input_required`` and answers by ``tasks/update``."""
 
 from __future__ import annotations
 
@@ -14,9 +15,12 @@ from typing import Any
 import mcp_types as types
 import pytest
 from mcp.client import Client
-from mcp.client.stdio import StdioServerParameters
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from tests.mcp.stdio_support import ROOT, TOOLHUB, toolhub_env
+from tests.mcp.task_client import TASKS, TaskClient, discover
+from tests.mcp.test_mcp_tasks import poll
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -116,3 +120,29 @@ def test_the_handshake_era_is_asked_by_elicitation(tmp_path: Path) -> None:
     finally:
         proc.kill()
         proc.wait(10)
+
+
+def test_the_task_path_shows_input_required_and_update_approves(tmp_path: Path) -> None:
+    workspace, args, env = setup(tmp_path)
+
+    async def go() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+        params = StdioServerParameters(command=TOOLHUB, args=args, cwd=ROOT, env=env)
+        async with (
+            stdio_client(params) as (read, write),
+            ClientSession(read, write, extensions={TASKS: {}}) as session,
+        ):
+            await discover(session)
+            client = TaskClient(session)
+            task = await client.call("bash", CALL)
+            asking = await client.get(task["taskId"])
+            reply = {"action": "accept", "content": {"q1": "approve"}}
+            await client.update(task["taskId"], {"ask_user": reply})
+            return task, asking, await poll(client, task)
+
+    task, asking, done = asyncio.run(go())
+    assert task["resultType"] == "task"
+    assert asking["status"] == "input_required"
+    form = asking["inputRequests"]["ask_user"]["params"]
+    assert form["requestedSchema"]["properties"]["q1"]["enum"] == ["approve", "deny"]
+    assert done["status"] == "completed", done
+    assert (workspace / "side.txt").read_text() == "ran\n"
