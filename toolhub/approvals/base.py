@@ -37,7 +37,7 @@ class ApprovalRefused(ToolhubError):
 
     def __init__(self, code: str, detail: str, http_status: int, **extra: Any) -> None:
         super().__init__(detail)
-        self.code = code  # type: ignore[assignment]
+        self.code = code
         self.detail = detail
         self.http_status = http_status
         self.extra = extra
