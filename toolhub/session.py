@@ -332,6 +332,12 @@ class Session:
         """Deny a waiting call: its caller gets ``permission_denied``; its record."""
         return self._require_gate(call_id).deny(call_id, principal, reason)
 
+    def needs_approval(self, name: str, arguments: Any) -> bool:
+        """Whether this call would wait for a person's approval (a framework adapter asks its
+        framework's own approval first: ``toolhub.integrations``)."""
+        gate = self._gate()
+        return gate is not None and gate.asks(name, arguments)
+
     def _gate(self) -> ApprovalGate | None:
         from toolhub.executors.approvals import ApprovalGate
 

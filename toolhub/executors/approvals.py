@@ -101,6 +101,15 @@ class ApprovalGate:
         )
         return decide(facts, self.rules, self.operator)
 
+    def asks(self, name: str, arguments: Any) -> bool:
+        """Whether a call of ``name`` with ``arguments`` would wait for an approval (False for
+        arguments that fail validation: the call itself answers them)."""
+        try:
+            prepared = self.toolset.prepare(name, arguments, "")
+        except ToolError:
+            return False
+        return self.verdict(prepared).decision is Decision.ASK
+
     # -- the Executor protocol ---------------------------------------------------------------
 
     def call_sync(self, prepared: Prepared) -> CallResult | None:
