@@ -14,6 +14,7 @@ unbalanced quotes) is never allowed by an ``allow`` rule.
 
 from __future__ import annotations
 
+import functools
 import re
 import shlex
 from dataclasses import dataclass
@@ -36,17 +37,21 @@ class PatternError(ValueError):
 
 
 class Glob:
-    """A compiled glob, matched by stepping a set of pattern positions over the text (a
-    Thompson NFA): time linear in text times pattern whatever the pattern, where a regular
-    expression with several ``.*`` backtracks polynomially on a hostile text."""
+    """A compiled glob. One with at most one wildcard run is a regular expression (it cannot
+    backtrack more than once over the text); any other is matched by stepping a set of
+    pattern positions over the text (a Thompson NFA): time linear in text times pattern, where
+    a regular expression with several ``.*`` backtracks polynomially on a hostile text."""
 
-    __slots__ = ("path", "tokens")
+    __slots__ = ("path", "regex", "tokens")
 
     def __init__(self, tokens: list[tuple[str, Any]], path: bool) -> None:
         self.tokens = tokens
         self.path = path
+        self.regex = _regex(tokens, path) if _stars(tokens) <= 1 else None
 
     def fullmatch(self, text: str) -> bool:
+        if self.regex is not None:
+            return self.regex.fullmatch(text) is not None
         tokens, end = self.tokens, len(self.tokens)
         states = self._closure({0})
         for c in text:
@@ -87,6 +92,25 @@ class Glob:
                 out.add(i + 1)
                 todo.append(i + 1)
         return out
+
+
+def _stars(tokens: list[tuple[str, Any]]) -> int:
+    return sum(kind in ("star", "globstar", "dirs") for kind, _ in tokens)
+
+
+def _regex(tokens: list[tuple[str, Any]], path: bool) -> re.Pattern[str]:
+    one = "[^/]" if path else "."
+    parts = {
+        "any": one,
+        "star": one + "*",
+        "globstar": ".*",
+        "dirs": "(?:.*/)?",
+    }
+    out = [
+        re.escape(data) if kind == "lit" else data.pattern if kind == "class" else parts[kind]
+        for kind, data in tokens
+    ]
+    return re.compile("".join(out), re.DOTALL)
 
 
 def compile_glob(pattern: str, *, path: bool = False) -> Glob:
@@ -192,6 +216,7 @@ class ParsedCommand:
     nested: tuple[tuple[str, ...], ...] = ()
 
 
+@functools.lru_cache(maxsize=256)
 def parse_command(command: str) -> ParsedCommand:
     """The simple commands of ``command``; quoted words are re-read as commands too (``bash
     -c 'rm -rf x'``, ``xargs rm``), so an ``ask`` or ``deny`` pattern finds what they run."""
