@@ -196,3 +196,23 @@ def _result(items: list[Any], wait_s: float = 60) -> Any:
             return items[-1]
         asyncio.run(asyncio.sleep(0.05))
     raise AssertionError(f"no result: {items}")
+
+
+def test_an_approval_nobody_waits_for_expires_through_the_workers_sweep(
+    connect: SessionMaker, store: RedisStore, tmp_path: Path
+) -> None:
+    """The caller died (only its record is left): a worker's sweep ends the approval at its
+    expiry, typed, and a follower by id gets that answer."""
+    from toolhub.approvals.base import new_approval
+
+    session = connect(config(), workspace=tmp_path / "ws")
+    approval = new_approval("config rules[1] (echo)", bash("echo orphan"), 1)
+    fields = {"session_id": session.session_id, "tool": "Main:bash", "name": "bash"}
+    store.approvals.ask("ap-6", session.session_id, fields, approval)
+    assert [p["call_id"] for p in session.pending()] == ["ap-6"]
+    final = list(session.follow_sync("ap-6", timeout=60))[-1]
+    assert final.error is not None and final.error.details["code"] == "approval_expired"
+    record = store.get_record("ap-6")
+    assert record is not None and record["status"] == "failed"
+    assert record["approval"]["decisions"][-1]["decision"] == "expired"
+    assert store.approvals.due() == []

@@ -49,13 +49,20 @@ class RedisApprovals:
             "approval_expires": f"{expires:.6f}",
         }.items():
             flat += [name, value]
-        keys = [self.keys.call(cid), self.keys.events(cid), self.keys.approvals(sid)]
+        keys = [
+            self.keys.call(cid),
+            self.keys.events(cid),
+            self.keys.approvals(sid),
+            self.keys.approvals_due,
+        ]
         return AwaitApprovalReply(int(self.scripts.await_approval(keys=keys, args=flat)))
 
     def approve(self, sid: str, keys: list[Any], args: list[Any]) -> ApproveReply:
         """Approve and queue, in one script: ``keys`` and ``args`` those of
         ``create_and_enqueue`` (``CallRecords.create_and_enqueue_args``)."""
-        reply = self.scripts.approve(keys=[*keys, self.keys.approvals(sid)], args=args)
+        reply = self.scripts.approve(
+            keys=[*keys, self.keys.approvals(sid), self.keys.approvals_due], args=args
+        )
         return ApproveReply(int(reply))
 
     def end(
@@ -80,6 +87,7 @@ class RedisApprovals:
                     k.leases,
                     k.state(sid),
                     k.approvals(sid),
+                    k.approvals_due,
                 ],
                 args=[
                     cid,
@@ -105,6 +113,15 @@ class RedisApprovals:
     def waiting(self, sid: str) -> list[str]:
         """The session's calls awaiting approval (expired ones too, until someone ends them)."""
         return [c.decode() for c, _ in replies.zscored(self.client, self.keys.approvals(sid))]
+
+    def due(self, limit: int = 100) -> list[str]:
+        """Calls of any session whose approval expired by now (the workers' sweep ends them)."""
+        return [
+            c.decode()
+            for c in replies.zrangebyscore(
+                self.client, self.keys.approvals_due, replies.time(self.client), limit
+            )
+        ]
 
     def waiting_count(self, sid: str) -> int:
         return int(self.client.zcard(self.keys.approvals(sid)))

@@ -79,6 +79,12 @@ class Keys:
         """Zset call id → approval expiry of one session's calls awaiting approval."""
         return f"{self.prefix}session:{sid}:approvals"
 
+    @property
+    def approvals_due(self) -> str:
+        """Zset call id → approval expiry of every session's calls awaiting approval: the
+        workers' sweep ends the expired ones nobody else looks at."""
+        return f"{self.prefix}approvals"
+
     def answer(self, cid: str) -> str:
         """List the waiting ``ask_user`` call pops its answer (or a withdrawal) from."""
         return f"{self.prefix}answer:{cid}"

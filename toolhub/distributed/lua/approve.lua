@@ -23,4 +23,5 @@ if ast ~= 'awaiting_approval' then return 10 end
 if aexpires and tonumber(aexpires) <= now() then return 11 end
 if redis.call('EXISTS', KEYS[6]) == 0 then return 2 end
 redis.call('ZREM', KEYS[12], ARGV[5])
+redis.call('ZREM', KEYS[13], ARGV[5])
 redis.call('HDEL', KEYS[1], 'status')
