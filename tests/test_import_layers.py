@@ -38,7 +38,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("sandbox",),
     ("backends",),
     ("distributed",),
-    ("answers", "state", "subagents", "tasks"),
+    ("answers", "approvals", "state", "subagents", "tasks"),
     ("toolset",),
     ("tools",),
     ("tenancy",),

@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from celery import Celery
     from redis import Redis
 
+    from toolhub.approvals.rules import OperatorPermissions
     from toolhub.distributed.quota import QuotaLimits
     from toolhub.distributed.settings import Settings
     from toolhub.distributed.store import RedisStore
@@ -221,7 +222,7 @@ def assemble(
     )
     state = None
     if fleet is not None:
-        state = _install_fleet_resources(container, fleet, session_id, config.config_hash())
+        state = _install_fleet_resources(container, fleet, session_id, config)
     toolset = builder.build(config, container=container, session_id=session_id)
     configure_sandbox(container, workspace=workspace, session_dir=session_dir)
     wire_tool_catalog(toolset)
@@ -240,7 +241,7 @@ def assemble(
 
 
 def _install_fleet_resources(
-    container: Container, fleet: Fleet, session_id: str, config_hash: str
+    container: Container, fleet: Fleet, session_id: str, config: ToolSetConfig
 ) -> RedisStateSync:
     """Replace the per-process background tasks and answer box with the Redis ones, so that
     ``task_output``/``wait_tasks``/``kill_task`` and ``Session.answer`` work from any
@@ -248,7 +249,9 @@ def _install_fleet_resources(
     lost one polls the task instead of calling the tool again), and attach compare-and-set
     state (returned)."""
     from toolhub.answers.redis import RedisAnswerBox
+    from toolhub.approvals.base import PendingApprovals
     from toolhub.backends.remote_task_ledger import RemoteTaskLedger
+    from toolhub.distributed.approvals import WaitingApprovals
     from toolhub.distributed.keys import Keys
     from toolhub.distributed.redis_task_ledger import RedisRemoteTaskLedger
     from toolhub.state.redis import RedisStateSync
@@ -260,7 +263,7 @@ def _install_fleet_resources(
         fleet.app,
         settings,
         session_id,
-        config_hash,
+        config.config_hash(),
         per_session=_tasks_per_session,
         quotas=fleet.quotas,
     )
@@ -269,6 +272,10 @@ def _install_fleet_resources(
     container.insert(answers, AnswerBox)
     if fleet.runs_calls:
         container.insert(RedisRemoteTaskLedger(fleet.client, keys), RemoteTaskLedger)
+    if fleet.runs_calls and config.permissions is not None:
+        # The reminder of calls awaiting approval runs where calls finish: here, and only
+        # for sessions with permission rules (it costs each call a round trip).
+        container.insert(WaitingApprovals(fleet.client, keys, session_id), PendingApprovals)
     state = RedisStateSync(fleet.client, keys.state(session_id))
     container.attach_state_sync(state)
     return state
@@ -317,10 +324,12 @@ def embedded_parts(
     session_id: str | None,
     state_dir: str | os.PathLike[str] | None,
     builder: ToolSetBuilder,
+    permissions: OperatorPermissions | None = None,
 ) -> SessionParts:
     """The ``Session`` of ``Session.embedded``: the assembled tool set, its state file (loaded,
     and written back debounced after calls) and the in-process executor."""
     from toolhub.executors import LocalExecutor
+    from toolhub.executors.approvals import gated
     from toolhub.state import DebouncedWriter, StateFile
 
     root = Path(workspace).expanduser().resolve()
@@ -340,7 +349,7 @@ def embedded_parts(
     toolset.on_finalize = writer.notify
     return SessionParts(
         toolset,
-        LocalExecutor(toolset),
+        gated(LocalExecutor(toolset), toolset, operator=permissions, workspace=str(root)),
         sid,
         root,
         [*parts.warnings, *state.problems],
@@ -356,6 +365,7 @@ def connected_parts(
     session_id: str | None,
     builder: ToolSetBuilder,
     quotas: Quotas | None = None,
+    permissions: OperatorPermissions | None = None,
 ) -> SessionParts:
     """The ``Session`` of ``Session.connect``: the assembled tool set on the fleet behind
     ``redis_url``, its state read from Redis, the session stored for the workers (config by
@@ -371,6 +381,7 @@ def connected_parts(
     from toolhub.distributed.settings import Settings
     from toolhub.distributed.shared import shared_backend
     from toolhub.errors import RedisUnavailable
+    from toolhub.executors.approvals import gated
     from toolhub.executors.celery import CeleryExecutor
 
     root = Path(workspace).expanduser().resolve()
@@ -415,7 +426,8 @@ def connected_parts(
         state_version=version,
         quotas=limits,
     )
-    return SessionParts(parts.toolset, executor, sid, root, warnings, parts.sources)
+    gate = gated(executor, parts.toolset, operator=permissions, workspace=str(root))
+    return SessionParts(parts.toolset, gate, sid, root, warnings, parts.sources)
 
 
 def _show_worker_tools(

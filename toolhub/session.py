@@ -45,6 +45,8 @@ from toolhub.tracing import TraceContext, captured, tracer
 from toolhub.tracing.calls import CallSpan, start_call
 
 if TYPE_CHECKING:
+    from toolhub.approvals.rules import OperatorPermissions
+    from toolhub.executors.approvals import ApprovalGate
     from toolhub.sources.attach import AttachedSources
     from toolhub.tenancy import Quotas
 
@@ -122,13 +124,22 @@ class Session:
         session_id: str | None = None,
         state_dir: str | os.PathLike[str] | None = None,
         builder: ToolSetBuilder | None = None,
+        permissions: OperatorPermissions | None = None,
     ) -> Session:
         """A session that runs every call in this process: no Redis, no workers.
 
         Runtime state persists to ``<state_dir>/state.json`` (default
-        ``$TOOLHUB_HOME/sessions/<session_id>``)."""
+        ``$TOOLHUB_HOME/sessions/<session_id>``). ``permissions``: the operator's permission
+        rules (``OperatorPolicy.permissions``), over the config's own (docs/approvals.md)."""
         return cls._of(
-            embedded_parts(config, workspace, session_id, state_dir, builder or default_builder())
+            embedded_parts(
+                config,
+                workspace,
+                session_id,
+                state_dir,
+                builder or default_builder(),
+                permissions,
+            )
         )
 
     @classmethod
@@ -141,6 +152,7 @@ class Session:
         session_id: str | None = None,
         builder: ToolSetBuilder | None = None,
         quotas: Quotas | None = None,
+        permissions: OperatorPermissions | None = None,
     ) -> Session:
         """A session whose calls run on Celery workers behind Redis at ``redis_url``.
 
@@ -148,10 +160,17 @@ class Session:
         ``quotas``: the operator's quotas of the session's tenant
         (``OperatorPolicy.quotas.for_tenant``), checked before each call is queued (a call
         over one is a ``rate_limited`` error); the gateway and ``toolhub mcp`` pass their
-        policy's. None: no quota (a program with the fleet's Redis is the operator's)."""
+        policy's. None: no quota (a program with the fleet's Redis is the operator's).
+        ``permissions``: the operator's permission rules, as for ``embedded``."""
         return cls._of(
             connected_parts(
-                redis_url, config, workspace, session_id, builder or default_builder(), quotas
+                redis_url,
+                config,
+                workspace,
+                session_id,
+                builder or default_builder(),
+                quotas,
+                permissions,
             )
         )
 
@@ -302,12 +321,61 @@ class Session:
     async def cancel(self, call_id: str) -> bool:
         return await self.executor.cancel(call_id)
 
-    def answer(self, call_id: str, answers: Any) -> bool:
-        """Deliver the user's answer to a waiting ``ask_user`` call."""
+    def answer(self, call_id: str, answers: Any, *, principal: str = "answer") -> bool:
+        """Deliver the user's answer to a waiting ``ask_user`` call; to a call awaiting
+        approval, ``approve`` (its one answer) approves it and any other denies it, as
+        ``principal`` (the MCP faces ask approvals as questions: ``toolhub.mcp.approvals``)."""
         from toolhub.answers import AnswerBox
 
+        gate = self._gate()
+        if gate is not None and gate.answer(call_id, answers, principal):
+            return True
         box = self.toolset.container.get(AnswerBox)
         return box.answer(call_id, answers) if box is not None else False
+
+    # -- approvals (docs/approvals.md) ------------------------------------------------------------
+
+    def pending(self) -> list[dict[str, Any]]:
+        """The calls awaiting approval: id, name, tool, arguments, rule, asked and expiry."""
+        gate = self._gate()
+        return gate.pending() if gate is not None else []
+
+    def approve(
+        self,
+        call_id: str,
+        *,
+        arguments: dict[str, Any] | None = None,
+        principal: str = "python",
+    ) -> dict[str, Any]:
+        """Approve a waiting call (``arguments``: edited, canonical names; validated and
+        checked against the rules again); its record. ``ApprovalRefused`` when it did nothing
+        (no such call, already decided, expired, edited arguments refused)."""
+        return self._require_gate(call_id).approve(call_id, principal, arguments)
+
+    def deny(
+        self, call_id: str, reason: str | None = None, *, principal: str = "python"
+    ) -> dict[str, Any]:
+        """Deny a waiting call: its caller gets ``permission_denied``; its record."""
+        return self._require_gate(call_id).deny(call_id, principal, reason)
+
+    def needs_approval(self, name: str, arguments: Any) -> bool:
+        """Whether this call would wait for a person's approval (a framework adapter asks its
+        framework's own approval first: ``toolhub.integrations``)."""
+        gate = self._gate()
+        return gate is not None and gate.asks(name, arguments)
+
+    def _gate(self) -> ApprovalGate | None:
+        from toolhub.executors.approvals import ApprovalGate
+
+        return self.executor if isinstance(self.executor, ApprovalGate) else None
+
+    def _require_gate(self, call_id: str) -> ApprovalGate:
+        from toolhub.approvals.base import UNKNOWN_CALL, ApprovalRefused
+
+        gate = self._gate()
+        if gate is None:
+            raise ApprovalRefused(UNKNOWN_CALL, f"no call {call_id!r} awaits approval", 404)
+        return gate
 
     # -- sync twins -----------------------------------------------------------------------------
 
