@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from toolhub.sandbox import SandboxSettings
-from toolhub.session import default_builder
+from toolhub.session_parts import default_builder
 from toolhub.tenancy import OperatorPolicy
 from toolhub.toolset import ToolSetConfig
 

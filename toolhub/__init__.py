@@ -11,6 +11,7 @@ background command that finds no holder waits for that import while one is spawn
 
 from typing import TYPE_CHECKING, Any
 
+from toolhub.approvals import ApprovalRefused
 from toolhub.core import (
     CallResult,
     CapabilityMode,
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
 __version__ = "0.1.0"
 
 __all__ = [
+    "ApprovalRefused",
     "CallResult",
     "CapabilityMode",
     "ConfigError",

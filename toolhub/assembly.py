@@ -218,7 +218,7 @@ def assemble(
     )
     state = None
     if fleet is not None:
-        state = _install_fleet_resources(container, fleet, session_id, config.config_hash())
+        state = _install_fleet_resources(container, fleet, session_id, config)
     toolset = builder.build(config, container=container, session_id=session_id)
     configure_sandbox(container, workspace=workspace, session_dir=session_dir)
     wire_tool_catalog(toolset)
@@ -237,7 +237,7 @@ def assemble(
 
 
 def _install_fleet_resources(
-    container: Container, fleet: Fleet, session_id: str, config_hash: str
+    container: Container, fleet: Fleet, session_id: str, config: ToolSetConfig
 ) -> RedisStateSync:
     """Replace the per-process background tasks and answer box with the Redis ones, so that
     ``task_output``/``wait_tasks``/``kill_task`` and ``Session.answer`` work from any
@@ -245,7 +245,9 @@ def _install_fleet_resources(
     lost one polls the task instead of calling the tool again), and attach compare-and-set
     state (returned)."""
     from toolhub.answers.redis import RedisAnswerBox
+    from toolhub.approvals.base import PendingApprovals
     from toolhub.backends.remote_task_ledger import RemoteTaskLedger
+    from toolhub.distributed.approvals import WaitingApprovals
     from toolhub.distributed.keys import Keys
     from toolhub.distributed.redis_task_ledger import RedisRemoteTaskLedger
     from toolhub.state.redis import RedisStateSync
@@ -257,7 +259,7 @@ def _install_fleet_resources(
         fleet.app,
         settings,
         session_id,
-        config_hash,
+        config.config_hash(),
         per_session=_tasks_per_session,
         quotas=fleet.quotas,
     )
@@ -266,6 +268,10 @@ def _install_fleet_resources(
     container.insert(answers, AnswerBox)
     if fleet.runs_calls:
         container.insert(RedisRemoteTaskLedger(fleet.client, keys), RemoteTaskLedger)
+    if fleet.runs_calls and config.permissions is not None:
+        # The reminder of calls awaiting approval runs where calls finish: here, and only
+        # for sessions with permission rules (it costs each call a round trip).
+        container.insert(WaitingApprovals(fleet.client, keys, session_id), PendingApprovals)
     state = RedisStateSync(fleet.client, keys.state(session_id))
     container.attach_state_sync(state)
     return state

@@ -91,6 +91,14 @@ class ErrorCode(StrEnum):
     #: The dispatcher refused a call over a quota of its tenant (a ``rate_limited`` error with
     #: ``quota``, ``limit`` and ``retry_after``; ``toolhub.distributed.quota``). Nothing ran.
     QUOTA_EXCEEDED = "quota_exceeded"
+    #: A permission rule refused the call (a ``permission_denied`` error naming the rule).
+    RULE_DENIED = "rule_denied"
+    #: A person denied a call awaiting approval (``permission_denied``, with ``denied_by``).
+    APPROVAL_DENIED = "approval_denied"
+    #: Nobody approved a call in time (a ``timeout`` error); nothing ran.
+    APPROVAL_EXPIRED = "approval_expired"
+    #: An approval or denial of a call that no longer awaits one (``ApprovalRefused``).
+    NOT_AWAITING_APPROVAL = "not_awaiting_approval"
     #: ``task`` while ``max_concurrent`` sub-agents are running (a ``rate_limited`` error).
     TOO_MANY_SUBAGENTS = "too_many_subagents"
     #: ``task`` called by a sub-agent at the depth limit (a ``permission_denied`` error).

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -19,20 +18,24 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from toolhub.backends.session_info import SessionInfo, remove_scratch
 from toolhub.core import (
     CallResult,
-    Container,
     Progress,
     ToolError,
     closing,
     new_call_id,
 )
-from toolhub.core.container import Key
 from toolhub.executors import Executor
 from toolhub.executors.deadline import bounded, bounded_result
 from toolhub.executors.refused import RefusedCalls
-from toolhub.session_parts import SessionParts, connected_parts, embedded_parts
+from toolhub.session_approvals import SessionApprovals
+from toolhub.session_parts import (
+    Resources,
+    SessionParts,
+    connected_parts,
+    default_builder,
+    embedded_parts,
+)
 from toolhub.session_sync import SyncTwins
 from toolhub.state import DebouncedWriter
-from toolhub.tools import CATALOG
 from toolhub.toolset import (
     ConfigSource,
     ExternalHandler,
@@ -45,6 +48,7 @@ from toolhub.tracing import TraceContext, tracer
 from toolhub.tracing.calls import CallSpan, start_call
 
 if TYPE_CHECKING:
+    from toolhub.approvals.rules import OperatorPermissions
     from toolhub.sources.attach import AttachedSources
     from toolhub.tenancy import Quotas
 
@@ -55,41 +59,8 @@ CLOSE_GRACE_SECONDS = 1.0
 
 logger = logging.getLogger("toolhub.session")
 
-_default_builder: ToolSetBuilder | None = None
-_builder_lock = threading.Lock()
 
-
-def default_builder() -> ToolSetBuilder:
-    """One builder per process: registering built-ins and plugins is done once."""
-    global _default_builder
-    with _builder_lock:
-        if _default_builder is None:
-            _default_builder = ToolSetBuilder(CATALOG)
-        return _default_builder
-
-
-class Resources:
-    """Read and write access to the session's container (seed: resource read/write)."""
-
-    __slots__ = ("_container",)
-
-    def __init__(self, container: Container) -> None:
-        self._container = container
-
-    def get(self, key: Key[T]) -> T | None:
-        return self._container.get(key)
-
-    def require(self, key: Key[T]) -> T:
-        return self._container.require(key)
-
-    def set(self, value: T, key: Key[T] | None = None) -> None:
-        if key is None:
-            self._container.insert(value)
-        else:
-            self._container.insert(value, key)
-
-
-class Session(SyncTwins):
+class Session(SyncTwins, SessionApprovals):
     """A tool set bound to an executor: the async surface here, its sync twins in
     ``SyncTwins``."""
 
@@ -125,13 +96,22 @@ class Session(SyncTwins):
         session_id: str | None = None,
         state_dir: str | os.PathLike[str] | None = None,
         builder: ToolSetBuilder | None = None,
+        permissions: OperatorPermissions | None = None,
     ) -> Session:
         """A session that runs every call in this process: no Redis, no workers.
 
         Runtime state persists to ``<state_dir>/state.json`` (default
-        ``$TOOLHUB_HOME/sessions/<session_id>``)."""
+        ``$TOOLHUB_HOME/sessions/<session_id>``). ``permissions``: the operator's permission
+        rules (``OperatorPolicy.permissions``), over the config's own (docs/approvals.md)."""
         return cls._of(
-            embedded_parts(config, workspace, session_id, state_dir, builder or default_builder())
+            embedded_parts(
+                config,
+                workspace,
+                session_id,
+                state_dir,
+                builder or default_builder(),
+                permissions,
+            )
         )
 
     @classmethod
@@ -144,6 +124,7 @@ class Session(SyncTwins):
         session_id: str | None = None,
         builder: ToolSetBuilder | None = None,
         quotas: Quotas | None = None,
+        permissions: OperatorPermissions | None = None,
     ) -> Session:
         """A session whose calls run on Celery workers behind Redis at ``redis_url``.
 
@@ -151,10 +132,17 @@ class Session(SyncTwins):
         ``quotas``: the operator's quotas of the session's tenant
         (``OperatorPolicy.quotas.for_tenant``), checked before each call is queued (a call
         over one is a ``rate_limited`` error); the gateway and ``toolhub mcp`` pass their
-        policy's. None: no quota (a program with the fleet's Redis is the operator's)."""
+        policy's. None: no quota (a program with the fleet's Redis is the operator's).
+        ``permissions``: the operator's permission rules, as for ``embedded``."""
         return cls._of(
             connected_parts(
-                redis_url, config, workspace, session_id, builder or default_builder(), quotas
+                redis_url,
+                config,
+                workspace,
+                session_id,
+                builder or default_builder(),
+                quotas,
+                permissions,
             )
         )
 
@@ -305,10 +293,15 @@ class Session(SyncTwins):
     async def cancel(self, call_id: str) -> bool:
         return await self.executor.cancel(call_id)
 
-    def answer(self, call_id: str, answers: Any) -> bool:
-        """Deliver the user's answer to a waiting ``ask_user`` call."""
+    def answer(self, call_id: str, answers: Any, *, principal: str = "answer") -> bool:
+        """Deliver the user's answer to a waiting ``ask_user`` call; to a call awaiting
+        approval, ``approve`` (its one answer) approves it and any other denies it, as
+        ``principal`` (the MCP faces ask approvals as questions: ``toolhub.mcp.approvals``)."""
         from toolhub.answers import AnswerBox
 
+        gate = self._gate()
+        if gate is not None and gate.answer(call_id, answers, principal):
+            return True
         box = self.toolset.container.get(AnswerBox)
         return box.answer(call_id, answers) if box is not None else False
 

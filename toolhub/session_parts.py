@@ -3,28 +3,37 @@ tool set, its state file and the in-process executor) and ``Session.connect`` (t
 the fleet, its state in Redis, the session stored for the workers and the Celery executor).
 
 Both start from ``assembly.assemble``, so a dispatcher validates against exactly the tool set a
-worker runs; what differs (state, executor, where the session is stored) is here.
+worker runs; what differs (state, executor, where the session is stored) is here. Also here: the
+process's one default builder (built-ins and plugins registered once) and ``Resources``, the
+session's read and write access to its container.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from toolhub.assembly import Assembled, Fleet, assemble, toolhub_home, workspace_session_id
-from toolhub.core import ConfigError
+from toolhub.core import ConfigError, Container
+from toolhub.core.container import Key
 from toolhub.tenancy import Quotas, tenant_of_session
+from toolhub.tools import CATALOG
 from toolhub.toolset import ConfigSource, ToolSet, ToolSetBuilder, ToolSetConfig
 
 if TYPE_CHECKING:
     from celery import Celery
 
+    from toolhub.approvals.rules import OperatorPermissions
     from toolhub.distributed.store import RedisStore
     from toolhub.executors import Executor
     from toolhub.sources.attach import AttachedSources
     from toolhub.state import DebouncedWriter
+
+
+T = TypeVar("T")
 
 
 @dataclass(slots=True)
@@ -46,10 +55,12 @@ def embedded_parts(
     session_id: str | None,
     state_dir: str | os.PathLike[str] | None,
     builder: ToolSetBuilder,
+    permissions: OperatorPermissions | None = None,
 ) -> SessionParts:
     """The ``Session`` of ``Session.embedded``: the assembled tool set, its state file (loaded,
     and written back debounced after calls) and the in-process executor."""
     from toolhub.executors import LocalExecutor
+    from toolhub.executors.approvals import gated
     from toolhub.state import DebouncedWriter, StateFile
 
     root = Path(workspace).expanduser().resolve()
@@ -69,7 +80,7 @@ def embedded_parts(
     toolset.on_finalize = writer.notify
     return SessionParts(
         toolset,
-        LocalExecutor(toolset),
+        gated(LocalExecutor(toolset), toolset, operator=permissions, workspace=str(root)),
         sid,
         root,
         [*parts.warnings, *state.problems],
@@ -85,6 +96,7 @@ def connected_parts(
     session_id: str | None,
     builder: ToolSetBuilder,
     quotas: Quotas | None = None,
+    permissions: OperatorPermissions | None = None,
 ) -> SessionParts:
     """The ``Session`` of ``Session.connect``: the assembled tool set on the fleet behind
     ``redis_url``, its state read from Redis, the session stored for the workers (config by
@@ -100,6 +112,7 @@ def connected_parts(
     from toolhub.distributed.settings import Settings
     from toolhub.distributed.shared import shared_backend
     from toolhub.errors import RedisUnavailable
+    from toolhub.executors.approvals import gated
     from toolhub.executors.celery import CeleryExecutor
 
     root = Path(workspace).expanduser().resolve()
@@ -144,7 +157,8 @@ def connected_parts(
         state_version=version,
         quotas=limits,
     )
-    return SessionParts(parts.toolset, executor, sid, root, warnings, parts.sources)
+    gate = gated(executor, parts.toolset, operator=permissions, workspace=str(root))
+    return SessionParts(parts.toolset, gate, sid, root, warnings, parts.sources)
 
 
 def _show_worker_tools(
@@ -160,3 +174,37 @@ def _show_worker_tools(
         parts.sources = AttachedSources()
     parts.sources.connections.append(shown)
     return warnings
+
+
+_default_builder: ToolSetBuilder | None = None
+_builder_lock = threading.Lock()
+
+
+def default_builder() -> ToolSetBuilder:
+    """One builder per process: registering built-ins and plugins is done once."""
+    global _default_builder
+    with _builder_lock:
+        if _default_builder is None:
+            _default_builder = ToolSetBuilder(CATALOG)
+        return _default_builder
+
+
+class Resources:
+    """Read and write access to the session's container (seed: resource read/write)."""
+
+    __slots__ = ("_container",)
+
+    def __init__(self, container: Container) -> None:
+        self._container = container
+
+    def get(self, key: Key[T]) -> T | None:
+        return self._container.get(key)
+
+    def require(self, key: Key[T]) -> T:
+        return self._container.require(key)
+
+    def set(self, value: T, key: Key[T] | None = None) -> None:
+        if key is None:
+            self._container.insert(value)
+        else:
+            self._container.insert(value, key)

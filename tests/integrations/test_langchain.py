@@ -10,6 +10,7 @@ import asyncio
 import json
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -170,3 +171,48 @@ def test_reminders_and_images_reach_the_model(embedded: Session) -> None:
     assert text["text"].startswith("snapshot home") and REMINDER in text["text"]
     assert image == {"type": "image", "base64": PIXEL, "mime_type": "image/png"}
     assert message.artifact == {"label": "home"}
+
+
+def test_a_call_a_rule_asks_about_interrupts_the_graph(tmp_path: Path) -> None:
+    """LangGraph's ``interrupt``: the graph stops at the call; resumed with ``approve`` it runs
+    once, resumed with anything else the model reads a denial and toolhub never sees it."""
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.types import Command
+
+    rules = {
+        "permissions": {"rules": [{"tool": ["bash"], "command": ["echo *"], "decision": "ask"}]}
+    }
+    (tmp_path / "ws").mkdir()
+    session = Session.embedded(rules, tmp_path / "ws", state_dir=tmp_path / "state")
+    ask = {"command": "echo ok >> side.txt", "description": "t"}
+    tools = langchain_tools(session)
+    bound = ScriptedChat(script=calls(("bash", ask), ("bash", ask))).bind_tools(tools)
+
+    def think(state: MessagesState) -> dict[str, list[BaseMessage]]:
+        return {"messages": [bound.invoke(state["messages"])]}
+
+    graph = StateGraph(MessagesState)
+    graph.add_node("model", think)
+    graph.add_node("tools", ToolNode(tools))
+    graph.add_edge(START, "model")
+    graph.add_conditional_edges("model", tools_condition)
+    graph.add_edge("tools", "model")
+    app = graph.compile(checkpointer=InMemorySaver())
+    thread = {"configurable": {"thread_id": "t"}}
+
+    async def run() -> dict[str, Any]:
+        first = await app.ainvoke({"messages": [("user", "go")]}, thread)
+        (asked,) = first["__interrupt__"]
+        assert asked.value["type"] == "toolhub.approval" and asked.value["tool_call_id"] == "c1"
+        assert not (tmp_path / "ws" / "side.txt").exists()
+        second = await app.ainvoke(Command(resume="approve"), thread)
+        assert second["__interrupt__"][0].value["tool_call_id"] == "c2"
+        return await app.ainvoke(Command(resume={"decision": "deny"}), thread)
+
+    with session:
+        final = asyncio.run(run())
+        assert final["messages"][-1].content == "done"
+        denied = [m for m in final["messages"] if isinstance(m, ToolMessage)][-1]
+        assert denied.status == "error" and "denied" in str(denied.content)
+        assert (tmp_path / "ws" / "side.txt").read_text() == "ok\n"
+        assert session.pending() == []

@@ -10,6 +10,7 @@ import asyncio
 import json
 import time
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -137,3 +138,41 @@ def test_the_sdks_own_timeout_cancels_the_call_on_the_worker(connected: Session)
     while (connected.record_sync(started[0]) or {}).get("status") != "cancelled":
         assert time.monotonic() < deadline, connected.record_sync(started[0])
         time.sleep(0.05)
+
+
+def test_a_call_a_rule_asks_about_is_the_sdks_approval_interruption(tmp_path: Path) -> None:
+    """The SDK's own ``needs_approval``: the run stops with the call among its interruptions;
+    approved there and resumed, it runs once and toolhub records the approval; rejected, it
+    never reaches toolhub."""
+    rules = {
+        "permissions": {"rules": [{"tool": ["bash"], "command": ["echo *"], "decision": "ask"}]}
+    }
+    (tmp_path / "ws").mkdir()
+    session = Session.embedded(rules, tmp_path / "ws", state_dir=tmp_path / "state")
+    ask = {"command": "echo ok >> side.txt", "description": "t"}
+    model = ScriptedModel(
+        [
+            [function_call("bash", ask, call_id="b1")],
+            [function_call("bash", ask, call_id="b2")],
+            [assistant_message("done")],
+        ]
+    )
+    agent = Agent(name="coder", model=model, tools=function_tools(session))
+
+    async def run() -> Any:
+        first = await Runner.run(agent, "go", run_config=OFFLINE)
+        (item,) = first.interruptions
+        assert item.raw_item.call_id == "b1"
+        assert not (tmp_path / "ws" / "side.txt").exists()
+        state = first.to_state()
+        state.approve(item)
+        second = await Runner.run(agent, state, run_config=OFFLINE)
+        (again,) = second.interruptions
+        state = second.to_state()
+        state.reject(again)
+        return await Runner.run(agent, state, run_config=OFFLINE)
+
+    with session:
+        assert asyncio.run(run()).final_output == "done"
+        assert (tmp_path / "ws" / "side.txt").read_text() == "ok\n"
+        assert session.pending() == []

@@ -143,3 +143,43 @@ def test_ask_user_is_answered_from_the_event_stream(tmp_path: Path) -> None:
         run = asyncio.run(agent.run("paint", event_stream_handler=answer))
 
     assert returns(run.all_messages())["q1"].content == "Q: Which colour?\nA: blue"
+
+
+def test_a_call_a_rule_asks_about_is_a_deferred_approval(tmp_path: Path) -> None:
+    """Pydantic AI's deferred tools: the run ends with the call in ``DeferredToolRequests``;
+    approved with ``DeferredToolResults`` it runs once, denied it never reaches toolhub."""
+    from pydantic_ai import DeferredToolRequests, DeferredToolResults, ToolDenied
+
+    rules = {
+        "permissions": {"rules": [{"tool": ["bash"], "command": ["echo *"], "decision": "ask"}]}
+    }
+    (tmp_path / "ws").mkdir()
+    session = Session.embedded(rules, tmp_path / "ws", state_dir=tmp_path / "state")
+    ask = {"command": "echo ok >> side.txt", "description": "t"}
+    model, _ = scripted(
+        ToolCallPart("bash", ask, tool_call_id="b1"), ToolCallPart("bash", ask, tool_call_id="b2")
+    )
+    agent = Agent(
+        model, toolsets=[ToolhubToolset(session)], output_type=[str, DeferredToolRequests]
+    )
+
+    async def run() -> Any:
+        first = await agent.run("go")
+        assert isinstance(first.output, DeferredToolRequests)
+        assert [c.tool_call_id for c in first.output.approvals] == ["b1"]
+        assert not (tmp_path / "ws" / "side.txt").exists()
+        second = await agent.run(
+            message_history=first.all_messages(),
+            deferred_tool_results=DeferredToolResults(approvals={"b1": True}),
+        )
+        assert isinstance(second.output, DeferredToolRequests)
+        assert [c.tool_call_id for c in second.output.approvals] == ["b2"]
+        return await agent.run(
+            message_history=second.all_messages(),
+            deferred_tool_results=DeferredToolResults(approvals={"b2": ToolDenied("no")}),
+        )
+
+    with session:
+        assert asyncio.run(run()).output == "done"
+        assert (tmp_path / "ws" / "side.txt").read_text() == "ok\n"
+        assert session.pending() == []

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from toolhub.core import ConfigError, ConfigViolation
-from toolhub.session import default_builder
+from toolhub.session_parts import default_builder
 from toolhub.tenancy import OperatorPolicy, admit, effective
 from toolhub.tenancy.admission import stored_tenant_root
 from toolhub.toolset import ToolSetConfig
@@ -334,3 +334,17 @@ def test_the_kernels_per_command_limits_stay_under_the_tenants_quota(root: Path)
     assert admitted.tools[0].params == {"max_processes": 64, "memory_mb": 128}
     ok = {"tools": [bash(max_processes=64, memory_mb=128)]}
     assert admit(ok, DEFAULT, tenant="acme", tenant_root=root) == ToolSetConfig.load(ok)
+
+
+def test_permission_rules_stay_within_the_operators_bounds(root: Path) -> None:
+    rules = {"permissions": {"rules": [{"decision": "allow"}], "approval_seconds": 7200}}
+    closed = OperatorPolicy.parse({"permissions": {"tenant_rules": False}})
+    assert set(refused(rules, root, closed)) == {"permissions"}
+    short = OperatorPolicy.parse({"permissions": {"max_approval_seconds": 3600}})
+    found = refused(rules, root, short)
+    assert found["permissions.approval_seconds"].expected == "<= 3600"
+    admitted = admit(rules, DEFAULT, tenant="acme", tenant_root=root)
+    assert admitted.permissions is not None and admitted.permissions.approval_seconds == 7200
+    with pytest.raises(ConfigError) as bad:
+        OperatorPolicy.parse({"permissions": {"rules": [{"path": ["[x"], "decision": "ask"}]}})
+    assert bad.value.violations[0].category == "policy_file"

@@ -12,7 +12,7 @@ import pytest
 
 from toolhub import Session
 from toolhub.core.template_limits import tool_names
-from toolhub.session import default_builder
+from toolhub.session_parts import default_builder
 
 EMPTY = re.compile(r"``|\bwith \.|\buse \.|\bprefer \.|Prefer\s+over|, ,| and \.")
 TOOL_IDS = sorted(default_builder().registry.tools)

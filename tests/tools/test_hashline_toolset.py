@@ -14,7 +14,7 @@ from agents.strict_schema import ensure_strict_json_schema
 from pydantic_ai.profiles.openai import OpenAIJsonSchemaTransformer
 
 from toolhub import Session
-from toolhub.session import default_builder
+from toolhub.session_parts import default_builder
 
 HASHLINE = [
     {"id": "Hashline:hashline_read"},

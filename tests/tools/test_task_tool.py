@@ -353,7 +353,7 @@ def test_background_disabled(make) -> None:
 
 
 def test_requirements_task_needs_the_task_tools_and_satisfies_them() -> None:
-    from toolhub.session import default_builder
+    from toolhub.session_parts import default_builder
 
     builder = default_builder()
     assert builder.validate({"tools": [{"id": t} for t in TOOLS]}).ok

@@ -160,7 +160,7 @@ def test_independent_problems_are_reported_in_one_pass(tmp_path) -> None:
     bad version, an unknown param beside a wrong type, a duplicate name, a rename of a param
     that does not exist and a variant conflict; the one dependent check (requirements, which
     the unknown tool might meet) says it was not checked, and why."""
-    from toolhub.session import default_builder
+    from toolhub.session_parts import default_builder
 
     report = default_builder().validate(
         {

@@ -19,6 +19,7 @@ from .output import fail, print_json, stderr, stdout
 from .violations import show_violations
 
 if TYPE_CHECKING:
+    from toolhub.approvals.rules import OperatorPermissions
     from toolhub.session import Session
     from toolhub.tenancy import Quotas
 
@@ -74,9 +75,11 @@ def open_session(
     session_id: str | None = None,
     mode: CapabilityMode | None = None,
     quotas: Quotas | None = None,
+    permissions: OperatorPermissions | None = None,
 ) -> Session:
     """A session for a CLI command; config problems go to stderr as a table, exit 1.
-    ``quotas``: what a distributed session's calls are held to (``Session.connect``). The
+    ``quotas``: what a distributed session's calls are held to (``Session.connect``);
+    ``permissions``: the operator's permission rules (docs/approvals.md). The
     session stack (the whole tool catalog) is imported here, not with the CLI, so commands that
     need none of it start quickly."""
     from toolhub.session import Session
@@ -95,8 +98,15 @@ def open_session(
         fail(f"workspace {ws} is not a directory")
     try:
         if redis:
-            return Session.connect(redis, source, ws, session_id=session_id, quotas=quotas)
-        return Session.embedded(source, ws, session_id=session_id)
+            return Session.connect(
+                redis,
+                source,
+                ws,
+                session_id=session_id,
+                quotas=quotas,
+                permissions=permissions,
+            )
+        return Session.embedded(source, ws, session_id=session_id, permissions=permissions)
     except ConfigError as err:
         show_violations(err)
 
@@ -124,7 +134,7 @@ def validate(
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """Check a config; exit 1 and list every violation when it is invalid."""
-    from toolhub.session import default_builder
+    from toolhub.session_parts import default_builder
 
     report = default_builder().validate(config)
     if as_json:

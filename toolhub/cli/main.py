@@ -20,7 +20,21 @@ from typer.rich_utils import rich_format_error
 
 from toolhub.errors import ToolhubError
 
-from . import calling, demo, embedded, keys, mcp_cmd, policy, serve, tasks, top, up, usage, worker
+from . import (
+    approvals,
+    calling,
+    demo,
+    embedded,
+    keys,
+    mcp_cmd,
+    policy,
+    serve,
+    tasks,
+    top,
+    up,
+    usage,
+    worker,
+)
 from .help_format import tidy, usage_message
 from .output import INTERRUPTED
 
@@ -43,6 +57,7 @@ usage.register(app)
 policy.register(app)
 demo.register(app)
 keys.register(app)
+approvals.register(app)
 top.register(app)
 
 

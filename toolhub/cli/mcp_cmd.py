@@ -74,9 +74,17 @@ def mcp(
     served = load_config(config) if own else admitted(config, ws)
     # Served to clients as the default tenant: a distributed session's calls are held to its
     # quotas in the operator's policy.
-    quotas = load(None).quotas.for_tenant(DEFAULT_TENANT) if redis else None
+    policy = load(None)
+    quotas = policy.quotas.for_tenant(DEFAULT_TENANT) if redis else None
     setup_from_env("toolhub-mcp")  # OTel traces and metrics when OTEL_* asks for them
-    with open_session(served, ws, redis=redis, session_id=session, quotas=quotas) as sess:
+    with open_session(
+        served,
+        ws,
+        redis=redis,
+        session_id=session,
+        quotas=quotas,
+        permissions=policy.permissions,
+    ) as sess:
         for warning in sess.warnings:
             stderr.print(f"[yellow]warning:[/] {warning}", highlight=False)
         if transport is Transport.stdio:
@@ -100,7 +108,7 @@ def load_config(config: Path | None) -> ToolSetConfig:
 def admitted(config: Path | None, workspace: Path) -> ToolSetConfig:
     """``config`` as the operator policy admits it, or exit 1 listing every violation."""
     from toolhub.core import ConfigError
-    from toolhub.session import default_builder
+    from toolhub.session_parts import default_builder
     from toolhub.tenancy import DEFAULT_TENANT, admit
 
     policy = load(None)

@@ -92,7 +92,7 @@ def require_valid_config(config: Path | None) -> None:
     422 to every session later. Exit 1 listing every violation."""
     if config is None:
         return
-    from toolhub.session import default_builder
+    from toolhub.session_parts import default_builder
 
     report = default_builder().validate(config)
     if not report.ok:

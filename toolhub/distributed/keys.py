@@ -75,6 +75,16 @@ class Keys:
         """Hash call id → open ``ask_user`` questions of one session."""
         return f"{self.prefix}session:{sid}:questions"
 
+    def approvals(self, sid: str) -> str:
+        """Zset call id → approval expiry of one session's calls awaiting approval."""
+        return f"{self.prefix}session:{sid}:approvals"
+
+    @property
+    def approvals_due(self) -> str:
+        """Zset call id → approval expiry of every session's calls awaiting approval: the
+        workers' sweep ends the expired ones nobody else looks at."""
+        return f"{self.prefix}approvals"
+
     def answer(self, cid: str) -> str:
         """List the waiting ``ask_user`` call pops its answer (or a withdrawal) from."""
         return f"{self.prefix}answer:{cid}"

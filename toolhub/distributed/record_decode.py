@@ -31,12 +31,14 @@ def decode_record(raw: dict[bytes, bytes]) -> dict[str, Any]:
             out[name] = unpack(value)
         elif name == "attempts":
             out[name] = [_attempt(a) for a in json.loads(value)]
+        elif name == "approval":
+            out[name] = json.loads(value)
         elif name == "usage":
             cpu, wall, peak, output = value.split()
             out.update(zip(_USAGE, (float(cpu), float(wall), int(peak), int(output)), strict=True))
         elif name in {"seq", "attempt", "lost", "max_attempts", "requeued", "resumed"}:
             out[name] = int(value)
-        elif name.endswith("_at") or name in {"lease_until", "claim_by"}:
+        elif name.endswith("_at") or name in {"lease_until", "claim_by", "approval_expires"}:
             out[name] = float(value)
         elif name in {"cancel_requested", "handoff"}:
             out[name] = value == b"1"

@@ -119,6 +119,29 @@ class RememberReply(IntEnum):
     RECORDED = 1
 
 
+class AwaitApprovalReply(IntEnum):
+    IN_USE = 0
+    AWAITING = 1
+    OTHER_SESSION = 3
+
+
+class ApproveReply(IntEnum):
+    IN_USE = 0
+    QUEUED = 1
+    SESSION_EXPIRED = 2
+    OTHER_SESSION = 3
+    QUEUED_SUBSCRIBED = 4
+    RATE_LIMITED = 5
+    NOT_AWAITING = 10
+    EXPIRED = 11
+    UNKNOWN = 12
+
+
+class DecideApprovalReply(IntEnum):
+    NOT_DUE = -1
+    NOT_AWAITING = 0
+
+
 #: Each script's reply enum, by the script's file name.
 REPLIES: dict[str, type[IntEnum] | type[StrEnum]] = {
     "create": CreateReply,
@@ -139,4 +162,7 @@ REPLIES: dict[str, type[IntEnum] | type[StrEnum]] = {
     "answer": AnswerReply,
     "remove_unacked": RemoveUnackedReply,
     "remember_remote_task": RememberReply,
+    "await_approval": AwaitApprovalReply,
+    "approve": ApproveReply,
+    "decide_approval": DecideApprovalReply,
 }

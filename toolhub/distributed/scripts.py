@@ -75,3 +75,9 @@ class Scripts:
         self.sweep_unclaimed = script("sweep_unclaimed")
         self.reenqueue = script("reenqueue")
         self.touch_reserved = script("touch_reserved")
+        # Approvals (``approvals.py``): an approval is checked and queued in one script.
+        self.await_approval = script("await_approval")
+        self.approve = client.register_script(
+            prelude + source("approve") + source("create_and_enqueue")
+        )
+        self.decide_approval = script("decide_approval")

@@ -22,6 +22,7 @@ from redis.retry import Retry
 from toolhub.core import CallResult, Progress
 from toolhub.core.trimmed import trimmed_marker
 from toolhub.distributed import replies
+from toolhub.distributed.approvals import RedisApprovals
 from toolhub.distributed.codec import StreamEvent, decode_item, pack, unpack
 from toolhub.distributed.dispatch_batch import DispatchBatches
 from toolhub.distributed.following import EventCursor, RecordMissing
@@ -69,6 +70,7 @@ class RedisStore:
         self.keys = Keys(settings.prefix)
         self.records = CallRecords(client, settings)
         self.dispatches = DispatchBatches(self.records)
+        self.approvals = RedisApprovals(client, self.records.scripts, self.keys, settings)
         self._pubsub: PubSubRouter | None = None
         self._pubsub_lock = threading.Lock()
 

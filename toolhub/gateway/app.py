@@ -26,6 +26,7 @@ from toolhub.http_guard import PUBLIC_PATHS, Guard
 from toolhub.tenancy.keys import KeyFile, Principals
 from toolhub.tracing import setup_from_env, shutdown
 
+from .approvals import router as approvals_router
 from .calllog import CallLogs
 from .calls import Calls
 from .metrics import Metrics, QueueDepths
@@ -129,6 +130,7 @@ def create_app(
     app.state.gateway = gw
     app.include_router(router)
     app.include_router(service_router)
+    app.include_router(approvals_router)
     required = not gw.principals.open
     app.openapi = _declaring_bearer(app, required=required)  # type: ignore[method-assign]
     app.add_exception_handler(RequestValidationError, _validation_failed)

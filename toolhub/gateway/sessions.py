@@ -80,15 +80,23 @@ IDLE_SCAN_S = 1.0
 
 
 def default_factory(settings: GatewaySettings, policy: OperatorPolicy) -> SessionFactory:
-    """Distributed sessions hold their tenant's calls to the policy's quotas."""
+    """Distributed sessions hold their tenant's calls to the policy's quotas; every session
+    to the policy's permission rules."""
 
     def make(config: ConfigSource, workspace: Path, session_id: str) -> Session:
         if settings.redis_url:
             quotas = policy.quotas.for_tenant(tenant_of_session(session_id))
             return Session.connect(
-                settings.redis_url, config, workspace, session_id=session_id, quotas=quotas
+                settings.redis_url,
+                config,
+                workspace,
+                session_id=session_id,
+                quotas=quotas,
+                permissions=policy.permissions,
             )
-        return Session.embedded(config, workspace, session_id=session_id)
+        return Session.embedded(
+            config, workspace, session_id=session_id, permissions=policy.permissions
+        )
 
     return make
 

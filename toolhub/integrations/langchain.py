@@ -10,6 +10,13 @@ runs inside a graph (``stream_mode="custom"`` chunks), and a LangChain custom ev
 ``on_custom_event``). Both carry the same dict: ``type``, ``tool_name``, ``tool_call_id``,
 ``call_id`` and ``progress`` (``Progress.to_dict()``).
 
+Approvals: a call the session's permission rules ask about (docs/approvals.md) is a LangGraph
+``interrupt`` when the tool runs inside a graph (with a checkpointer): the graph stops with
+``{"type": "toolhub.approval", "tool_name", "tool_call_id", "arguments"}``, and
+``Command(resume="approve")`` runs the call (toolhub records the approval as ``langgraph``);
+any other answer is a denial the model reads, and toolhub never sees the call. Outside a graph
+the call waits in toolhub for a decision from another face.
+
 The model reads ``prompt_text`` (reminders included), with any inline images beside it as
 content blocks; the output's JSON is the message's ``artifact``. A failed call is raised as a
 ``ToolException`` that the tool itself handles, so it arrives as a ``ToolMessage`` with
@@ -18,9 +25,11 @@ content blocks; the output's JSON is the message's ``artifact``. A failed call i
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import Any, Literal
 
+from toolhub.approvals.base import AWAITING_SUBKIND
 from toolhub.core import CallResult, Progress, new_call_id
 from toolhub.integrations._shared import (
     INSTALL_HINT,
@@ -41,8 +50,14 @@ except ImportError as exc:
 
 try:
     from langgraph.config import get_stream_writer
-except ImportError:  # LangChain without LangGraph: custom events only
+    from langgraph.types import interrupt
+except ImportError:  # LangChain without LangGraph: custom events only, no interrupts
     get_stream_writer = None  # type: ignore[assignment]
+    interrupt = None  # type: ignore[assignment]
+
+#: The interrupt value's ``type``, and who toolhub records as approving a resumed call.
+APPROVAL_EVENT = "toolhub.approval"
+APPROVER = "langgraph"
 
 __all__ = ["ToolhubTool", "langchain_tools"]
 
@@ -91,6 +106,7 @@ class ToolhubTool(BaseTool):
         return (), {"arguments": arguments, "tool_call_id": tool_call_id}
 
     def _run(self, arguments: dict[str, Any], tool_call_id: str | None) -> tuple[Content, Any]:
+        self._ask_the_graph(arguments, tool_call_id)
         call_id = new_call_id()
         result: CallResult | None = None
         for item in self.session.stream_sync(
@@ -98,6 +114,8 @@ class ToolhubTool(BaseTool):
         ):
             if isinstance(item, CallResult):
                 result = item
+            elif _awaiting(item):
+                self.session.approve(call_id, principal=APPROVER)
             else:
                 event = self._event(item, tool_call_id, call_id)
                 _write(event)
@@ -109,9 +127,13 @@ class ToolhubTool(BaseTool):
     async def _arun(
         self, arguments: dict[str, Any], tool_call_id: str | None
     ) -> tuple[Content, Any]:
+        self._ask_the_graph(arguments, tool_call_id)
         call_id = new_call_id()
 
         async def report(progress: Progress) -> None:
+            if _awaiting(progress):
+                await asyncio.to_thread(self.session.approve, call_id, principal=APPROVER)
+                return
             event = self._event(progress, tool_call_id, call_id)
             _write(event)
             await adispatch_custom_event(PROGRESS_EVENT, event)
@@ -126,6 +148,26 @@ class ToolhubTool(BaseTool):
         )
         return _answer(result)
 
+    def _ask_the_graph(self, arguments: dict[str, Any], tool_call_id: str | None) -> None:
+        """Interrupt the graph for a call that needs approval; return once it is approved
+        (resumed with ``approve``), raise the denial the model reads otherwise. Outside a
+        graph, or with no approval needed, nothing happens."""
+        if interrupt is None or not self.session.needs_approval(self.name, arguments):
+            return
+        asked = {
+            "type": APPROVAL_EVENT,
+            "tool_name": self.name,
+            "tool_call_id": tool_call_id,
+            "arguments": arguments,
+        }
+        try:
+            answer = interrupt(asked)
+        except (RuntimeError, KeyError):  # not inside a graph: toolhub's own approval waits
+            return
+        decision = answer.get("decision") if isinstance(answer, dict) else answer
+        if decision is not True and str(decision).strip().lower() != "approve":
+            raise ToolException(f"A person denied this call ({str(answer)[:200]}); nothing ran.")
+
     def _event(self, progress: Progress, tool_call_id: str | None, call_id: str) -> dict[str, Any]:
         return {
             "type": PROGRESS_EVENT,
@@ -134,6 +176,11 @@ class ToolhubTool(BaseTool):
             "call_id": call_id,
             "progress": progress.to_dict(),
         }
+
+
+def _awaiting(item: object) -> bool:
+    """The call waits for its approval: the graph approved it already (``_ask_the_graph``)."""
+    return isinstance(item, Progress) and item.kind == "custom" and item.subkind == AWAITING_SUBKIND
 
 
 def _write(event: dict[str, Any]) -> None:

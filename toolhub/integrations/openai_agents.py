@@ -9,6 +9,11 @@ with the originating tool call. These tools do the same: ``on_stream`` receives 
 ``ToolhubStreamEvent`` for every ``Progress`` item while the call runs, embedded or on a
 worker. A callback that raises is logged and the call goes on, as the SDK does for its own.
 
+Approvals: a call the session's permission rules ask about (docs/approvals.md) is the SDK's
+``needs_approval``, so the run stops with it among ``result.interruptions``; once the app
+approves it (``state.approve(item)``) and resumes, the tool runs and toolhub records the
+approval as ``openai-agents``; a rejection never reaches toolhub (the SDK answers the model).
+
 The model reads ``prompt_text`` (reminders included; a failed call is a result, never an
 exception that ends the run), with any inline images beside it. When the SDK gives up on a
 tool (``FunctionTool.timeout_seconds``, a cancelled run), the toolhub call is cancelled too.
@@ -16,17 +21,19 @@ tool (``FunctionTool.timeout_seconds``, a cancelled run), the toolhub call is ca
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from toolhub.approvals.base import AWAITING_SUBKIND
 from toolhub.core import CallResult, Progress, new_call_id
 from toolhub.integrations._shared import INSTALL_HINT, function_definitions, images, run_call
 
 try:
-    from agents import FunctionTool, Tool, ToolOutputImage, ToolOutputText
+    from agents import FunctionTool, RunContextWrapper, Tool, ToolOutputImage, ToolOutputText
     from agents.tool_context import ToolContext
 except ImportError as exc:
     raise ImportError(
@@ -56,6 +63,9 @@ class ToolhubStreamEvent:
     context: ToolContext[Any]
     """The tool call's run context: ``context.context`` is the app's own object."""
 
+
+#: Who toolhub records as approving a call the SDK's run approved.
+APPROVER = "openai-agents"
 
 OnStream = Callable[[ToolhubStreamEvent], Awaitable[None] | None]
 ToolResult = str | list[ToolOutputText | ToolOutputImage]
@@ -94,6 +104,10 @@ def _function_tool(
         call_id = new_call_id()
 
         async def report(progress: Progress) -> None:
+            if progress.kind == "custom" and progress.subkind == AWAITING_SUBKIND:
+                # The SDK invokes a tool that needs approval only once the app approved it.
+                await asyncio.to_thread(session.approve, call_id, principal=APPROVER)
+                return
             if on_stream is None:
                 return
             event = ToolhubStreamEvent(progress, name, context.tool_call_id, call_id, context)
@@ -109,12 +123,18 @@ def _function_tool(
         )
         return _model_view(result)
 
+    async def needs_approval(
+        context: RunContextWrapper[Any], arguments: dict[str, Any], tool_call_id: str
+    ) -> bool:
+        return session.needs_approval(name, arguments)  # no I/O: validation and matching
+
     return FunctionTool(
         name=name,
         description=definition.get("description", ""),
         params_json_schema=definition["parameters"],
         on_invoke_tool=invoke,
         strict_json_schema=definition.get("strict") is True,
+        needs_approval=needs_approval,
     )
 
 

@@ -9,6 +9,12 @@ stamped with the tool call's id and name) as it arrives, so it reaches the run's
 ``event_stream_handler``, ``Agent.run_stream_events``, ``Agent.iter`` streams and the UI
 adapters, and never the model's context.
 
+Approvals: a call the session's permission rules ask about (docs/approvals.md) is a deferred
+tool call needing approval (``ApprovalRequired``): the run ends with ``DeferredToolRequests``
+among its outputs, and the app answers with ``DeferredToolResults`` on the next run; an
+approved call runs once and toolhub records the approval as ``pydantic-ai``, a denied one never
+reaches toolhub.
+
 The tool list is read from the session at every run step, so external tools registered or
 removed mid-run show up at the next step. The model reads ``prompt_text`` (reminders included;
 a failed call is an ordinary tool result, not a retry or an exception), with any inline images
@@ -17,12 +23,14 @@ beside it.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pydantic_core import SchemaValidator, core_schema
 
+from toolhub.approvals.base import AWAITING_SUBKIND
 from toolhub.core import CallResult, Progress, new_call_id
 from toolhub.integrations._shared import (
     INSTALL_HINT,
@@ -34,6 +42,7 @@ from toolhub.integrations._shared import (
 
 try:
     from pydantic_ai import BinaryContent, CustomEvent, RunContext
+    from pydantic_ai.exceptions import ApprovalRequired
     from pydantic_ai.tools import AgentDepsT, ToolDefinition
     from pydantic_ai.toolsets import AbstractToolset, ToolsetTool
 except ImportError as exc:
@@ -51,6 +60,10 @@ __all__ = ["ToolhubProgressEvent", "ToolhubToolset"]
 _OBJECT = SchemaValidator(
     core_schema.dict_schema(core_schema.str_schema(), core_schema.any_schema())
 )
+
+
+#: Who toolhub records as approving a call the app approved through Pydantic AI.
+APPROVER = "pydantic-ai"
 
 
 @dataclass(kw_only=True)
@@ -123,9 +136,15 @@ class ToolhubToolset(AbstractToolset[AgentDepsT]):
         ctx: RunContext[AgentDepsT],
         tool: ToolsetTool[AgentDepsT],
     ) -> Any:
+        if not ctx.tool_call_approved and self.session.needs_approval(name, tool_args):
+            raise ApprovalRequired()
         call_id = new_call_id()
 
         async def report(progress: Progress) -> None:
+            if progress.kind == "custom" and progress.subkind == AWAITING_SUBKIND:
+                # Pydantic AI calls it again only once the app approved the deferred call.
+                await asyncio.to_thread(self.session.approve, call_id, principal=APPROVER)
+                return
             await ctx.emit(ToolhubProgressEvent(call_id=call_id, progress=progress.to_dict()))
 
         result = await run_call(

@@ -121,7 +121,8 @@ class CallQuestions:
             if reply.action == "accept":
                 count = len(_questions(waiting.payload)) if waiting else len(reply.content or {})
                 answers = answers_from(reply.content, count)
-                await asyncio.to_thread(self.session.answer, call_id, answers)
+                who = f"mcp:{principal_of(ctx)}"
+                await asyncio.to_thread(self.session.answer, call_id, answers, principal=who)
             else:
                 await self.session.cancel(call_id)
         elif waiting is not None:

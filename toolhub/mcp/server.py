@@ -35,6 +35,7 @@ import toolhub
 from toolhub.core import CallResult, Progress, new_call_id
 from toolhub.tracing import TraceContext, carrier_of
 
+from .approvals import as_question
 from .call_questions import CallQuestions
 from .call_results import text_result, to_mcp_result, wants_output
 from .changes import ToolListChanges
@@ -46,6 +47,7 @@ from .task_protocol import (
     TaskParams,
     UpdateTaskParams,
     declares_tasks,
+    principal_of,
     task_policy,
 )
 from .task_status import Listen
@@ -268,7 +270,7 @@ class ToolhubMcpServer:
                 name, arguments or {}, call_id=call_id, cancel_on_exit=False, trace_context=trace
             )
             async for item in items:
-                await queue.put(item)
+                await queue.put(as_question(item))
         finally:
             await queue.put(_END)
 
@@ -296,7 +298,8 @@ class ToolhubMcpServer:
         )
         if reply.action == "accept":
             answers = answers_from(reply.content, len(questions))
-            await asyncio.to_thread(self.session.answer, call_id, answers)
+            who = f"mcp:{principal_of(ctx)}"
+            await asyncio.to_thread(self.session.answer, call_id, answers, principal=who)
         else:
             await self.session.cancel(call_id)
         return None

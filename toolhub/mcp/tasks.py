@@ -212,7 +212,8 @@ class McpTasks:
             await asyncio.to_thread(self.records.put, record.asking(None))
             if reply.get("action") == "accept":
                 answers = answers_from(reply.get("content"), len(questions))
-                await asyncio.to_thread(self.session.answer, record.call_id, answers)
+                who = f"mcp:{record.principal}"
+                await asyncio.to_thread(self.session.answer, record.call_id, answers, principal=who)
             else:
                 await self.session.cancel(record.call_id)
         return {"resultType": "complete"}

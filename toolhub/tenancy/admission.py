@@ -65,12 +65,44 @@ def admit(
         *_tool_violations(cfg, policy, reg, tenant, tenant_root),
         *_mcp_violations(cfg, policy),
         *_hub_violations(cfg, policy),
+        *permission_violations(cfg, policy),
     ]
     if violations:
         for violation in violations:
             logger.warning("tenant %s: config refused: %s", tenant, redact(violation.summary()))
         raise ConfigError(violations)
     return _admitted(cfg, policy, reg, tenant)
+
+
+def permission_violations(cfg: ToolSetConfig, policy: OperatorPolicy) -> list[ConfigViolation]:
+    """A config's ``permissions`` where the operator takes them from tenants, or an approval
+    that would wait longer than the operator lets one."""
+    asked, bounds = cfg.permissions, policy.permissions
+    if asked is None:
+        return []
+    if not bounds.tenant_rules:
+        return [
+            ConfigViolation(
+                "(global)",
+                "refused by the operator policy: permission rules are the operator's",
+                category="policy",
+                field_path="permissions",
+                expected="not set",
+                actual="set",
+            )
+        ]
+    if asked.approval_seconds > bounds.max_approval_seconds:
+        return [
+            ConfigViolation(
+                "(global)",
+                "refused by the operator policy: approvals may not wait this long",
+                category="policy",
+                field_path="permissions.approval_seconds",
+                expected=f"<= {bounds.max_approval_seconds}",
+                actual=asked.approval_seconds,
+            )
+        ]
+    return []
 
 
 def _preset_violations(cfg: ToolSetConfig, policy: OperatorPolicy) -> list[ConfigViolation]:

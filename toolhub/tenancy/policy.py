@@ -24,6 +24,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from toolhub.approvals.rules import OperatorPermissions
 from toolhub.core import ConfigError, ConfigViolation
 from toolhub.env_refs import is_toolhub_secret, restrict
 from toolhub.sandbox.policy import SandboxMode
@@ -122,6 +123,10 @@ class OperatorPolicy(BaseModel):
         default_factory=list,
         description="Variables a config may reference as `${VAR}` (MCP headers, env, url; hub "
         "url and token); toolhub's own (`TOOLHUB_*`) never, even when listed.",
+    )
+    permissions: OperatorPermissions = Field(
+        default_factory=OperatorPermissions,
+        description="Permission rules every tenant's calls are held to (docs/approvals.md).",
     )
     quotas: TenantQuotas = Field(
         default_factory=TenantQuotas,

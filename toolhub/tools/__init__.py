@@ -11,6 +11,7 @@ from typing import Any
 from toolhub.core import Reminder, Tool
 from toolhub.toolset.catalog import Catalog
 
+from .approvals_reminder import REMINDERS as _approvals_reminders
 from .ask_user import TOOLS as _ask_user
 from .background import REMINDERS as _background_reminders
 from .background import TOOLS as _background
@@ -69,6 +70,7 @@ BUILTIN_REMINDERS: list[Reminder] = [
     *_todo_reminders,
     *_skill_reminders,
     *_monitor_reminders,
+    *_approvals_reminders,
 ]
 
 PRESETS: dict[str, dict[str, str]] = {

@@ -14,6 +14,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from toolhub.approvals.rules import Permissions
 from toolhub.core import CapabilityMode, ConfigError, ConfigViolation
 from toolhub.core.reminders import DEFAULT_REMINDER_TAG
 
@@ -80,6 +81,8 @@ class ToolSetConfig(BaseModel):
     tools: list[ToolConfig] | None = None
     mcp_servers: dict[str, McpServerConfig] = Field(default_factory=dict)
     hubs: dict[str, HubConfig] = Field(default_factory=dict)
+    #: Which calls run, wait for a person's approval, or are refused (docs/approvals.md).
+    permissions: Permissions | None = None
 
     @classmethod
     def load(cls, source: ConfigSource) -> ToolSetConfig:

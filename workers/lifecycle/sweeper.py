@@ -7,6 +7,8 @@
 * Queued calls past their claim deadline whose message left the queue unclaimed (a worker took
   it and died) are re-enqueued from the stored message, or failed once that happened
   ``max_attempts`` times.
+* Calls awaiting approval past their expiry that no dispatcher ended (their caller and every
+  approver gone) fail with ``approval_expired`` (docs/approvals.md).
 * Command cgroups left behind by a dead process on this host are killed and removed, so no
   process of a lost attempt outlives it (``reap_leftovers``: on a thread of its own beside the
   lease keeper, since it may wait on stragglers).
@@ -21,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from redis.exceptions import RedisError
 
+from toolhub.approvals.base import AWAITING, expired, with_decision
 from toolhub.distributed.script_replies import RequeueOutcome
 from toolhub.fences.celery import reserved_requests
 
@@ -32,7 +35,7 @@ logger = logging.getLogger("toolhub.worker.sweeper")
 
 def sweep(runtime: WorkerRuntime) -> int:
     """One pass; returns how many calls were recovered (re-enqueued or failed)."""
-    return requeue_expired(runtime) + requeue_unclaimed(runtime)
+    return requeue_expired(runtime) + requeue_unclaimed(runtime) + expire_approvals(runtime)
 
 
 def reap_leftovers(runtime: WorkerRuntime) -> None:
@@ -98,6 +101,30 @@ def requeue_unclaimed(runtime: WorkerRuntime) -> int:
                 count += 1
         except RedisError as exc:
             logger.warning("could not re-enqueue %s: %s", call_id, exc)
+    return count
+
+
+def expire_approvals(runtime: WorkerRuntime) -> int:
+    """End the approvals that expired with nobody left to end them; the script checks the
+    expiry again by Redis's clock, so a call approved meanwhile is left alone."""
+    approvals = runtime.store.approvals
+    count = 0
+    for call_id in approvals.due():
+        try:
+            record = approvals.record(call_id)
+            if record is None or record.get("status") != AWAITING:
+                approvals.client.zrem(approvals.keys.approvals_due, call_id)
+                continue
+            approval = with_decision(record.get("approval") or {}, "expired", "toolhub")
+            result = expired(str(record.get("name", "")), call_id, record.get("tool"), approval)
+            ended = approvals.end(
+                call_id, str(record.get("session_id", "")), result, approval, due=True
+            )
+            if isinstance(ended, int) and ended > 0:
+                logger.warning("call %s: its approval expired; failed", call_id)
+                count += 1
+        except RedisError as exc:
+            logger.warning("could not end the expired approval of %s: %s", call_id, exc)
     return count
 
 
