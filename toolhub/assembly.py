@@ -321,6 +321,7 @@ def embedded_parts(
     """The ``Session`` of ``Session.embedded``: the assembled tool set, its state file (loaded,
     and written back debounced after calls) and the in-process executor."""
     from toolhub.executors import LocalExecutor
+    from toolhub.hooks import SessionHooks
     from toolhub.state import DebouncedWriter, StateFile
 
     root = Path(workspace).expanduser().resolve()
@@ -340,7 +341,7 @@ def embedded_parts(
     toolset.on_finalize = writer.notify
     return SessionParts(
         toolset,
-        LocalExecutor(toolset),
+        LocalExecutor(toolset, SessionHooks.of(toolset.config.hooks, sid)),
         sid,
         root,
         [*parts.warnings, *state.problems],

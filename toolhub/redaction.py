@@ -10,10 +10,18 @@ config wrote. The access log is the other leak: a client that sends ``?token=…
 only the ``Authorization`` header authenticates) would have it recorded; ``redact_query``
 masks the values of credential-like query parameters, and ``AccessLogRedaction`` applies it
 to uvicorn's access log.
+
+Tool output is the third leak: a command prints a token (``env``, ``cat ~/.aws/credentials``).
+``redact_secrets`` adds the shapes of common credentials (GitHub, OpenAI/Anthropic-style
+``sk-…``, Slack, AWS access keys and secret keys, private key blocks) to ``redact``; the
+secrets-redaction hook (``toolhub/hooks/secrets.py``) applies it to every call's output before
+anything is stored or streamed, and ``remember``s the values of the environment variables the
+operator marks, so they are masked as ``${NAME}`` too.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import threading
@@ -25,6 +33,28 @@ _QUERY_SECRET = re.compile(
     r"(?i)([?&](?:[a-z0-9_.-]*(?:token|secret|password|passwd|pwd|api[_-]?key|apikey|auth"
     r"|signature|sig|key|credential|session)[a-z0-9_.-]*)=)([^&#\s\"']*)"
 )
+
+#: Credential shapes: (label, pattern). A match is shown as ``[REDACTED:<label>]``, after what
+#: its group ``keep`` matched (the name of a ``key = value`` pair).
+TOKEN_SHAPES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    (
+        "private_key",
+        re.compile(
+            r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----.*?-----END [A-Z0-9 ]*PRIVATE KEY-----", re.S
+        ),
+    ),
+    ("github_token", re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})")),
+    ("api_key", re.compile(r"\bsk-[A-Za-z0-9_-]{20,}")),
+    ("slack_token", re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}")),
+    ("aws_access_key", re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b")),
+    (
+        "aws_secret_key",
+        re.compile(r"(?i)(?P<keep>aws_secret_access_key\s*[=:]\s*[\"']?)[A-Za-z0-9/+=]{40}"),
+    ),
+)
+#: The first line of a private key block: a block cut by a stream (its end not yet seen).
+PRIVATE_KEY_BEGIN = re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----")
+PRIVATE_KEY_END = re.compile(r"-----END [A-Z0-9 ]*PRIVATE KEY-----")
 
 _lock = threading.Lock()
 _secrets: dict[str, str] = {}
@@ -48,6 +78,19 @@ def redact(text: str) -> str:
         if value in text:
             text = text.replace(value, "${" + name + "}")
     return redact_query(text)
+
+
+def redact_secrets(text: str) -> str:
+    """``redact`` plus every credential shape of ``TOKEN_SHAPES`` masked."""
+    text = redact(text)
+    for label, pattern in TOKEN_SHAPES:
+        mask = f"[REDACTED:{label}]"
+        text = pattern.sub(functools.partial(_masked, mask), text)
+    return text
+
+
+def _masked(mask: str, match: re.Match[str]) -> str:
+    return (match.groupdict().get("keep") or "") + mask
 
 
 def redact_query(text: str) -> str:

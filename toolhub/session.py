@@ -30,6 +30,7 @@ from toolhub.core.container import Key
 from toolhub.executors import Executor
 from toolhub.executors.deadline import bounded, bounded_result
 from toolhub.executors.refused import RefusedCalls
+from toolhub.hooks import SessionHooks
 from toolhub.loop_thread import LoopThread
 from toolhub.state import DebouncedWriter
 from toolhub.tools import CATALOG
@@ -110,6 +111,8 @@ class Session:
         self._closed = False
         self._sources = sources
         self._refused = RefusedCalls(session_id)
+        #: The hooks around each call (docs/hooks.md); ``before`` runs in ``_prepare``.
+        self.hooks = SessionHooks.of(toolset.config.hooks, session_id)
 
     @classmethod
     def embedded(
@@ -187,7 +190,7 @@ class Session:
         """Run one call and return its result. ``timeout``: seconds to wait at most; then the
         call is cancelled and the result is a ``timeout`` error (distributed calls always have
         a deadline, derived from their limits when none is given)."""
-        prepared = self._prepare(name, arguments, call_id)
+        prepared = await self._admit(name, arguments, call_id)
         if isinstance(prepared, CallResult):
             return prepared
         return await self._result_of(prepared, timeout)
@@ -209,7 +212,7 @@ class Session:
         on its worker, to be followed by id (the gateway and the MCP server cancel explicitly
         and keep calls going through their own restart); an embedded call runs inside this
         stream and ends with it either way."""
-        prepared = self._prepare(name, arguments, call_id)
+        prepared = await self._admit(name, arguments, call_id)
         if isinstance(prepared, CallResult):
             yield prepared
             return
@@ -221,12 +224,23 @@ class Session:
     def _prepare(self, name: str, arguments: Any, call_id: str | None) -> Prepared | CallResult:
         """The prepared call, or the failed result of arguments or a tool name it refused."""
         call_id = call_id or new_call_id()
+        prepared: Prepared | CallResult
         try:
-            return self.toolset.prepare(name, arguments, call_id)
+            prepared = self.toolset.prepare(name, arguments, call_id)
         except ToolError as err:
-            refused = CallResult.failure(name, err, call_id=call_id)
-            self._refused.add(name, refused)
-            return refused
+            prepared = CallResult.failure(name, err, call_id=call_id)
+        else:
+            prepared = self.hooks.before(self.toolset, prepared)
+        if isinstance(prepared, CallResult):
+            self._refused.add(name, prepared)
+        return prepared
+
+    async def _admit(self, name: str, arguments: Any, call_id: str | None) -> Prepared | CallResult:
+        """``_prepare`` off the event loop when ``before`` hooks run (a webhook waits on the
+        network)."""
+        if self.hooks.has_before:
+            return await asyncio.to_thread(self._prepare, name, arguments, call_id)
+        return self._prepare(name, arguments, call_id)
 
     def _items(
         self, prepared: Prepared, timeout: float | None, cancel_on_exit: bool = True

@@ -30,6 +30,7 @@ from toolhub.toolset.config import ConfigSource, McpServerConfig, ToolConfig, To
 from toolhub.toolset.merge import baseline_tools
 from toolhub.toolset.registry import Registry
 
+from .hook_policy import hook_violations
 from .param_rules import caps, entry_violations
 from .policy import OperatorPolicy
 from .principal import DEFAULT_TENANT
@@ -65,6 +66,7 @@ def admit(
         *_tool_violations(cfg, policy, reg, tenant, tenant_root),
         *_mcp_violations(cfg, policy),
         *_hub_violations(cfg, policy),
+        *hook_violations(cfg.hooks, policy.hooks),
     ]
     if violations:
         for violation in violations:

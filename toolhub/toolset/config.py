@@ -77,6 +77,9 @@ class ToolSetConfig(BaseModel):
     tools: list[ToolConfig] | None = None
     mcp_servers: dict[str, McpServerConfig] = Field(default_factory=dict)
     hubs: dict[str, HubConfig] = Field(default_factory=dict)
+    #: Hooks to run around each call besides the operator's (docs/hooks.md): names (or a
+    #: webhook's URL) the operator policy lets tenants enable.
+    hooks: list[str] = Field(default_factory=list)
 
     @classmethod
     def load(cls, source: ConfigSource) -> ToolSetConfig:
