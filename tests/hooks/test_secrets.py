@@ -10,7 +10,10 @@ from toolhub.hooks import AfterItem, CallInfo, SecretsRedaction
 from toolhub.redaction import redact_secrets
 
 CALL = CallInfo("c1", "s1", "default", "Main:bash", "bash")
-KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\nAAAAAAAAAAAAAAAAAAAAAAAA\n-----END OPENSSH PRIVATE KEY-----"
+KEY = (
+    "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\nAAAAAAAAAAAAAAAAAAAAAAAA\n"
+    "-----END OPENSSH PRIVATE KEY-----"
+)
 
 
 @pytest.mark.parametrize(
@@ -63,6 +66,9 @@ def test_a_key_block_cut_across_items_is_masked_whole() -> None:
 
 
 def test_the_tail_of_a_key_cut_by_output_truncation_is_masked() -> None:
-    tail = "[truncated]\nAAAAAAAAAAAAAAAAAAAAAAAA\nBBBBBBBBBBBBBBBBBBBBBBBB\n-----END RSA PRIVATE KEY-----\n"
+    tail = (
+        "[truncated]\nAAAAAAAAAAAAAAAAAAAAAAAA\nBBBBBBBBBBBBBBBBBBBBBBBB\n"
+        "-----END RSA PRIVATE KEY-----\n"
+    )
     item = AfterItem(CALL, "result", tail, None)
     assert SecretsRedaction().after(item).text == "[truncated]\n[REDACTED:private_key]\n"

@@ -51,7 +51,7 @@ def hook_service() -> Iterator[HookService]:
     holder: list[HookService] = []
 
     class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802 - the http.server spelling
+        def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length", "0"))
             payload = json.loads(self.rfile.read(length))
             holder[0].received.append((self.path, dict(self.headers), payload))
