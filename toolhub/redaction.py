@@ -34,21 +34,26 @@ _QUERY_SECRET = re.compile(
     r"|signature|sig|key|credential|session)[a-z0-9_.-]*)=)([^&#\s\"']*)"
 )
 
-#: Credential shapes: (label, pattern). A match is shown as ``[REDACTED:<label>]``, after what
-#: its group ``keep`` matched (the name of a ``key = value`` pair).
-TOKEN_SHAPES: tuple[tuple[str, re.Pattern[str]], ...] = (
+#: Credential shapes: (label, a text every match contains, pattern). A match is shown as
+#: ``[REDACTED:<label>]``, after what its group ``keep`` matched (the name of a ``key = value``
+#: pair). The pattern runs only on a text that holds its marker (lower-cased for the AWS
+#: secret), so most text costs a substring search per shape.
+TOKEN_SHAPES: tuple[tuple[str, str, re.Pattern[str]], ...] = (
     (
         "private_key",
+        "PRIVATE KEY-----",
         re.compile(
-            r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----.*?-----END [A-Z0-9 ]*PRIVATE KEY-----", re.S
+            r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z0-9 ]*PRIVATE KEY-----"
         ),
     ),
-    ("github_token", re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})")),
-    ("api_key", re.compile(r"\bsk-[A-Za-z0-9_-]{20,}")),
-    ("slack_token", re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}")),
-    ("aws_access_key", re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b")),
+    ("github_token", "gh", re.compile(r"\bgh[pousr]_[A-Za-z0-9]{20,}")),
+    ("github_token", "github_pat_", re.compile(r"\bgithub_pat_\w{20,}")),
+    ("api_key", "sk-", re.compile(r"\bsk-[A-Za-z0-9_-]{20,}")),
+    ("slack_token", "xox", re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}")),
+    ("aws_access_key", "IA", re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b")),
     (
         "aws_secret_key",
+        "aws_secret_access_key",
         re.compile(r"(?i)(?P<keep>aws_secret_access_key\s*[=:]\s*[\"']?)[A-Za-z0-9/+=]{40}"),
     ),
 )
@@ -58,6 +63,8 @@ PRIVATE_KEY_END = re.compile(r"-----END [A-Z0-9 ]*PRIVATE KEY-----")
 
 _lock = threading.Lock()
 _secrets: dict[str, str] = {}
+#: ``_secrets``, longest first (a value inside another is replaced after it); None: stale.
+_by_length: list[tuple[str, str]] | None = None
 
 
 def remember(name: str, value: str) -> None:
@@ -65,15 +72,20 @@ def remember(name: str, value: str) -> None:
     on, in this process."""
     if len(value) < MIN_SECRET_LENGTH:
         return
+    global _by_length
     with _lock:
         _secrets[value] = name
+        _by_length = None
 
 
 def redact(text: str) -> str:
     """``text`` with every remembered secret shown as its ``${NAME}`` reference and every
     credential-like query parameter masked."""
-    with _lock:
-        known = sorted(_secrets.items(), key=lambda item: -len(item[0]))
+    global _by_length
+    known = _by_length
+    if known is None:
+        with _lock:
+            known = _by_length = sorted(_secrets.items(), key=lambda item: -len(item[0]))
     for value, name in known:
         if value in text:
             text = text.replace(value, "${" + name + "}")
@@ -83,9 +95,10 @@ def redact(text: str) -> str:
 def redact_secrets(text: str) -> str:
     """``redact`` plus every credential shape of ``TOKEN_SHAPES`` masked."""
     text = redact(text)
-    for label, pattern in TOKEN_SHAPES:
-        mask = f"[REDACTED:{label}]"
-        text = pattern.sub(functools.partial(_masked, mask), text)
+    lowered = text.lower()
+    for label, marker, pattern in TOKEN_SHAPES:
+        if marker in text or marker in lowered:
+            text = pattern.sub(functools.partial(_masked, f"[REDACTED:{label}]"), text)
     return text
 
 
@@ -95,6 +108,8 @@ def _masked(mask: str, match: re.Match[str]) -> str:
 
 def redact_query(text: str) -> str:
     """Credential-like query parameter values (``token``, ``api_key``, ``sig`` …) masked."""
+    if "=" not in text or ("?" not in text and "&" not in text):
+        return text  # no query parameter: spares the scan of a long output
     return _QUERY_SECRET.sub(lambda m: m.group(1) + (MASK if m.group(2) else ""), text)
 
 

@@ -65,7 +65,10 @@ def _mask(text: str, state: dict[str, Any]) -> str:
             return ""  # the middle of a key block whose start was masked already
         state[_IN_KEY] = False
         text = text[end.end() :]
-    text = _ORPHAN_END.sub(KEY_MASK, redact_secrets(text))
+    text = redact_secrets(text)
+    if "PRIVATE KEY-----" not in text:
+        return text
+    text = _ORPHAN_END.sub(KEY_MASK, text)
     begin = PRIVATE_KEY_BEGIN.search(text)
     if begin is not None:  # a block whose end is not in this text: masked to its end
         state[_IN_KEY] = True
