@@ -57,6 +57,23 @@ TOKEN_SHAPES: tuple[tuple[str, str, re.Pattern[str]], ...] = (
         re.compile(r"(?i)(?P<keep>aws_secret_access_key\s*[=:]\s*[\"']?)[A-Za-z0-9/+=]{40}"),
     ),
 )
+
+
+def _masked(mask: str, match: re.Match[str]) -> str:
+    return (match.groupdict().get("keep") or "") + mask
+
+
+#: Per shape: its marker, whether the marker is matched in any case, the pattern, and the
+#: replacement.
+_SHAPES = tuple(
+    (
+        marker,
+        bool(pattern.flags & re.IGNORECASE),
+        pattern,
+        functools.partial(_masked, f"[REDACTED:{label}]"),
+    )
+    for label, marker, pattern in TOKEN_SHAPES
+)
 #: The first line of a private key block: a block cut by a stream (its end not yet seen).
 PRIVATE_KEY_BEGIN = re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----")
 PRIVATE_KEY_END = re.compile(r"-----END [A-Z0-9 ]*PRIVATE KEY-----")
@@ -95,15 +112,17 @@ def redact(text: str) -> str:
 def redact_secrets(text: str) -> str:
     """``redact`` plus every credential shape of ``TOKEN_SHAPES`` masked."""
     text = redact(text)
-    lowered = text.lower()
-    for label, marker, pattern in TOKEN_SHAPES:
-        if marker in text or marker in lowered:
-            text = pattern.sub(functools.partial(_masked, f"[REDACTED:{label}]"), text)
+    lowered: str | None = None
+    for marker, any_case, pattern, masked in _SHAPES:
+        if any_case:  # the AWS secret's name, in any case
+            lowered = text.lower() if lowered is None else lowered
+            if marker not in lowered:
+                continue
+        elif marker not in text:
+            continue
+        text = pattern.sub(masked, text)
+        lowered = None
     return text
-
-
-def _masked(mask: str, match: re.Match[str]) -> str:
-    return (match.groupdict().get("keep") or "") + mask
 
 
 def redact_query(text: str) -> str:

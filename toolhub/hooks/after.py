@@ -36,12 +36,12 @@ class CallAfter:
         notes: list[str] | None = None,
         failed: HookFailed | None = None,
     ) -> None:
-        self.hooks = [h for h in hooks if h.after is not None]
+        self.hooks = hooks if all(h.after is not None for h in hooks) else _after(hooks)
         self.info = info
         self.notes = notes or []
         self.failed = failed
-        self._states: dict[str, dict[str, Any]] = {h.name: {} for h in self.hooks}
-        self._lines = LineJoin()
+        self._states: dict[str, dict[str, Any]] = {}
+        self._lines: LineJoin | None = None  # made by the first progress item
 
     @property
     def active(self) -> bool:
@@ -52,13 +52,15 @@ class CallAfter:
         item as the hooks rewrote it."""
         if not self.active:
             return [item]
+        if self._lines is None:
+            self._lines = LineJoin()
         joined = self._lines.feed(item)
         return [] if joined is None else self._progress(joined)
 
     def flush(self) -> list[Progress]:
         """What the line joiner still holds, through the hooks: published before the result."""
         out: list[Progress] = []
-        while (held := self._lines.flush()) is not None:
+        while self._lines is not None and (held := self._lines.flush()) is not None:
             out.extend(self._progress(held))
         return out
 
@@ -70,17 +72,21 @@ class CallAfter:
             result = _copy(result, prompt_text=f"{result.prompt_text}\n\n{note}")
         if self.failed is not None:
             return self._withheld(result)
-        item = AfterItem(
-            self.info,
-            "result",
-            result.prompt_text,
-            None if result.output is None else result.output.value,
-            None if result.error is None else result.error.to_dict(),
-            [block.to_dict() for block in result.content],
+        value = None if result.output is None else result.output.value
+        error = None if result.error is None else result.error.to_dict()
+        content = [block.to_dict() for block in result.content]
+        done = self._apply(
+            AfterItem(self.info, "result", result.prompt_text, value, error, content)
         )
-        done = self._apply(item)
         if done is None:
             return self._withheld(result)
+        if (done.text, done.output, done.error, done.content) == (
+            result.prompt_text,
+            value,
+            error,
+            content,
+        ):
+            return result  # unchanged: the typed output model stays
         return _rebuilt(result, done)
 
     def items(self, item: Progress | CallResult) -> list[Progress | CallResult]:
@@ -117,7 +123,7 @@ class CallAfter:
         """``item`` through every hook; None when one failed closed (``failed`` says which)."""
         for hook in self.hooks:
             assert hook.after is not None
-            item.state = self._states[hook.name]
+            item.state = self._states.setdefault(hook.name, {})
             try:
                 answer = hook.run(hook.after, item)
                 if answer is not None and not isinstance(answer, AfterItem):
@@ -144,6 +150,10 @@ class CallAfter:
         return CallResult.failure(
             result.name, error, tool_id=result.tool_id, call_id=result.call_id
         )
+
+
+def _after(hooks: list[BoundHook]) -> list[BoundHook]:
+    return [h for h in hooks if h.after is not None]
 
 
 def _rebuilt(result: CallResult, item: AfterItem) -> CallResult:

@@ -41,6 +41,7 @@ class SessionHooks:
         self.session_id = session_id
         self.tenant = tenant_of_session(session_id)
         self.has_before = any(h.before is not None for h in hooks)
+        self.after_hooks = [h for h in hooks if h.after is not None]
 
     @classmethod
     def of(
@@ -69,7 +70,7 @@ class SessionHooks:
 
     def after(self, prepared: Prepared) -> CallAfter:
         """The ``after`` stage of a call run in this process."""
-        return CallAfter(self.hooks, self.info(prepared), list(prepared.notes))
+        return CallAfter(self.after_hooks, self.info(prepared), prepared.notes)
 
     def message_fields(self, prepared: Prepared) -> dict[str, Any]:
         """What a call's message carries for the worker's ``after`` stage (nothing when there
