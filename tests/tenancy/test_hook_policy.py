@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from toolhub.core import ConfigError
-from toolhub.tenancy import OperatorPolicy, admit
+from toolhub.tenancy import OperatorPolicy, admit, effective
 
 BASH = {"id": "Main:bash"}
 HOOK_URL = "https://hooks.operator.example/audit"
@@ -72,3 +72,20 @@ def test_a_webhook_must_be_an_http_url(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as caught:
         OperatorPolicy.parse({"hooks": {"webhooks": {"x": {"url": "file:///etc/passwd"}}}})
     assert caught.value.violations[0].category == "policy_file"
+
+
+def test_a_tenant_is_shown_what_it_may_add_never_a_webhooks_headers() -> None:
+    policy = OperatorPolicy.parse(
+        {
+            "hooks": {
+                "tenant_hooks": ["audit", "dogs"],
+                "webhooks": {"audit": {"url": HOOK_URL, "headers": {"Authorization": "Bearer s3"}}},
+            }
+        }
+    )
+    shown = effective(policy, "acme")["hooks"]
+    assert shown == {
+        "always": ["secrets"],
+        "tenant_hooks": {"audit": HOOK_URL, "dogs": "(installed)"},
+    }
+    assert "s3" not in repr(effective(policy, "acme"))

@@ -30,7 +30,7 @@ from toolhub.toolset.config import ConfigSource, McpServerConfig, ToolConfig, To
 from toolhub.toolset.merge import baseline_tools
 from toolhub.toolset.registry import Registry
 
-from .hook_policy import hook_violations
+from .hook_policy import hook_violations, tenant_view
 from .param_rules import caps, entry_violations
 from .policy import OperatorPolicy
 from .principal import DEFAULT_TENANT
@@ -320,4 +320,5 @@ def effective(
         "remote_hosts": policy.remote_hosts or ["(any public host)"],
         "allow_local_urls": policy.allow_local_urls,
         "env_vars": [name for name in policy.env_vars if policy.allows_env_var(name)],
+        "hooks": tenant_view(policy.hooks),
     }

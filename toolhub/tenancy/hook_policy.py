@@ -12,7 +12,7 @@ its choosing, or that turns the operator's redaction off.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -99,6 +99,19 @@ class HookPolicy(BaseModel):
             if hook.url == asked and name in self.tenant_hooks:
                 return name
         return None
+
+
+def tenant_view(policy: HookPolicy) -> dict[str, Any]:
+    """What a tenant is shown of the hooks (``toolhub policy show``, ``GET /v1/policy``): the
+    names that always run and what it may add (a webhook with its URL); never a webhook's
+    headers, which may hold the operator's credentials."""
+    return {
+        "always": list(policy.always),
+        "tenant_hooks": {
+            name: policy.webhooks[name].url if name in policy.webhooks else "(installed)"
+            for name in policy.tenant_hooks
+        },
+    }
 
 
 def hook_violations(asked: list[str], policy: HookPolicy) -> list[ConfigViolation]:
