@@ -222,7 +222,8 @@ class Session:
                 yield item
 
     def _prepare(self, name: str, arguments: Any, call_id: str | None) -> Prepared | CallResult:
-        """The prepared call, or the failed result of arguments or a tool name it refused."""
+        """The prepared call as the ``before`` hooks let it run, or the failed result of
+        arguments, a tool name or a hook that refused it."""
         call_id = call_id or new_call_id()
         prepared: Prepared | CallResult
         try:

@@ -61,3 +61,11 @@ class Dogs:
                 if isinstance(item.output.get(key), str):
                     item.output = {**item.output, key: item.output[key].replace("cat", "dog")}
         return item
+
+
+class Garbles:
+    """An ``after`` hook that answers content toolhub cannot store."""
+
+    def after(self, item: AfterItem) -> AfterItem:
+        item.content = [{"no": "type"}]
+        return item

@@ -107,17 +107,18 @@ def test_a_hanging_before_hook_fails_closed_within_its_timeout_or_is_skipped_whe
     assert (tmp_path / "ran.txt").exists()
 
 
-def test_an_after_hook_that_raises_withholds_the_output(
-    tmp_path: Path, operator_policy: Callable[[dict[str, Any]], Path]
+@pytest.mark.parametrize(("hook", "why"), [("raises", "RuntimeError"), ("garbles", "content")])
+def test_an_after_hook_that_raises_or_answers_nonsense_withholds_the_output(
+    hook: str, why: str, tmp_path: Path, operator_policy: Callable[[dict[str, Any]], Path]
 ) -> None:
-    operator_policy({"hooks": {"always": ["secrets", "raises"]}})
+    operator_policy({"hooks": {"always": ["secrets", hook]}})
     with session(tmp_path) as s:
         progress, result = asyncio.run(streamed(s, "echo private-output"))
     assert progress == []
     assert result.error is not None and result.error.details is not None
     assert result.error.details["code"] == "hook_failed"
-    assert result.error.details["hook"] == "raises"
-    assert "RuntimeError" in result.error.detail and "Traceback" not in result.prompt_text
+    assert result.error.details["hook"] == hook
+    assert why in result.error.detail and "Traceback" not in result.prompt_text
     assert "private-output" not in result.prompt_text
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from toolhub.core import CallResult, ContentBlock, Progress, ToolError, ToolOutput
+from toolhub.core import CallResult, ContentBlock, ErrorKind, Progress, ToolError, ToolOutput
 from toolhub.errors import ErrorCode
 
 from .api import AfterItem, CallInfo
@@ -126,8 +126,8 @@ class CallAfter:
             item.state = self._states.setdefault(hook.name, {})
             try:
                 answer = hook.run(hook.after, item)
-                if answer is not None and not isinstance(answer, AfterItem):
-                    raise HookFailed(hook.name, f"answered a {type(answer).__name__}")
+                if answer is not None:
+                    _check(hook.name, answer)
             except HookFailed as failure:
                 if hook.fails_open:
                     hook.skipped(failure)
@@ -150,6 +150,30 @@ class CallAfter:
         return CallResult.failure(
             result.name, error, tool_id=result.tool_id, call_id=result.call_id
         )
+
+
+def _check(hook: str, answer: Any) -> None:
+    """``HookFailed`` unless ``answer`` is an item toolhub can store: text a string (or None),
+    an error with a known kind and a detail, content blocks of a known type."""
+    if not isinstance(answer, AfterItem):
+        raise HookFailed(hook, f"answered a {type(answer).__name__}")
+    if answer.text is not None and not isinstance(answer.text, str):
+        raise HookFailed(hook, "answered a `text` that is not a string")
+    error = answer.error
+    if error is not None and not (
+        isinstance(error, dict)
+        and error.get("kind") in ErrorKind._value2member_map_
+        and isinstance(error.get("detail"), str)
+    ):
+        raise HookFailed(hook, "answered an `error` without a known `kind` and a `detail`")
+    blocks = answer.content
+    if not isinstance(blocks, list) or not all(
+        isinstance(b, dict) and b.get("type") in _BLOCK_TYPES for b in blocks
+    ):
+        raise HookFailed(hook, "answered `content` that is not a list of content blocks")
+
+
+_BLOCK_TYPES = ("text", "image", "resource")
 
 
 def _after(hooks: list[BoundHook]) -> list[BoundHook]:

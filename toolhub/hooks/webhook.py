@@ -74,8 +74,6 @@ class Webhook:
                 "content": item.content,
             }
         )
-        if "text" in answer and not isinstance(answer["text"], str | None):
-            raise HookFailed(self.name, "answered a `text` that is not a string")
         for key in _AFTER_KEYS:
             if key in answer:
                 setattr(item, key, answer[key])
