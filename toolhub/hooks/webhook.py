@@ -82,6 +82,10 @@ class Webhook:
     def _post(self, payload: dict[str, Any]) -> dict[str, Any]:
         try:
             response = self._client.post(self.grant.url, json=payload)
+        except httpx.TimeoutException:
+            # Said as the hook's own bound says it: whichever of the two fires first.
+            timeout = self.grant.timeout_seconds
+            raise HookFailed(self.name, f"no answer within {timeout:g} s") from None
         except httpx.HTTPError as exc:
             raise HookFailed(self.name, f"{type(exc).__name__} calling the webhook") from None
         if not response.is_success:
