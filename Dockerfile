@@ -34,11 +34,12 @@ WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY toolhub ./toolhub
 COPY workers ./workers
+COPY toolhub_start.py ./
 
 # Build the wheel first (no editable install, no source tree in the final image), then
 # install it with the extras every component needs, plus Flower.
 RUN pip wheel --no-deps --wheel-dir /dist . \
- && pip install "$(ls /dist/toolhub-*.whl)[gateway,mcp]" "flower==2.0.1" \
+ && pip install "$(ls /dist/toolhub-*.whl)[gateway,mcp,otel]" "flower==2.0.1" \
  && python -c "import toolhub, workers, celery, flower" \
  && toolhub --help > /dev/null
 

@@ -8,7 +8,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-dev
 
-.PHONY: install lint format typecheck test demo bench chaos conformance clean
+.PHONY: install lint format typecheck test test-valkey demo bench chaos conformance clean
 
 # uv installs the same packages as pip in about a quarter of the time; pip when uv is unavailable.
 $(STAMP): pyproject.toml
@@ -24,16 +24,16 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check toolhub workers tests bench examples
-	$(VENV)/bin/ruff format --check toolhub workers tests bench examples
+	$(VENV)/bin/ruff check toolhub toolhub_start.py workers tests bench examples
+	$(VENV)/bin/ruff format --check toolhub toolhub_start.py workers tests bench examples
 
 format: $(STAMP)
-	$(VENV)/bin/ruff check --fix toolhub workers tests bench examples
-	$(VENV)/bin/ruff format toolhub workers tests bench examples
+	$(VENV)/bin/ruff check --fix toolhub toolhub_start.py workers tests bench examples
+	$(VENV)/bin/ruff format toolhub toolhub_start.py workers tests bench examples
 
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy toolhub/core
-	$(VENV)/bin/mypy toolhub workers
+	$(VENV)/bin/mypy toolhub toolhub_start.py workers
 
 # Test processes (pytest-xdist; a file's tests stay in one process). Most tests wait on real
 # servers and workers rather than compute, so 4 processes on 2 cores take about half the time of
@@ -63,6 +63,12 @@ conformance: $(STAMP)
 
 chaos: $(STAMP)
 	$(PY) bench/chaos.py
+
+# The distributed and contract suites again, every Redis they start a valkey-server (make test
+# runs the failover tests on both; this is the whole of it, about as long as make test).
+test-valkey: $(STAMP)
+	TOOLHUB_REDIS_SERVER="$$($(PY) -c 'from tests.valkey import valkey_server; print(valkey_server())')" \
+		$(PY) -m pytest -q -n $(TEST_PROCESSES) --dist loadfile tests/distributed tests/contract
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -23,6 +23,7 @@ SCENARIOS: dict[str, str] = {
     "holder": "chaos_fault_holder",
     "partition": "chaos_fault_partition",
     "redis_full": "chaos_fault_redis_full",
+    "failover": "chaos_fault_failover",
 }
 
 

@@ -98,13 +98,21 @@ def main() -> None:
     parser.add_argument("task", help="what to ask the model")
     args = parser.parse_args()
     client = OpenAI(
-        base_url=os.environ.get("OPENAI_BASE_URL"), api_key=os.environ["OPENAI_API_KEY"]
+        base_url=os.environ.get("OPENAI_BASE_URL"), api_key=_api_key(parser, "OPENAI_API_KEY")
     )
     # read_only: the default tool set without anything that writes or runs commands. Pass
     # your own configuration (a dict or a YAML file, docs/contract.md) for more.
     with Session.embedded(config={"mode": "read_only"}, workspace=args.workspace) as session:
         model = os.environ.get("OPENAI_MODEL", "gpt-4.1")
         print(agent_loop(client, session, args.task, model))
+
+
+def _api_key(parser: argparse.ArgumentParser, name: str) -> str:
+    """The key from the environment, or a one-line hint (exit 2) instead of a traceback."""
+    key = os.environ.get(name)
+    if not key:
+        parser.error(f"set {name} (export {name}=...) to run this example")
+    return key
 
 
 if __name__ == "__main__":

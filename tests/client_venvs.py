@@ -31,6 +31,12 @@ PYTHON_CLIENTS: dict[str, list[str]] = {
     "langchain-mcp": ["langchain-mcp-adapters==0.3.2"],
     # generates a client from the gateway's /openapi.json (tests/gateway/...generated_client.py)
     "openapi": ["openapi-python-client==0.29.1"],
+    # Google ADK's McpToolset, driven by an agent run (tests/mcp/test_agent_frameworks.py)
+    "google-adk": ["google-adk[mcp]==2.13.0"],
+    # LlamaIndex's McpToolSpec (tests/mcp/test_agent_frameworks.py)
+    "llama-index": ["llama-index-tools-mcp==0.6.0", "llama-index-core==0.14.25"],
+    # smolagents' MCPClient through mcpadapt (tests/mcp/test_agent_frameworks.py)
+    "smolagents": ["smolagents[mcp]==1.26.0", "mcp<2"],
 }
 #: The MCP Inspector's npm package (tests/mcp/test_third_party_clients.py).
 INSPECTOR = "@modelcontextprotocol/inspector@2.12.0"

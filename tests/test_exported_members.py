@@ -71,3 +71,17 @@ def test_the_hook_api_exports_its_own_documented_names() -> None:
             defined = inspect.getmodule(value)
             assert defined is not None and defined.__name__.startswith("toolhub.hooks."), name
         assert f"`{name}`" in documented, f"docs/hooks.md never names {name}"
+
+
+def test_the_tracing_package_exports_its_own_documented_names() -> None:
+    """``toolhub.tracing`` (docs/tracing.md): the names other layers and applications use."""
+    module = importlib.import_module("toolhub.tracing")
+    documented = (ROOT / "docs" / "tracing.md").read_text()
+    parts = [
+        importlib.import_module(f"toolhub.tracing.{path.stem}")
+        for path in (ROOT / "toolhub" / "tracing").glob("[!_]*.py")
+    ]
+    for name in module.__all__:
+        # Defined in one of the package's modules (``TraceContext`` is a type alias there).
+        assert any(vars(part).get(name) is getattr(module, name) for part in parts), name
+        assert re.search(f"`{name}[`(]", documented), f"docs/tracing.md never names {name}"

@@ -26,6 +26,7 @@ LAYERS: list[tuple[str, ...]] = [
         "errors",
         "redaction",
         "logs",
+        "tracing",
         "ports",
         "gc_pauses",
         "process_heap",

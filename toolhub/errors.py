@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+from toolhub.redaction import redact_query
+
 
 class ErrorCode(StrEnum):
     """The codes toolhub sets; see the module docstring."""
@@ -123,6 +125,9 @@ class ErrorCode(StrEnum):
     STACK_ERROR = "stack_error"
     #: No ``redis-server`` binary was found (``toolhub.stack.RedisServerNotFound``).
     REDIS_SERVER_NOT_FOUND = "redis_server_not_found"
+    #: A Redis URL toolhub cannot use: an unknown scheme, or a Sentinel URL without its hosts
+    #: or service (``toolhub.distributed.redis_address.RedisUrlError``).
+    REDIS_URL_INVALID = "redis_url_invalid"
     #: Redis has no record of the call followed (``toolhub.distributed.store.CallNotFound``).
     CALL_NOT_FOUND = "call_not_found"
     #: A process that runs commands for remote clients was started as root without
@@ -149,12 +154,24 @@ class RedisUnavailable(ToolhubError, ConnectionError):
     code = ErrorCode.REDIS_UNAVAILABLE
 
     def __init__(self, url: str, cause: BaseException | str) -> None:
-        super().__init__(f"cannot reach Redis at {redact_url(url)}: {cause}")
+        super().__init__(f"cannot reach Redis at {redact_url(url)}: {redis_reason(cause)}")
         self.url = redact_url(url)
+
+
+def redis_reason(cause: BaseException | str) -> str:
+    """Why Redis refused a connection, as its user reads it: redis-py reports a missing
+    password as the protocol's ``HELLO`` rules and a wrong one as a pair of names."""
+    text = str(cause)
+    if "HELLO must be called" in text or "NOAUTH" in text or "Authentication required" in text:
+        return "Redis requires a password: give it in the URL (redis://:PASSWORD@HOST:PORT/0)"
+    if "WRONGPASS" in text or "invalid username-password" in text:
+        return "Redis refused the password (or user name) in the URL"
+    return text
 
 
 def redact_url(url: str) -> str:
     """The URL without its password, fit for messages and logs."""
+    url = redact_query(url)
     scheme, sep, rest = url.partition("://")
     if not sep or "@" not in rest:
         return url

@@ -40,3 +40,22 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as sock:
         sock.bind((host, 0))
         return int(sock.getsockname()[1])
+
+
+def bind_refused(host: str, port: int) -> str | None:
+    """Why a server could not listen on ``host:port`` (``address already in use``), or None.
+    Checked before a server says it is starting, so a port in use is one line, not a startup
+    log ending in the bind error. Bound the way servers bind (``SO_REUSEADDR``), so a port left
+    in ``TIME_WAIT`` is not called taken."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except OSError as err:
+        return f"cannot resolve {host}: {err}"
+    for family, kind, proto, _, address in infos:
+        with socket.socket(family, kind, proto) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind(address)
+            except OSError as err:
+                return err.strerror or str(err)
+    return None

@@ -9,6 +9,7 @@ rendering and resource access. ``Session.embedded`` runs everything in this proc
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import threading
@@ -42,6 +43,8 @@ from toolhub.toolset import (
     ToolSet,
     ToolSetBuilder,
 )
+from toolhub.tracing import TraceContext, captured, tracer
+from toolhub.tracing.calls import CallSpan, start_call
 
 if TYPE_CHECKING:
     from toolhub.sources.attach import AttachedSources
@@ -186,13 +189,19 @@ class Session:
         *,
         call_id: str | None = None,
         timeout: float | None = None,
+        trace_context: TraceContext | None = None,
     ) -> CallResult:
         """Run one call and return its result. ``timeout``: seconds to wait at most; then the
         call is cancelled and the result is a ``timeout`` error (distributed calls always have
-        a deadline, derived from their limits when none is given)."""
-        prepared = await self._admit(name, arguments, call_id)
+        a deadline, derived from their limits when none is given). ``trace_context``: the W3C
+        ``traceparent``/``tracestate`` of the call's parent span when tracing is on (default:
+        the current OpenTelemetry context; docs/tracing.md)."""
+        traced = self._traced(name, trace_context)
+        prepared = await self._admit(name, arguments, call_id, traced)
         if isinstance(prepared, CallResult):
             return prepared
+        if traced is not None:
+            return await traced.result(self._result_of(prepared, timeout))
         return await self._result_of(prepared, timeout)
 
     async def stream(
@@ -203,6 +212,7 @@ class Session:
         call_id: str | None = None,
         timeout: float | None = None,
         cancel_on_exit: bool = True,
+        trace_context: TraceContext | None = None,
     ) -> AsyncIterator[Progress | CallResult]:
         """Progress items as they happen, then exactly one ``CallResult``.
 
@@ -211,15 +221,26 @@ class Session:
         says ``cancelled``. ``cancel_on_exit=False`` leaves a connected session's call running
         on its worker, to be followed by id (the gateway and the MCP server cancel explicitly
         and keep calls going through their own restart); an embedded call runs inside this
-        stream and ends with it either way."""
-        prepared = await self._admit(name, arguments, call_id)
+        stream and ends with it either way. ``trace_context``: as for ``call``."""
+        traced = self._traced(name, trace_context)
+        prepared = await self._admit(name, arguments, call_id, traced)
         if isinstance(prepared, CallResult):
             yield prepared
             return
         items = self._items(prepared, timeout, cancel_on_exit)
+        if traced is not None:
+            items = traced.stream(items)
         async with closing(items):
             async for item in items:
                 yield item
+
+    def _traced(self, name: str, trace_context: object) -> CallSpan | None:
+        """The call's ``execute_tool`` span when tracing is on, else None."""
+        if tracer() is None:
+            return None
+        from toolhub.tenancy import tenant_of_session
+
+        return start_call(name, self.session_id, tenant_of_session(self.session_id), trace_context)
 
     def _prepare(self, name: str, arguments: Any, call_id: str | None) -> Prepared | CallResult:
         """The prepared call as the ``before`` hooks let it run, or the failed result of
@@ -236,12 +257,19 @@ class Session:
             self._refused.add(name, prepared)
         return prepared
 
-    async def _admit(self, name: str, arguments: Any, call_id: str | None) -> Prepared | CallResult:
-        """``_prepare`` off the event loop when ``before`` hooks run (a webhook waits on the
-        network)."""
+    async def _admit(
+        self, name: str, arguments: Any, call_id: str | None, traced: CallSpan | None = None
+    ) -> Prepared | CallResult:
+        """``_prepare`` (in the call's span when traced), off the event loop when ``before``
+        hooks run (a webhook waits on the network)."""
+
+        def prepare() -> Prepared | CallResult:
+            return self._prepare(name, arguments, call_id)
+
+        run = prepare if traced is None else functools.partial(traced.prepare, prepare)
         if self.hooks.has_before:
-            return await asyncio.to_thread(self._prepare, name, arguments, call_id)
-        return self._prepare(name, arguments, call_id)
+            return await asyncio.to_thread(run)
+        return run()
 
     def _items(
         self, prepared: Prepared, timeout: float | None, cancel_on_exit: bool = True
@@ -307,7 +335,11 @@ class Session:
         *,
         call_id: str | None = None,
         timeout: float | None = None,
+        trace_context: TraceContext | None = None,
     ) -> CallResult:
+        traced = self._traced(name, trace_context)
+        if traced is not None:
+            return self._call_sync_traced(traced, name, arguments, call_id, timeout)
         if timeout is None:
             prepared = self._prepare(name, arguments, call_id)
             if isinstance(prepared, CallResult):
@@ -320,6 +352,24 @@ class Session:
         answered: CallResult = self._run(
             self.call(name, arguments, call_id=call_id, timeout=timeout)
         )
+        return answered
+
+    def _call_sync_traced(
+        self,
+        traced: CallSpan,
+        name: str,
+        arguments: Any,
+        call_id: str | None,
+        timeout: float | None,
+    ) -> CallResult:
+        prepared = traced.prepare(lambda: self._prepare(name, arguments, call_id))
+        if isinstance(prepared, CallResult):
+            return prepared
+        if timeout is None:
+            result = traced.run(lambda: self.executor.call_sync(prepared))
+            if result is not None:
+                return result
+        answered: CallResult = self._run(traced.result(self._result_of(prepared, timeout)))
         return answered
 
     async def _result_of(self, prepared: Prepared, timeout: float | None = None) -> CallResult:
@@ -347,8 +397,12 @@ class Session:
         *,
         call_id: str | None = None,
         timeout: float | None = None,
+        trace_context: TraceContext | None = None,
     ) -> Iterator[Progress | CallResult]:
-        return self._iterate(self.stream(name, arguments, call_id=call_id, timeout=timeout))
+        # The stream runs on the loop thread: the caller's current context goes with it.
+        parent: Any = trace_context if trace_context is not None else captured()
+        items = self.stream(name, arguments, call_id=call_id, timeout=timeout, trace_context=parent)
+        return self._iterate(items)
 
     def record_sync(self, call_id: str) -> dict[str, Any] | None:
         """``record``'s twin; a call refused before it ran has the record this session kept."""

@@ -127,3 +127,39 @@ def test_a_gateway_whose_redis_is_down_answers_a_typed_503(
         proc.terminate()
         _, err = proc.communicate(timeout=30)
     assert "Traceback" not in err
+    # It said so when it started, without the password.
+    assert "warning: Redis at redis://:***@127.0.0.1:9/0 does not answer" in err, err
+    assert "secret-pw" not in err
+
+
+def test_a_port_in_use_is_one_line(env: dict[str, str], tmp_path: Path) -> None:
+    """Before "gateway on …" and uvicorn's startup log, not after them."""
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        for args in (["serve", "--port", port], ["mcp", "--transport", "http", "--port", port]):
+            done = run_cli([*args, "--workspace", str(tmp_path)], env, tmp_path)
+            assert done.returncode == 1, done.stderr
+            said = f"cannot listen on 127.0.0.1:{port}: Address already in use"
+            assert done.stderr == f"error: {said} (choose another --port)\n"
+
+
+def test_a_redis_url_without_its_password_says_so(env: dict[str, str], tmp_path: Path) -> None:
+    """Not redis-py's words about the protocol's HELLO (a real Redis with a password)."""
+    from toolhub.cli.worker import unusable_redis
+    from toolhub.stack.redis_server import RedisServer
+
+    with RedisServer(password="the-pw") as server:
+        bare = server.url.replace(":the-pw@", "")
+        wrong = server.url.replace("the-pw", "not-it")
+        for args in (["tasks", "list"], ["call", "read_file", '{"path": "x"}']):
+            done = run_cli([*args, "--redis", bare], env, tmp_path)
+            assert done.returncode == 1 and "HELLO" not in done.stderr, done.stderr
+            assert "Redis requires a password: give it in the URL" in done.stderr, done.stderr
+        reason = unusable_redis(bare)  # what `toolhub worker` and `toolhub serve` say
+        assert reason is not None and reason.startswith("Redis requires a password"), reason
+        refused = run_cli(["tasks", "list", "--redis", wrong], env, tmp_path)
+        assert "Redis refused the password" in refused.stderr and "not-it" not in refused.stderr

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli.in_process import run_cli
+from tests.cli.terminal import Terminal
 from tests.fixtures_stack import shared_stack
 from toolhub import Session
 
@@ -64,6 +65,17 @@ def test_tasks_against_redis(request: pytest.FixtureRequest, tmp_path: Path) -> 
         narrow = tasks("list", "--session", session.session_id, env=env, cwd=tmp_path, columns=80)
         assert lines in narrow.stdout and endless in narrow.stdout, narrow.stdout
         assert session.session_id in narrow.stdout, "ids are never cut, even at 80 columns"
+        for columns in (80, 120):  # as a person sees it: a real terminal of that width
+            args = ["tasks", "list", "--session", session.session_id]
+            with Terminal(args, env, tmp_path, columns=columns) as term:
+                assert term.wait(120) == 0, term.text
+            shown = term.text
+            assert f"of session {session.session_id}" in shown, shown
+            for row in (lines, endless):
+                line = next(line for line in shown.splitlines() if row in line)
+                assert "running" in line or "exited" in line or "killed" in line, shown
+                assert line.split()[-1] != row, f"status, times and command shown:\n{shown}"
+            assert all(len(line) <= columns for line in shown.splitlines()), shown
 
         # A unique prefix names a task; an ambiguous one says which ids it could be.
         prefixed = tasks("show", lines[: len(lines) - 3], "--json", env=env, cwd=tmp_path)

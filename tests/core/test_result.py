@@ -77,3 +77,13 @@ def test_drain_refuses_a_stream_without_a_result():
 
     with pytest.raises(RuntimeError, match="without a CallResult"):
         asyncio.run(drain(stream()))
+
+
+def test_a_failure_of_no_tool_reads_as_its_detail(tmp_path) -> None:
+    """Following a call id nobody knows: no ``Tool `` failed`` (issue 40)."""
+    from toolhub import Session
+
+    with Session.embedded(None, tmp_path) as session:
+        (result,) = list(session.follow_sync("call-nobody-made"))
+    assert isinstance(result, CallResult) and result.is_error
+    assert result.prompt_text.startswith("No call with id 'call-nobody-made' is known")

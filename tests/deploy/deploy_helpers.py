@@ -47,6 +47,20 @@ VARIANTS: dict[str, dict[str, Any]] = {
         },
         "autoscaling": {"mode": "keda"},
     },
+    "sentinel": {
+        "redis": {"enabled": False},
+        "externalRedis": {
+            "existingSecret": "ext-redis",
+            "tls": False,
+            "sentinel": {
+                "enabled": True,
+                "hosts": ["s1.example.com:26379", "s2.example.com:26379", "s3.example.com"],
+                "service": "toolhub",
+                "passwordKey": "sentinel-password",
+            },
+        },
+        "autoscaling": {"mode": "keda"},
+    },
     "ingress": {
         "gateway": {
             "ingress": {
@@ -64,6 +78,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
         "config": {"existingConfigMap": "my-toolset"},
         "workspace": {"persistence": {"existingClaim": "shared-ws"}},
     },
+    "otel": {"otel": {"enabled": True, "collector": {"enabled": True}}},
     "minimal": {
         "gateway": {"enabled": False},
         "flower": {"enabled": False},

@@ -33,7 +33,10 @@ DOC: dict[str, Any] = yaml.safe_load(RAW)  # SafeLoader resolves the `<<` merge 
 SERVICES: dict[str, dict[str, Any]] = DOC["services"]
 TOOLHUB_IMAGE_SERVICES = [n for n, s in SERVICES.items() if "build" in s]
 #: Programs each third-party image provides.
-OTHER_IMAGE_PROGRAMS = {"redis": {"redis-server", "redis-cli", "sh"}}
+OTHER_IMAGE_PROGRAMS = {
+    "redis": {"redis-server", "redis-cli", "sh"},
+    "opentelemetry-collector": {"/otelcol"},
+}
 
 
 def test_compose_file_matches_the_compose_specification() -> None:
@@ -71,7 +74,10 @@ def test_service_commands_are_provided_by_their_image(name: str) -> None:
             assert test[0] == "CMD" and check_toolhub_command(test[1:]) == []
     else:
         image = svc["image"].split(":")[0].split("/")[-1]
-        assert cmd[0] in OTHER_IMAGE_PROGRAMS[image]
+        # A command of flags only runs under the service's entrypoint.
+        entry = svc.get("entrypoint")
+        program = entry[0] if entry and cmd[0].startswith("-") else cmd[0]
+        assert program in OTHER_IMAGE_PROGRAMS[image]
         if test:
             assert test[1].split()[0] in OTHER_IMAGE_PROGRAMS[image]
 
@@ -174,7 +180,7 @@ def test_runtime_stage_is_non_root_with_tini_and_no_compilers() -> None:
     assert re.search(r'^ENTRYPOINT \["tini", "--"\]$', runtime, re.M)
     assert "COPY --from=builder /opt/venv /opt/venv" in runtime
     builder = STAGES[0]
-    assert "[gateway,mcp]" in builder and "flower" in builder and "pip wheel" in builder
+    assert "[gateway,mcp,otel]" in builder and "flower" in builder and "pip wheel" in builder
     cmd = re.search(r"^CMD (\[.*\])$", runtime, re.M)
     assert cmd and check_toolhub_command(json.loads(cmd.group(1))) == []
 
@@ -183,7 +189,7 @@ def test_dockerignore_keeps_the_context_small() -> None:
     ignore = (REPO / ".dockerignore").read_text().splitlines()
     assert ignore[ignore.index("*") :][:1] == ["*"], "allow-list style"
     allowed = {ln[1:].rstrip("/") for ln in ignore if ln.startswith("!")}
-    assert allowed == {"pyproject.toml", "README.md", "toolhub", "workers"}
+    assert allowed == {"pyproject.toml", "README.md", "toolhub", "workers", "toolhub_start.py"}
     copied = set(re.findall(r"^COPY (?!--from)(.+) \S+$", DOCKER, re.M))
     for line in copied:
         for src in line.split():

@@ -57,7 +57,7 @@ def test_images_are_pinned(variant: str) -> None:
         for c in containers(spec):
             name, _, tag = c["image"].rpartition(":")
             assert name and tag, c["image"]
-            if c["name"] != "redis":
+            if c["name"] not in ("redis", "otel-collector"):
                 assert tag == app_version
     pinned = render_docs({"image": {"digest": "sha256:" + "a" * 64}})
     assert all(
@@ -204,6 +204,32 @@ def test_external_redis_uses_tls_and_a_secret_password() -> None:
             meta = trigger["metadata"]
             assert meta["address"] == "redis.example.com:6380" and meta["enableTLS"] == "true"
             assert meta["databaseIndex"] == "2" and meta["usernameFromEnv"] == "REDIS_USERNAME"
+
+
+def test_a_sentinel_redis_reaches_every_container_as_one_url_without_a_password() -> None:
+    docs = render_docs(VARIANTS["sentinel"])
+    assert of_kind(docs, "StatefulSet") == []
+    for w in workloads(docs):
+        for c in w["spec"]["template"]["spec"]["containers"]:
+            env = env_of(c)
+            names = [e["name"] for e in c["env"]]
+            assert names.index("REDIS_SENTINEL_PASSWORD") < names.index("TOOLHUB_REDIS_URL")
+            assert env["REDIS_SENTINEL_PASSWORD"]["valueFrom"]["secretKeyRef"] == {
+                "name": "ext-redis",
+                "key": "sentinel-password",
+            }
+            assert env["TOOLHUB_REDIS_URL"]["value"] == (
+                "redis+sentinel://:$(REDIS_PASSWORD)@s1.example.com:26379,s2.example.com:26379,"
+                "s3.example.com/toolhub/0?sentinel_password=$(REDIS_SENTINEL_PASSWORD)"
+            )
+    for so in of_kind(docs, "ScaledObject"):
+        for trigger in so["spec"]["triggers"]:
+            assert trigger["type"] == "redis-sentinel"
+            meta = trigger["metadata"]
+            assert meta["sentinelMaster"] == "toolhub"
+            assert meta["addresses"].startswith("s1.example.com:26379,")
+            assert meta["sentinelPasswordFromEnv"] == "REDIS_SENTINEL_PASSWORD"
+            assert meta["passwordFromEnv"] == "REDIS_PASSWORD"
 
 
 def test_generated_secret_holds_tokens_and_nothing_leaks() -> None:

@@ -111,6 +111,7 @@ FREE_FORM = {
     "gateway.resources",
     "flower.resources",
     "redis.resources",
+    "otel.collector.resources",
     "networkPolicy.kedaOperator",
     "config.toolset",
 }

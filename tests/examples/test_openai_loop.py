@@ -50,3 +50,9 @@ def test_the_loop_feeds_back_text_images_and_the_users_answer(
     answer = fourth["messages"][-1]
     assert answer["role"] == "tool" and answer["tool_call_id"] == "call_2_0"
     assert f"Q: {QUESTION}\nA: {ANSWER}" in answer["content"]
+
+
+def test_without_a_key_it_says_which_to_set(run_example: RunExample) -> None:
+    done = run_example("openai_agent_loop.py", {})
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert "set OPENAI_API_KEY" in done.stderr.splitlines()[-1]

@@ -55,7 +55,10 @@ def test_a_stored_result_is_trimmed_for_each_client() -> None:
     """A task's result is stored whole; each poll gets what its own client declared."""
     failed = CallResult.failure("weather", ToolError.execution("no network"))
     stored = to_mcp_result(failed, with_output=True).model_dump(by_alias=True, exclude_none=True)
-    assert for_client(stored, with_output=False) == stored  # the error stays
+    assert for_client(stored, with_output=True) == stored
+    # The typed error stays, less its detail (the text's own words).
+    error = {k: v for k, v in stored["_meta"][ERROR_META_KEY].items() if k != "detail"}
+    assert for_client(stored, with_output=False) == {**stored, "_meta": {ERROR_META_KEY: error}}
     text = "21 degrees in Paris"
     whole = to_mcp_result(result(text, ToolOutput.dynamic(VALUE)), with_output=True)
     wire = whole.model_dump(by_alias=True, mode="json", exclude_none=True)
@@ -69,7 +72,17 @@ def test_plain_text_and_failures_carry_no_output() -> None:
     assert plain.structured_content is None and plain.meta is None
     failed = to_mcp_result(CallResult.failure("weather", ToolError.execution("no network")))
     assert failed.is_error and failed.structured_content is None
-    assert failed.meta == {ERROR_META_KEY: ToolError.execution("no network").to_dict()}
+    error = ToolError.execution("no network").to_dict()
+    # The text says it; a client that shows ``_meta`` to its model (ADK, LlamaIndex) would
+    # show the detail twice: only toolhub's own client, which asks, gets it again there.
+    assert failed.meta == {ERROR_META_KEY: {k: v for k, v in error.items() if k != "detail"}}
+    assert failed.content[0].text.endswith("no network")  # type: ignore[union-attr]
+    asked = to_mcp_result(
+        CallResult.failure("weather", ToolError.execution("no network")), with_output=True
+    )
+    assert asked.meta == {ERROR_META_KEY: error}
+    stored = asked.model_dump(by_alias=True, mode="json", exclude_none=True)
+    assert for_client(stored, with_output=False)["_meta"] == failed.meta
 
 
 def test_a_refusal_over_a_quota_carries_its_typed_error() -> None:

@@ -18,7 +18,7 @@ import pytest
 from tests.distributed.helpers import worker_pid
 from tests.distributed.plugin_tools import CONFIG, make_builder
 from tests.fixtures_stack import FLEET_POLICY, shared_stack
-from toolhub import ConfigError, Session
+from toolhub import CallResult, ConfigError, Progress, Session
 from toolhub.gateway import GatewaySettings, ThreadedServer, create_app
 from toolhub.gateway.distributed import distributed_parts
 from toolhub.mcp.transports import http_app
@@ -162,3 +162,39 @@ def test_a_gateway_on_redis_serves_an_operator_granted_stdio_server_from_the_wor
         assert refused.status_code == 422, refused.text
         assert "mcp_servers.other" in refused.text and "policy" in refused.text
     assert not marker.exists(), "nothing was started"
+
+
+@pytest.mark.parametrize("tasks", [False, True], ids=["on-the-dispatcher", "on-a-worker"])
+def test_a_remote_servers_question_reaches_the_distributed_caller(
+    request: pytest.FixtureRequest, tmp_path: Path, tasks: bool
+) -> None:
+    """A remote toolhub's ``ask_user``, called as an external tool of a distributed session: its
+    question is relayed as this call's ``input_required`` (``mcp_elicit.py``), and the answer
+    given to the connected session goes back to the remote server. Without ``tasks`` the
+    dispatcher runs the call; with it (2026-07-28) a worker does, so the question crosses Redis
+    (the session's answer box, the call's progress) both ways."""
+    stack = shared_stack(request)
+    (tmp_path / "remote").mkdir()
+    remote = Session.embedded(None, tmp_path / "remote", state_dir=tmp_path / "remote-state")
+    server = ThreadedServer(http_app(remote, host="127.0.0.1", token=TOKEN))
+    server.server.config.timeout_graceful_shutdown = 0.5
+    far = {
+        "url": f"{server.url}/mcp",
+        "headers": {"Authorization": f"Bearer {TOKEN}"},
+        "tasks": tasks,
+    }
+    question = {"question": "Ship it?", "options": ["yes", "no"]}
+    (tmp_path / "ws").mkdir()
+    with remote, server:
+        config = {**CONFIG, "mcp_servers": {"far": far}}
+        with Session.connect(stack.url, config, tmp_path / "ws", builder=make_builder()) as session:
+            result = None
+            asked = []
+            for item in session.stream_sync("far__ask_user", {"questions": [question]}):
+                if isinstance(item, Progress) and item.subkind == "input_required":
+                    asked.append(item.payload)
+                    assert session.answer(item.payload["call_id"], ["yes"])
+                elif isinstance(item, CallResult):
+                    result = item
+    assert len(asked) == 1 and "Ship it?" in asked[0]["questions"][0]["question"]
+    assert result is not None and "Q: Ship it?\nA: yes" in result.prompt_text, result

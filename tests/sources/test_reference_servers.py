@@ -4,9 +4,10 @@ under ``.venv/clients``): their tools listed and called as toolhub external tool
 arriving as toolhub ``Progress``, images as content blocks, failures as failed calls.
 
 server-everything registers its elicitation and sampling tools only for a client that declares
-those capabilities. toolhub's client declares neither (it relays no remote question or sampling
-request), so those tools are never offered to a model that could not use them: the test holds
-that line.
+those capabilities. toolhub's client declares elicitation (it relays a server's form to its own
+caller: ``toolhub/sources/mcp_elicit.py``), not sampling, so the sampling tools are never
+offered to a model that could not use them; its elicitation form reaches the caller and the
+answers reach the server.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ import pytest
 from tests.client_venvs import npm_folder
 from tests.gateway.support import make_builder
 from tests.http_process import serving
-from tests.sources.test_mcp_client import changing
 from toolhub import CallResult, Progress, Session
 from toolhub.ports import free_port
 
@@ -28,12 +28,17 @@ pytestmark = pytest.mark.timeout(300)
 
 HELLO = "hello from the workspace\n"
 #: server-everything's tools that need a client capability toolhub does not declare.
-NEEDS_ELICITATION_OR_SAMPLING = {
-    "trigger-elicitation-request",
-    "trigger-elicitation-request-async",
-    "trigger-url-elicitation",
-    "trigger-sampling-request",
-    "trigger-sampling-request-async",
+NEEDS_SAMPLING = {"trigger-sampling-request", "trigger-sampling-request-async"}
+ELICITING = {"trigger-elicitation-request", "trigger-url-elicitation"}
+#: How a user answers server-everything's form, by the words of each field's question.
+FORM_ANSWERS = {
+    "full, legal name": "Ada Lovelace",
+    "terms and conditions": "yes",
+    "favorite integer": "7",
+    "Favorite number": "2.5",
+    "favorite instruments": "Piano, Violin",
+    "favorite hero": "Wonder Woman",
+    "type of pet": "Dogs",
 }
 
 
@@ -72,7 +77,7 @@ def _external(session: Session, server: str) -> set[str]:
 def _assert_everything(session: Session) -> None:
     tools = _external(session, "ev")
     assert {"echo", "get-sum", "get-tiny-image", "trigger-long-running-operation"} <= tools
-    assert not tools & NEEDS_ELICITATION_OR_SAMPLING, tools
+    assert not tools & NEEDS_SAMPLING and tools >= ELICITING, tools
 
     echoed = session.call_sync("ev__echo", {"message": "hi there"})
     assert not echoed.is_error and "hi there" in echoed.prompt_text, echoed.prompt_text
@@ -148,11 +153,37 @@ def test_server_filesystem(tmp_path: Path, workspace: Path, bins: Path) -> None:
         assert "denied" in outside.prompt_text.lower(), outside.prompt_text
 
 
-def test_a_server_that_asks_anyway_gets_a_clear_refusal(tmp_path: Path, workspace: Path) -> None:
-    """A server that sends ``elicitation/create`` although the client never declared it: the
-    client refuses it ("Elicitation not supported"), and the remote tool's answer is a failed
-    call saying so, never a hang."""
-    with _session(tmp_path, workspace, {"dyn": changing(tmp_path)}) as session:
-        asked = session.call_sync("dyn__ask")
-        assert asked.is_error and asked.error is not None, asked.prompt_text
-        assert "Elicitation not supported" in asked.prompt_text, asked.prompt_text
+def test_server_everythings_form_reaches_the_caller(
+    tmp_path: Path, workspace: Path, bins: Path
+) -> None:
+    """Its 13-field form (text, boolean, numbers, formats, single and multi-select choices,
+    titled and legacy-titled enums) becomes the caller's questions; the answers go back typed,
+    titles as the values they stand for. A URL-mode elicitation is declined."""
+    servers = {"ev": {"command": [str(bins / "mcp-server-everything")]}}
+    with _session(tmp_path, workspace, servers) as session:
+        result = None
+        asked: list[dict[str, Any]] = []
+        for item in session.stream_sync("ev__trigger-elicitation-request", {}):
+            if isinstance(item, Progress) and item.subkind == "input_required":
+                asked = item.payload["questions"]
+                answers = [
+                    next((a for words, a in FORM_ANSWERS.items() if words in q["question"]), "")
+                    for q in asked
+                ]
+                assert session.answer(item.payload["call_id"], answers)
+            elif isinstance(item, CallResult):
+                result = item
+        assert len(asked) == 13 and result is not None and not result.is_error
+        assert asked[0]["question"].startswith("MCP server `ev` asks: Please provide inputs")
+        text = result.prompt_text
+        assert "- Name: Ada Lovelace" in text and "- Agreed to terms: true" in text, text
+        assert "- Favorite Integer: 7" in text and "- Favorite Number: 2.5" in text, text
+        raw = text[text.index("Raw result:") :]
+        for sent in ('"Piano"', '"Violin"', '"hero-3"', '"pet-2"'):
+            assert sent in raw, raw
+        assert '"Guitar"' not in raw, raw
+
+        url = session.call_sync(
+            "ev__trigger-url-elicitation", {"url": "https://example.com/sign-in"}
+        )
+        assert "decline" in url.prompt_text.lower(), url.prompt_text

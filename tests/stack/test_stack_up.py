@@ -4,6 +4,7 @@ worker, and SIGINT leaves no process behind."""
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import signal
 import subprocess
@@ -70,7 +71,7 @@ def test_up_serves_a_call_and_stops_everything_on_sigint(tmp_path: Path) -> None
     workspace.mkdir()
     (workspace / "hello.txt").write_text("hello from the stack\n")
     port, flower_port, redis_port_asked = free_port(), free_port(), free_port()
-    env = clean_env(tmp_path / "home")
+    env = {**clean_env(tmp_path / "home"), "COLUMNS": "80"}
     proc = subprocess.Popen(
         [
             TOOLHUB,
@@ -153,6 +154,10 @@ def test_up_serves_a_call_and_stops_everything_on_sigint(tmp_path: Path) -> None
     out = "".join(printed)
     assert f"http://127.0.0.1:{port}" in out and f"http://127.0.0.1:{flower_port}" in out
     assert "password" in out and "stopped" in err
+    # At 80 columns every value of the banner is whole on its line (issue 40).
+    login = next(line for line in out.splitlines() if "Flower login" in line)
+    assert re.fullmatch(r"\s+Flower login\s+user toolhub, password \S{16,}", login), login
+    assert any(f"http://127.0.0.1:{flower_port}" in line for line in out.splitlines())
     # The Redis URL shown once, with its password, is the one that works.
     shown = next(word for word in out.split() if word.startswith("redis://:"))
     assert f"127.0.0.1:{redis_port}/0" in shown

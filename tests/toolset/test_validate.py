@@ -188,3 +188,25 @@ def test_independent_problems_are_reported_in_one_pass(tmp_path) -> None:
         assert category in found, (category, found)
     skipped = next(v for v in report.violations if v.category == "not_checked")
     assert "Main:read_fil" in skipped.message and "fix those first" in skipped.message
+
+
+def test_a_wrong_shape_hides_no_other_violation(builder):
+    """A typo'd key no longer stops the checks against the registry (issue 40): the entries
+    left out of the check keep their index in the paths of what is found after."""
+    report = builder.validate(
+        {
+            "tools": [
+                {"idd": "Main:echo"},
+                {"id": "Main:ech", "colour": "red"},
+                {"id": "Main:noop", "version": "nope"},
+            ],
+        }
+    )
+    found = {(v.category, v.field_path) for v in report.violations}
+    assert ("missing_field", "tools[0].id") in found
+    assert ("unknown_field", "tools[0].idd") in found
+    assert ("unknown_field", "tools[1].colour") in found
+    assert ("tool_not_found", "tools[1].id") in found, "Main:ech is still looked up"
+    assert ("behavior_version", "tools[2].version") in found, "and so is entry 2"
+    typo = next(v for v in report.violations if v.field_path == "tools[0].idd")
+    assert "did you mean 'id'?" in typo.message

@@ -54,6 +54,8 @@ from toolhub.core.usage import current_meter
 from toolhub.errors import ErrorCode
 from toolhub.sandbox import Mechanism, SandboxMode, SandboxPolicy, find_bwrap
 from toolhub.sandbox.environment import TOOLHUB_SECRETS
+from toolhub.tracing import command_env
+from toolhub.tracing.worker import command_start
 
 from .capture import DEFAULT_LOG_LIMIT, OutputCapture, io_reason
 from .cgroups import CommandCgroup, CommandCgroups, SessionQuota
@@ -152,10 +154,11 @@ class ProcessRunner:
         limits = self._clamped(limits or self.limits)
         self._refuse()
         meter = current_meter()
+        traced = command_env()  # the call's TRACEPARENT: a traced program joins its trace
         cgroup: CommandCgroup | None = None
         capture: OutputCapture | None = None
         try:
-            with START_GATE.held(), self._workspace_pin().opened() as ws_fd:
+            with command_start(), START_GATE.held(), self._workspace_pin().opened() as ws_fd:
                 cgroup = self.cgroups.create(
                     memory_bytes=limits.memory_bytes,
                     pids=limits.max_processes,
@@ -165,8 +168,8 @@ class ProcessRunner:
                     keep_bytes, self.log_dir / f"{_safe_name(log_name)}.log", self.log_limit_bytes
                 )
                 proc = self._hosted(
-                    command, cwd or self.root, limits, cgroup, ws_fd
-                ) or self._child(command, cwd or self.root, limits, cgroup, ws_fd)
+                    command, cwd or self.root, limits, cgroup, ws_fd, traced
+                ) or self._child(command, cwd or self.root, limits, cgroup, ws_fd, traced)
         except BaseException as exc:
             # Outside the gate: removing a cgroup waits for what is left in it to die.
             if capture is not None:
@@ -230,6 +233,7 @@ class ProcessRunner:
         limits: ResourceLimits,
         cgroup: CommandCgroup | None,
         ws_fd: int,
+        extra_env: dict[str, str],
     ) -> ChildProcess:
         """The command as a child of this process, in a sandbox of its own when confined:
         ``setpriv`` (the parent-death signal), the shell that joins the cgroup, raises its
@@ -239,7 +243,7 @@ class ProcessRunner:
         prelude.append(oom_prelude())
         if ulimits := limits.ulimit_prelude(nproc=self._nproc(cgroup)):
             prelude.append(ulimits)
-        argv, env, run = self._command_line(command, cwd, ws_fd)
+        argv, env, run = self._command_line(command, cwd, ws_fd, extra_env)
         procs = [] if cgroup is None else self.cgroups.procs_files(cgroup)
         script = "; ".join([*prelude, _death_trap(procs), run])
         return ChildProcess(
@@ -263,6 +267,7 @@ class ProcessRunner:
         limits: ResourceLimits,
         cgroup: CommandCgroup | None,
         ws_fd: int,
+        extra_env: dict[str, str],
     ) -> CommandProcess | None:
         """The command started in the session's shared sandbox (``sandbox_host``), or None
         where that does not apply (docs/sandbox.md lists why): not bwrap, an egress proxy
@@ -295,7 +300,7 @@ class ProcessRunner:
                 host = SHARED_SANDBOXES.get([*guard, *host_argv], env, workspace_fd=ws_fd)
                 return host.start(
                     [self._shell, "-c", command],
-                    env=env,
+                    env={**env, **extra_env},  # the host's own env stays the same
                     cwd=os.path.realpath(cwd),
                     rlimits=limits.rlimits(nproc=self._nproc(cgroup)),
                     join=functools.partial(self._join_hosted, cgroup),
@@ -315,15 +320,18 @@ class ProcessRunner:
         set_oom_score_adj(COMMAND_OOM_SCORE_ADJ, pid)
 
     def _command_line(
-        self, command: str, cwd: Path, ws_fd: int
+        self, command: str, cwd: Path, ws_fd: int, extra_env: dict[str, str]
     ) -> tuple[list[str], dict[str, str], str]:
         """What follows ``bash -c <script> bash <command>`` (the bwrap argv, when sandboxed),
-        the environment and the script's last part, which runs the command."""
+        the environment (``extra_env`` on top: the call's ``TRACEPARENT``) and the script's
+        last part, which runs the command."""
         policy = self.sandbox
         if policy is None or not policy.confined:
-            return [], self._unconfined_env(), _RUN_COMMAND
+            return [], {**self._unconfined_env(), **extra_env}, _RUN_COMMAND
         reset = _signal_reset()
-        inner, env = self._confined(policy, [*reset, self._shell, "-c"], cwd, workspace_fd=ws_fd)
+        inner, env = self._confined(
+            policy, [*reset, self._shell, "-c"], cwd, extra_env, workspace_fd=ws_fd
+        )
         return inner, env, _RUN_SANDBOXED if reset else _RUN_SANDBOXED_PLAIN
 
     def confine(

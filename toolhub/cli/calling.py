@@ -24,7 +24,7 @@ import typer
 from toolhub.core import CallResult, drain
 
 from .embedded import ConfigOpt, RedisOpt, open_session
-from .output import print_json, stderr
+from .output import INTERRUPTED, print_json, stderr
 from .progress import ProgressView
 from .terminal_safe import clean
 
@@ -112,6 +112,6 @@ def _wait_for_background(session: Session) -> None:
         for task_id in running:
             tasks.kill(task_id)
         stderr.print("killed", highlight=False)
-        raise typer.Exit(130) from None
+        raise typer.Exit(INTERRUPTED) from None
     for snap in done:
         stderr.print(clean(f"{snap.task_id}: {snap.status_text}"), highlight=False, markup=False)

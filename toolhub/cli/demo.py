@@ -162,8 +162,11 @@ class Episode:
         self.sid = created["session_id"]
         tools = self.client.tools(self.sid, "anthropic")
         table = Table(title=f"session {self.sid}: {len(tools)} tools", show_lines=False)
-        table.add_column("tool", no_wrap=True)
-        table.add_column("description", overflow="ellipsis", no_wrap=True)
+        # A tool's name is whole whatever the width; its description gives way.
+        widest = max(len("tool"), *(len(tool["name"]) for tool in tools))
+        rest = max(12, stdout.width - widest - 7)  # 7: the table's borders and padding
+        table.add_column("tool", no_wrap=True, width=widest)
+        table.add_column("description", overflow="ellipsis", no_wrap=True, max_width=rest)
         for tool in tools:
             table.add_row(tool["name"], tool["description"].splitlines()[0])
         stdout.print(table)
@@ -254,9 +257,9 @@ class Episode:
 def _finish(flower: tuple[str, str, str] | None) -> None:
     stdout.print(Rule("done"))
     if flower is not None:
-        url, user, password = flower
         stdout.print(
-            f"Flower showed every call of this episode at [bold]{url}[/] "
-            f"(user [bold]{user}[/], password [bold]{password}[/]); it stops with the stack."
+            "Flower showed every call of this episode while the stack ran (its address is at "
+            "the top); it stops with the stack. `toolhub up` keeps a stack, Flower included, "
+            "running."
         )
     stdout.print(f"[green]demo finished[/] (python {sys.version.split()[0]})")

@@ -16,7 +16,7 @@ from toolhub.core import CapabilityMode, ConfigError
 from toolhub.toolset import FORMATS, STRICT_FORMATS, ToolSetConfig
 
 from .output import fail, print_json, stderr, stdout
-from .policy import violations_table
+from .violations import show_violations
 
 if TYPE_CHECKING:
     from toolhub.session import Session
@@ -25,9 +25,31 @@ if TYPE_CHECKING:
 ConfigOpt = Annotated[
     Path | None, typer.Option("--config", "-c", help="Tool-set config (YAML or JSON).")
 ]
+
+
+def redis_url(value: str | None) -> str | None:
+    """``--redis``, refused at once (a usage error) when it is not a Redis URL toolhub takes
+    (``toolhub.distributed.redis_address``): redis-py's own complaint would come later, as an
+    internal error."""
+    if value:
+        from toolhub.distributed.redis_address import RedisUrlError, parse_redis_url
+
+        try:
+            parse_redis_url(value)
+        except RedisUrlError as exc:
+            hint = f" (e.g. redis://{value}/0)" if "://" not in value else ""
+            raise typer.BadParameter(f"{exc}{hint}") from None
+    return value
+
+
 RedisOpt = Annotated[
     str | None,
-    typer.Option("--redis", envvar="TOOLHUB_REDIS_URL", help="Redis URL: run on workers."),
+    typer.Option(
+        "--redis",
+        envvar="TOOLHUB_REDIS_URL",
+        help="Redis URL: run on workers.",
+        callback=redis_url,
+    ),
 ]
 
 
@@ -64,7 +86,7 @@ def open_session(
         try:
             loaded = ToolSetConfig.load(config)
         except ConfigError as err:
-            violations_table(err)
+            show_violations(err)
         source = ToolSetConfig.model_validate({**loaded.model_dump(), "mode": mode})
     ws = workspace or Path(os.environ.get("TOOLHUB_WORKSPACE", "."))
     if not ws.exists():
@@ -76,7 +98,7 @@ def open_session(
             return Session.connect(redis, source, ws, session_id=session_id, quotas=quotas)
         return Session.embedded(source, ws, session_id=session_id)
     except ConfigError as err:
-        violations_table(err)
+        show_violations(err)
 
 
 def tools(
@@ -117,5 +139,5 @@ def validate(
     for warning in report.warnings:
         stderr.print(f"[yellow]warning:[/] {warning.message}")
     if not report.ok:
-        violations_table(ConfigError(report.violations))
+        show_violations(ConfigError(report.violations), title=f"{config}: configuration violations")
     stdout.print(f"[green]valid[/]: {len(report.resolved)} tool(s) enabled")

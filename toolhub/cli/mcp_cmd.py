@@ -20,9 +20,13 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from toolhub.ports import bind_refused
+from toolhub.tracing import setup_from_env
+
 from .embedded import ConfigOpt, RedisOpt, open_session
 from .output import fail, stderr
-from .policy import load, violations_table
+from .policy import load
+from .violations import show_violations
 
 if TYPE_CHECKING:
     from toolhub.toolset import ToolSetConfig
@@ -62,12 +66,16 @@ def mcp(
             check_bind(host, token=token, behind_auth_proxy=flag_env("TOOLHUB_BEHIND_AUTH_PROXY"))
         except UnsafeBind as err:
             fail(str(err))
+        refused = bind_refused(host, port)
+        if refused is not None:
+            fail(f"cannot listen on {host}:{port}: {refused} (choose another --port)")
     ws = (workspace or Path(os.environ.get("TOOLHUB_WORKSPACE", "."))).resolve()
     own = transport is Transport.stdio and redis is None and not os.environ.get(POLICY_ENV)
     served = load_config(config) if own else admitted(config, ws)
     # Served to clients as the default tenant: a distributed session's calls are held to its
     # quotas in the operator's policy.
     quotas = load(None).quotas.for_tenant(DEFAULT_TENANT) if redis else None
+    setup_from_env("toolhub-mcp")  # OTel traces and metrics when OTEL_* asks for them
     with open_session(served, ws, redis=redis, session_id=session, quotas=quotas) as sess:
         for warning in sess.warnings:
             stderr.print(f"[yellow]warning:[/] {warning}", highlight=False)
@@ -86,7 +94,7 @@ def load_config(config: Path | None) -> ToolSetConfig:
     try:
         return ToolSetConfig.load(config)
     except ConfigError as err:
-        violations_table(err)
+        show_violations(err)
 
 
 def admitted(config: Path | None, workspace: Path) -> ToolSetConfig:
@@ -102,6 +110,6 @@ def admitted(config: Path | None, workspace: Path) -> ToolSetConfig:
             config, policy, tenant=DEFAULT_TENANT, tenant_root=workspace, registry=registry
         )
     except ConfigError as err:
-        violations_table(err)
+        show_violations(err)
     policy.restrict_expansion()
     return admitted

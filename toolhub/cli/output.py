@@ -10,6 +10,9 @@ from rich.console import Console
 
 from .terminal_safe import clean, safe_json
 
+#: The exit status of a command stopped by Ctrl-C (128 + SIGINT), as shells report it.
+INTERRUPTED = 130
+
 stdout = Console()
 stderr = Console(stderr=True)
 

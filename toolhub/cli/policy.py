@@ -7,14 +7,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
 
 from toolhub.core import ConfigError
 
-from .output import print_json, stderr, stdout
+from .output import print_json, stdout
+from .violations import show_violations
 
 policy_app = typer.Typer(help="The operator policy: show it, check a config.", no_args_is_help=True)
 
@@ -72,7 +73,7 @@ def check(
     try:
         admit(config, load(policy), tenant=tenant, tenant_root=root)
     except ConfigError as err:
-        violations_table(err)
+        show_violations(err)
     stdout.print(f"admitted: {config} for tenant {tenant}", highlight=False)
 
 
@@ -83,7 +84,7 @@ def load(path: Path | None) -> Any:
     try:
         return OperatorPolicy.load(path)
     except ConfigError as err:
-        violations_table(err, title="operator policy file")
+        show_violations(err, title="operator policy file")
 
 
 def require_valid_config(config: Path | None) -> None:
@@ -95,26 +96,7 @@ def require_valid_config(config: Path | None) -> None:
 
     report = default_builder().validate(config)
     if not report.ok:
-        violations_table(
-            ConfigError(report.violations), title=f"{config}: configuration violations"
-        )
-
-
-def violations_table(err: ConfigError, *, title: str = "configuration violations") -> NoReturn:
-    table = Table(title=title, show_lines=False)
-    for column in ("tool", "category", "field", "message", "expected", "actual"):
-        table.add_column(column, overflow="fold")
-    for v in err.violations:
-        table.add_row(
-            v.tool,
-            v.category,
-            v.field_path or "",
-            v.message,
-            v.expected or "",
-            "" if v.actual is None else json.dumps(v.actual, default=str),
-        )
-    stderr.print(table)
-    raise typer.Exit(1)
+        show_violations(ConfigError(report.violations), title=f"{config}: configuration violations")
 
 
 def _cap(value: Any) -> str:

@@ -17,8 +17,10 @@ from typing import Annotated
 
 import typer
 
+from toolhub.ports import bind_refused
 from toolhub.sandbox.root_guard import RootRefused, refuse_root
 
+from .embedded import redis_url
 from .output import fail, stderr
 from .policy import require_valid_config
 
@@ -40,7 +42,12 @@ def serve(
     ] = None,
     redis: Annotated[
         str | None,
-        typer.Option("--redis", envvar="TOOLHUB_REDIS_URL", help="Redis URL: run on workers."),
+        typer.Option(
+            "--redis",
+            envvar="TOOLHUB_REDIS_URL",
+            help="Redis URL: run on workers.",
+            callback=redis_url,
+        ),
     ] = None,
     allowed_host: Annotated[
         list[str] | None,
@@ -95,6 +102,8 @@ def serve(
         settings = settings.bound_to(host)
     except ValueError as err:
         fail(str(err))
+    if redis:
+        _check_redis(redis)
     deployment = "distributed" if settings.distributed else "embedded"
     if not settings.distributed:
         try:  # embedded: this process runs the clients' commands
@@ -107,5 +116,35 @@ def serve(
     auth = ", ".join(modes) or "no auth"
     if not modes and settings.behind_auth_proxy:
         auth = "no auth: behind an authenticating proxy"
+    refused = bind_refused(host, port)
+    if refused is not None:
+        fail(f"cannot listen on {host}:{port}: {refused} (choose another --port)")
     stderr.print(f"toolhub gateway on http://{host}:{port} ({deployment}, {auth})", highlight=False)
     run(settings, host=host, port=port)
+
+
+def _check_redis(url: str) -> None:
+    """A Redis URL the gateway can never use (malformed, refused credentials) stops it here; a
+    Redis that does not answer yet is a warning: the gateway starts, and its calls answer 503
+    until Redis does (a Redis that starts after the gateway is normal in a deployment)."""
+    from redis import Redis
+    from redis.exceptions import RedisError
+
+    from toolhub.errors import redact_url
+
+    from .worker import unusable_redis
+
+    reason = unusable_redis(url)
+    if reason is not None:
+        fail(f"cannot use the Redis URL {redact_url(url)}: {reason}")
+    client = Redis.from_url(url, socket_connect_timeout=3, socket_timeout=3)
+    try:
+        client.ping()
+    except RedisError as exc:
+        stderr.print(
+            f"[yellow]warning:[/] Redis at {redact_url(url)} does not answer ({exc}): calls "
+            "answer 503 until it does",
+            highlight=False,
+        )
+    finally:
+        client.close()

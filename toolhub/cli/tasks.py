@@ -22,6 +22,7 @@ from rich.table import Table
 
 from .embedded import RedisOpt
 from .output import fail, print_json, stderr, stdout
+from .task_table import task_tables
 from .terminal_safe import clean
 
 tasks_app = typer.Typer(help="Background commands: list, show, logs, kill.", no_args_is_help=True)
@@ -53,11 +54,13 @@ class RedisTasks:
         """The Redis task backend, or exit 1 with a clear message when Redis is unreachable."""
         from redis.exceptions import RedisError
 
+        from toolhub.errors import redis_reason
+
         backend = cls(redis_url)
         try:
             backend.store.client.ping()
         except RedisError as exc:
-            fail(f"cannot reach Redis: {exc}")
+            fail(f"cannot reach Redis: {redis_reason(exc)}")
         return backend
 
     def list(self, session: str | None) -> Sequence[Any]:
@@ -163,29 +166,10 @@ def list_tasks(
         if as_json:
             print_json([t.model_dump(mode="json", exclude={"output"}) for t in tasks])
             return
-        table = Table(title=f"{len(tasks)} background task(s)")
-        # Ids are copied from here: never cut, however narrow the terminal; the rest folds.
-        for column, values in (
-            ("task", [t.task_id for t in tasks]),
-            ("session", [t.owner_session for t in tasks]),
-        ):
-            table.add_column(column, no_wrap=True, min_width=max(map(len, [column, *values])))
-        for column in ("status", "exit", "started (UTC)", "seconds"):
-            table.add_column(column, overflow="fold")
-        table.add_column("command", overflow="ellipsis", no_wrap=True, max_width=60, ratio=1)
-        for t in tasks:
-            seconds = t.duration_s if t.duration_s is not None else _since(t.started_at)
-            restarted = f", restarted ({t.attempt}/{t.max_attempts})" if t.attempt > 1 else ""
-            table.add_row(
-                t.task_id,
-                t.owner_session,
-                clean(t.status_text) + restarted,
-                "" if t.exit_code is None else str(t.exit_code),
-                t.started_at.strftime("%Y-%m-%d %H:%M:%S"),
-                f"{seconds:.1f}",
-                clean(t.command),
-            )
-        stdout.print(table)
+        if not tasks:
+            stderr.print("no background tasks", highlight=False)
+        for table in task_tables(tasks, stdout.width):
+            stdout.print(table)
         return
     logs = _embedded_logs(workspace, session)
     if as_json:
@@ -295,7 +279,3 @@ def kill(
     if outcome == "not_found":
         fail(f"no background task {task_id!r}")
     typer.echo(f"{task_id}: {outcome.replace('_', ' ')}")
-
-
-def _since(started: datetime) -> float:
-    return max(0.0, (datetime.now(UTC) - started).total_seconds())

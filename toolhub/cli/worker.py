@@ -16,11 +16,11 @@ from typing import Annotated, NoReturn
 from urllib.parse import urlparse
 
 import typer
-from redis import Redis
 from redis import exceptions as redis_errors
 
+from toolhub.distributed.redis_address import parse_redis_url
 from toolhub.distributed.settings import ALL_QUEUES, DEFAULT_REDIS_URL, QUEUES
-from toolhub.errors import redact_url
+from toolhub.errors import redact_url, redis_reason
 from toolhub.logs import configure_json, json_logs
 
 from .output import fail
@@ -100,13 +100,13 @@ def unusable_redis(url: str) -> str | None:
     if parsed.scheme in {"redis", "rediss"} and database and not database.isdigit():
         return f"the database in its path must be a number, not {database!r}"
     try:
-        client = Redis.from_url(url, socket_connect_timeout=5, socket_timeout=5)
+        client = parse_redis_url(url).client(socket_connect_timeout=5, socket_timeout=5)
     except ValueError as exc:
         return str(exc)
     try:
         client.ping()
     except redis_errors.AuthenticationError as exc:
-        return f"Redis refused the credentials: {exc}"
+        return redis_reason(exc)
     except (redis_errors.ConnectionError, redis_errors.TimeoutError):
         return None
     except redis_errors.RedisError as exc:

@@ -132,13 +132,14 @@ class CallResult:
         effective_tool_name: str | None = None,
     ) -> CallResult:
         via = (
-            f"Tool `{effective_tool_name}` failed via `{name}`"
+            f"Tool `{effective_tool_name}` failed via `{name}`: "
             if effective_tool_name and effective_tool_name != name
-            else f"Tool `{name}` failed"
+            else f"Tool `{name}` failed: "
         )
         return cls(
             name=name,
-            prompt_text=f"{via}: {error.detail}",
+            # No name: the failure is not a tool's (a call id nobody knows), the detail says it.
+            prompt_text=f"{via if name else ''}{error.detail}",
             error=error,
             tool_id=tool_id,
             call_id=call_id,

@@ -29,6 +29,7 @@ from celery import Celery
 from redis.connection import parse_url
 
 from .fair import SUNK_PRIORITY
+from .redis_address import RedisAddress, parse_redis_url
 from .settings import ALL_QUEUES, QUEUES, Settings
 
 EXECUTE_TASK = "toolhub.execute"
@@ -54,10 +55,22 @@ def broker_tls(url: str) -> dict[str, Any] | None:
     return options
 
 
+def sentinel_tls(address: RedisAddress) -> dict[str, Any] | None:
+    """The broker's TLS options toward a Sentinel-named primary (``ssl=true`` in the URL), with a
+    verified certificate unless the URL says otherwise, as for ``rediss://``."""
+    if not address.tls.get("ssl"):
+        return None
+    options = {key: value for key, value in address.tls.items() if key.startswith("ssl_")}
+    options.setdefault("ssl_cert_reqs", ssl.CERT_REQUIRED)
+    return options
+
+
 def celery_config(settings: Settings) -> dict[str, Any]:
+    address = parse_redis_url(settings.redis_url)
+    broker_url, sentinel_options = address.broker()
     return {
-        "broker_url": settings.redis_url,
-        "broker_use_ssl": broker_tls(settings.redis_url),
+        "broker_url": broker_url,
+        "broker_use_ssl": sentinel_tls(address) if address.is_sentinel else broker_tls(broker_url),
         "result_backend": None,
         "task_ignore_result": True,
         "task_serializer": "msgpack",
@@ -78,6 +91,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
             # of four steps would make it name four lists per queue it serves, each message
             # paying for the longer command in kombu and Redis.
             "priority_steps": [0, SUNK_PRIORITY],
+            **sentinel_options,
         },
         "broker_connection_retry_on_startup": True,
         "broker_connection_timeout": 5,

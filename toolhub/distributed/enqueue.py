@@ -27,7 +27,7 @@ import json
 import logging
 import threading
 from base64 import b64decode, b64encode
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 from uuid import uuid4
 
@@ -110,9 +110,18 @@ class MessageTemplate:
             return None
         return template
 
-    def build(self, task_id: str, kwargs: dict[str, Any], kwargsrepr: str) -> bytes:
+    def build(
+        self,
+        task_id: str,
+        kwargs: dict[str, Any],
+        kwargsrepr: str,
+        extra_headers: Mapping[str, Any] | None = None,
+    ) -> bytes:
+        """``extra_headers``: set on top of Celery's (the call's trace context)."""
         template = self.envelope
         headers = dict(template["headers"])
+        if extra_headers:
+            headers.update(extra_headers)
         headers["id"] = headers["root_id"] = task_id
         headers["kwargsrepr"] = kwargsrepr
         properties = dict(template["properties"])
@@ -138,8 +147,14 @@ class Enqueuer:
         self._lock = threading.Lock()
 
     def message(
-        self, name: str, queue: str, kwargs: dict[str, Any], kwargsrepr: str
+        self,
+        name: str,
+        queue: str,
+        kwargs: dict[str, Any],
+        kwargsrepr: str,
+        headers: Mapping[str, Any] | None = None,
     ) -> tuple[bytes, bytes] | None:
+        """``headers``: message headers beside Celery's (the call's trace context)."""
         if plain("kombu"):
             return None  # a template is a captured message too: the plain path takes neither
         key = (name, queue)
@@ -151,7 +166,14 @@ class Enqueuer:
                     )
         template = self._templates[key]
         if template is not None:
-            return template.key, template.build(str(uuid4()), kwargs, kwargsrepr)
+            return template.key, template.build(str(uuid4()), kwargs, kwargsrepr, headers)
+        extra = {"headers": dict(headers)} if headers else {}
         return capture_send_task(
-            self.app, name, queue=queue, kwargs=kwargs, kwargsrepr=kwargsrepr, ignore_result=True
+            self.app,
+            name,
+            queue=queue,
+            kwargs=kwargs,
+            kwargsrepr=kwargsrepr,
+            ignore_result=True,
+            **extra,
         )

@@ -47,6 +47,31 @@ class FollowLost(ToolhubError, ConnectionError):
         self.last_seq = last_seq
 
 
+class RecordMissing(LookupError):
+    """A stream read found neither events nor the call's record (``RedisStore`` raises it)."""
+
+
+class RecordLost(FollowLost):
+    """The call's record vanished while it was followed: Redis lost it (a failover to a replica
+    that never received it, a restart without persistence, a flush). Nobody will write its
+    answer; whether it ran is unknown."""
+
+    def __init__(self, call_id: str, last_seq: int) -> None:
+        ToolhubError.__init__(
+            self,
+            f"Redis no longer holds call {call_id} (after event {last_seq}): it was lost with "
+            "Redis's data (a failover to a replica that did not have it, or a restart without "
+            "persistence). It may have run, partly or fully; nothing will answer it",
+        )
+        self.call_id = call_id
+        self.last_seq = last_seq
+
+
+#: How long a call's record may be missing before its follower says it is lost: past the
+#: moment between a dispatch and its record becoming visible on another connection.
+MISSING_GRACE_SECONDS = 2.0
+
+
 class EventCursor:
     """The events of ``call_id`` after ``after_seq``, in order, each once: ``await next()``.
 
@@ -57,6 +82,7 @@ class EventCursor:
 
     __slots__ = (
         "_batch",
+        "_missing_since",
         "_outage_seconds",
         "_outage_since",
         "_read",
@@ -87,6 +113,7 @@ class EventCursor:
         #: Events read from the stream and not handed out yet (None until a read finds some).
         self._batch: deque[StreamEvent] | None = None
         self._outage_since: float | None = None
+        self._missing_since: float | None = None
         self._resync = not fresh
         self._skip_confirmation = fresh
         self._silence = POLL_SECONDS
@@ -129,6 +156,15 @@ class EventCursor:
             if lost_for > self._outage_seconds:
                 raise FollowLost(self.call_id, self.last, lost_for) from None
             return False
+        except RecordMissing:
+            self._outage_since = None
+            self._missing_since = self._missing_since or time.monotonic()
+            if time.monotonic() - self._missing_since > MISSING_GRACE_SECONDS:
+                raise RecordLost(self.call_id, self.last) from None
+            self._resync = True
+            self._silence = POLL_SECONDS
+            return False
+        self._missing_since = None
         self._outage_since = None
         self._resync = False
         self._silence = POLL_SECONDS if batch else min(self._silence * 2, MAX_POLL_SECONDS)
@@ -138,4 +174,12 @@ class EventCursor:
         return True
 
 
-__all__ = ["MAX_POLL_SECONDS", "OUTAGE_POLL_SECONDS", "POLL_SECONDS", "EventCursor", "FollowLost"]
+__all__ = [
+    "MAX_POLL_SECONDS",
+    "OUTAGE_POLL_SECONDS",
+    "POLL_SECONDS",
+    "EventCursor",
+    "FollowLost",
+    "RecordLost",
+    "RecordMissing",
+]

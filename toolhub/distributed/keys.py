@@ -50,6 +50,11 @@ class Keys:
         return f"{self.prefix}control"
 
     @property
+    def replication_marker(self) -> str:
+        """The small write a worker sends ``WAIT`` after (``replication.py``)."""
+        return f"{self.prefix}replication-marker"
+
+    @property
     def leases(self) -> str:
         """Sorted set call id → lease expiry: what the sweeper scans for dead workers."""
         return f"{self.prefix}leases"

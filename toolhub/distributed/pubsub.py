@@ -19,6 +19,7 @@ import time
 from collections import deque
 from typing import Any, Final
 
+from toolhub.distributed.redis_address import parse_redis_url
 from toolhub.fences.redis import PubSubConnection
 from toolhub.fences.redis import connect as pubsub_connect
 
@@ -117,7 +118,8 @@ class PubSubRouter:
     """The process-wide pub/sub reader. Thread-safe; start it once, share it everywhere."""
 
     def __init__(self, url: str) -> None:
-        self._url = url
+        #: Asked for the current primary at every (re)connect: a Sentinel URL follows failovers.
+        self._address = parse_redis_url(url)
         self._subs: dict[bytes, set[Subscription]] = {}
         self._confirmed: set[bytes] = set()
         #: Channels whose last follower left; unsubscribed by the reader thread (``_leave``).
@@ -126,7 +128,7 @@ class PubSubRouter:
         self._closed = False
         self._conn: PubSubConnection | None = None
         try:
-            self._conn = pubsub_connect(url)
+            self._conn = pubsub_connect(self._address.primary_url())
         except OSError as exc:
             logger.warning("pub/sub connection not available yet: %s", exc)
         self._thread = threading.Thread(target=self._run, name="toolhub-pubsub", daemon=True)
@@ -206,7 +208,7 @@ class PubSubRouter:
                 backoff = min(backoff * 2, 1.0)
 
     def _reconnect(self) -> PubSubConnection:
-        conn = pubsub_connect(self._url)
+        conn = pubsub_connect(self._address.primary_url())
         with self._lock:
             self._conn = conn
             channels = list(self._subs)

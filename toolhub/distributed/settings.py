@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from .redis_address import SENTINEL_SCHEMES
+
 DEFAULT_REDIS_URL = "redis://localhost:6379/0"
 
 #: Workload (``Tool.workload``) → Celery queue. Separate queues mean a thousand background
@@ -107,12 +109,20 @@ class Settings:
     #: claimed, at the normal priority; its further calls queue at the sunk one, behind every
     #: other tenant's (``fair.py``). 0 turns fair dispatch off (one FIFO for all).
     fair_share: int = 4
+    #: ``TOOLHUB_CLAIM_REPLICAS``: how many replicas must hold a claim before its call runs
+    #: (``replication.py``); default 1 for a Sentinel URL, else 0 (no wait).
+    claim_replicas: int = 0
+    #: ``TOOLHUB_CLAIM_REPLICA_WAIT_MS``: how long a worker waits for them before it runs the
+    #: call anyway (and counts it).
+    claim_replica_wait_ms: int = 500
 
     @classmethod
     def from_env(cls, redis_url: str | None = None) -> Settings:
         plugins = tuple(p.strip() for p in os.environ.get("TOOLHUB_PLUGINS", "").split(",") if p)
+        url = redis_url or os.environ.get("TOOLHUB_REDIS_URL") or DEFAULT_REDIS_URL
+        sentinel = url.partition("://")[0].lower() in SENTINEL_SCHEMES
         return cls(
-            redis_url=redis_url or os.environ.get("TOOLHUB_REDIS_URL") or DEFAULT_REDIS_URL,
+            redis_url=url,
             prefix=os.environ.get("TOOLHUB_PREFIX", "toolhub:"),
             lease_seconds=_float("TOOLHUB_LEASE_SECONDS", 15.0),
             max_attempts=_int("TOOLHUB_MAX_ATTEMPTS", 3),
@@ -136,6 +146,8 @@ class Settings:
             visibility_override=_int("TOOLHUB_VISIBILITY_TIMEOUT", 0) or None,
             message_age_override=_float("TOOLHUB_MESSAGE_MAX_AGE_SECONDS", 0.0) or None,
             fair_share=max(0, _int("TOOLHUB_FAIR_SHARE", 4)),
+            claim_replicas=max(0, _int("TOOLHUB_CLAIM_REPLICAS", 1 if sentinel else 0)),
+            claim_replica_wait_ms=max(1, _int("TOOLHUB_CLAIM_REPLICA_WAIT_MS", 500)),
         )
 
     @property

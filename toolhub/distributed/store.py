@@ -24,10 +24,11 @@ from toolhub.core.trimmed import trimmed_marker
 from toolhub.distributed import replies
 from toolhub.distributed.codec import StreamEvent, decode_item, pack, unpack
 from toolhub.distributed.dispatch_batch import DispatchBatches
-from toolhub.distributed.following import EventCursor
+from toolhub.distributed.following import EventCursor, RecordMissing
 from toolhub.distributed.keys import Keys
 from toolhub.distributed.pubsub import PubSubRouter, Subscription
 from toolhub.distributed.records import TERMINAL_STATUSES, CallRecords, decode_record
+from toolhub.distributed.redis_address import parse_redis_url
 from toolhub.distributed.settings import Settings
 from toolhub.distributed.signing import sign_session
 from toolhub.errors import ErrorCode, ToolhubError
@@ -39,15 +40,24 @@ class CallNotFound(ToolhubError, LookupError):
     code = ErrorCode.CALL_NOT_FOUND
 
 
+def failover_retry() -> Retry:
+    """A Sentinel-managed client retries through a failover (Sentinels take a few seconds to
+    promote a replica): backoff capped at 1 s, about ten seconds in all."""
+    return Retry(ExponentialBackoff(cap=1.0, base=0.05), 14)
+
+
 def connect(url: str) -> Redis:
     """A client that fails fast when Redis is down (a caller gets a clear error in well under
-    a second) instead of redis-py's long default retries."""
-    return Redis.from_url(
-        url,
+    a second) instead of redis-py's long default retries; for a Sentinel URL, one that follows
+    the current primary and rides out a failover (``failover_retry``)."""
+    address = parse_redis_url(url)
+    return address.client(
         socket_connect_timeout=2,
         socket_timeout=10,
         health_check_interval=0,
-        retry=Retry(ExponentialBackoff(cap=0.2, base=0.02), 2),
+        retry=failover_retry()
+        if address.is_sentinel
+        else Retry(ExponentialBackoff(cap=0.2, base=0.02), 2),
     )
 
 
@@ -140,6 +150,14 @@ class RedisStore:
             )
         return self._with_marker(call_id, after_seq, out)
 
+    def _read_followed(self, call_id: str, after_seq: int) -> list[StreamEvent]:
+        """``read_events`` for a follower: ``RecordMissing`` when the call has neither events
+        nor a record (Redis lost it), so the follower can say so instead of waiting for ever."""
+        events = self.read_events(call_id, after_seq)
+        if not events and not self.client.exists(self.keys.call(call_id)):
+            raise RecordMissing(call_id)
+        return events
+
     def _with_marker(
         self, call_id: str, after_seq: int, events: list[StreamEvent]
     ) -> list[StreamEvent]:
@@ -229,7 +247,7 @@ class RedisStore:
         return EventCursor(
             call_id,
             sub,
-            self.read_events,
+            self._read_followed,
             after_seq=after_seq,
             fresh=fresh,
             outage_seconds=self.settings.follow_outage_seconds,

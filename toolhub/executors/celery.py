@@ -42,6 +42,7 @@ from toolhub.hooks import SessionHooks
 from toolhub.state.redis import RedisStateSync
 from toolhub.tenancy import tenant_of_session
 from toolhub.toolset import Entry, ExternalTool, Prepared, ToolSet
+from toolhub.tracing.worker import message_headers, span
 
 from .local import LocalExecutor, unknown_call
 
@@ -111,7 +112,8 @@ class CeleryExecutor:
         subscription = self.store.subscribe(cid)
         answered = False
         try:
-            dispatched = await self._dispatch(prepared, subscription)
+            with span("toolhub.enqueue", producer=True):
+                dispatched = await self._dispatch(prepared, subscription)
             if isinstance(dispatched, CallResult):
                 answered = True
                 return dispatched
@@ -140,7 +142,8 @@ class CeleryExecutor:
         subscription = self.store.subscribe(cid)
         answered = False
         try:
-            dispatched = await self._dispatch(prepared, subscription)
+            with span("toolhub.enqueue", producer=True):
+                dispatched = await self._dispatch(prepared, subscription)
             if isinstance(dispatched, CallResult):
                 answered = True
                 yield dispatched
@@ -221,8 +224,13 @@ class CeleryExecutor:
             "ignore_result": True,
             "kwargsrepr": self._kwargsrepr(message),
         }
+        headers = message_headers()  # the call's trace context; None when tracing is off
+        if headers is not None:
+            options["headers"] = headers
         try:
-            captured = self.enqueuer.message(EXECUTE_TASK, queue, message, options["kwargsrepr"])
+            captured = self.enqueuer.message(
+                EXECUTE_TASK, queue, message, options["kwargsrepr"], headers
+            )
         except (OperationalError, KombuError, RedisError, OSError):
             captured = None  # the two-step path below reports what is unreachable
         # The subscription went out first. When it is active before the message is queued, no

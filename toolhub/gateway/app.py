@@ -24,6 +24,7 @@ import toolhub
 from toolhub.errors import ErrorCode, RedisUnavailable
 from toolhub.http_guard import PUBLIC_PATHS, Guard
 from toolhub.tenancy.keys import KeyFile, Principals
+from toolhub.tracing import setup_from_env, shutdown
 
 from .calllog import CallLogs
 from .calls import Calls
@@ -112,8 +113,10 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        setup_from_env("toolhub-gateway")  # OTel traces and metrics when OTEL_* asks for them
         yield
         await gw.close()
+        shutdown()
 
     app = FastAPI(
         title="toolhub gateway",

@@ -33,6 +33,7 @@ from toolhub.errors import ErrorCode
 from toolhub.logs import call_context
 from toolhub.session import Session
 from toolhub.tenancy import tenant_of_session
+from toolhub.tracing import TraceContext
 
 from .call_ids import stored_call_id
 from .calllog import CallLog, CallLogs, Item
@@ -71,11 +72,17 @@ class Calls:
         self._tasks: set[asyncio.Task[None]] = set()
 
     def start(
-        self, session: Session, name: str, arguments: Any, call_id: str | None = None
+        self,
+        session: Session,
+        name: str,
+        arguments: Any,
+        call_id: str | None = None,
+        trace_context: TraceContext | None = None,
     ) -> CallLog:
         """Start ``session``'s call ``call_id`` (the client's id; default a new one). The call
         runs under its stored id (``stored_call_id``): it can conflict only with a call of this
-        session or, for the ``default`` tenant, of another of its sessions."""
+        session or, for the ``default`` tenant, of another of its sessions. ``trace_context``:
+        the request's ``traceparent``/``tracestate`` headers (its span's parent)."""
         client_id = call_id or new_call_id()
         call_id = stored_call_id(session.session_id, client_id)
         previous = self.logs.get(call_id)
@@ -85,7 +92,7 @@ class Calls:
             raise CallConflict(f"call {client_id} is still running")
         log = self.logs.open(call_id, session.session_id)
         self._owners[call_id] = session
-        items = self._run(session, name, arguments, call_id)
+        items = self._run(session, name, arguments, call_id, trace_context)
         # The task copies the context it is created in: its log lines name the call.
         with call_context(call_id, session.session_id, name):
             task = asyncio.create_task(log.feed(items), name=call_id)
@@ -94,7 +101,12 @@ class Calls:
         return log
 
     async def _run(
-        self, session: Session, name: str, arguments: Any, call_id: str
+        self,
+        session: Session,
+        name: str,
+        arguments: Any,
+        call_id: str,
+        trace_context: TraceContext | None = None,
     ) -> AsyncIterator[Item]:
         """The session's stream of the call, ending with exactly one result whatever happens
         to it (a crash, the gateway's shutdown, a stream without a result), counted in the
@@ -106,7 +118,9 @@ class Calls:
         try:
             # A connected call outlives this gateway's shutdown on its worker (another replica
             # follows it by id); a client's cancel goes through ``cancel``.
-            items = session.stream(name, arguments, call_id=call_id, cancel_on_exit=False)
+            items = session.stream(
+                name, arguments, call_id=call_id, cancel_on_exit=False, trace_context=trace_context
+            )
             async for item in items:
                 if isinstance(item, Progress):
                     yield item

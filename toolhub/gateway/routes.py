@@ -26,6 +26,7 @@ from toolhub.sources.merge import ExternalSources, SourceTool
 from toolhub.tenancy import effective
 from toolhub.tenancy.principal import Principal, client_session_id
 from toolhub.toolset import STRICT_FORMATS, ExternalSpec
+from toolhub.tracing import carrier_of
 
 from . import sse
 from .call_answer import call_answer
@@ -215,7 +216,9 @@ async def call_tool(
     gw = gateway(request)
     session = await _session(request, session_id)
     try:
-        log = gw.calls.start(session, body.name, body.arguments, body.call_id)
+        log = gw.calls.start(
+            session, body.name, body.arguments, body.call_id, carrier_of(request.headers)
+        )
     except CallConflict as err:
         logger.warning("principal %s: call refused: %s", principal(request), err)
         raise HTTPException(409, str(err)) from None

@@ -30,6 +30,7 @@ from starlette.routing import BaseRoute
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from toolhub.http_guard import principal_in
+from toolhub.tracing import carrier_of_asgi
 
 from .call_answer import call_answer
 from .calllog import CallLog
@@ -78,7 +79,8 @@ class CallShortcut:
             return None
         try:
             call = CallRequest.model_validate_json(body)
-            return self.gateway.calls.start(session, call.name, call.arguments, call.call_id)
+            trace = carrier_of_asgi(scope["headers"])
+            return self.gateway.calls.start(session, call.name, call.arguments, call.call_id, trace)
         except (ValidationError, CallConflict):
             return None
 

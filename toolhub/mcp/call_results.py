@@ -42,7 +42,8 @@ def to_mcp_result(result: CallResult, *, with_output: bool = False) -> types.Cal
     client that declared ``OUTPUT_EXTENSION``): some clients show ``_meta`` to the model
     (Google ADK passes it on, LlamaIndex prints the whole result), where a copy would double
     what the model reads. A failed call's typed error goes in ``_meta`` under
-    ``toolhub/error`` (small, and the same words as the text's).
+    ``toolhub/error``: its ``kind`` and ``details`` (a quota's ``retry_after``) for every
+    client, its ``detail`` (the text's own words again) only ``with_output``.
     """
     output = result.output
     value = output.value if output is not None and output.tag != "plain_text" else None
@@ -57,13 +58,20 @@ def to_mcp_result(result: CallResult, *, with_output: bool = False) -> types.Cal
     if value is not None and not twin and with_output:
         meta[OUTPUT_META_KEY] = value
     if result.error is not None:
-        meta[ERROR_META_KEY] = result.error.to_dict()
+        meta[ERROR_META_KEY] = _typed_error(result.error.to_dict(), with_output=with_output)
     return types.CallToolResult(
         content=content,
         structured_content=value if twin else None,
         meta=meta or None,
         is_error=result.is_error,
     )
+
+
+def _typed_error(error: dict[str, Any], *, with_output: bool) -> dict[str, Any]:
+    """The ``toolhub/error`` a client gets: without ``detail``, the words of the text content
+    (which a client that shows ``_meta`` to its model would otherwise show twice), unless it
+    declared ``OUTPUT_EXTENSION``."""
+    return error if with_output else {k: v for k, v in error.items() if k != "detail"}
 
 
 def _is_json_of(text: str, value: dict[str, Any]) -> bool:
@@ -83,10 +91,12 @@ def text_result(text: str, *, is_error: bool = False) -> types.CallToolResult:
 
 def for_client(wire: dict[str, Any], *, with_output: bool) -> dict[str, Any]:
     """A stored result (wire form, made ``with_output``) as one client gets it: without the
-    structured copy unless it declared ``OUTPUT_EXTENSION``."""
+    structured copy or the error's ``detail`` unless it declared ``OUTPUT_EXTENSION``."""
     meta = wire.get("_meta")
-    if with_output or not isinstance(meta, dict) or OUTPUT_META_KEY not in meta:
+    if with_output or not isinstance(meta, dict):
         return wire
     meta = {k: v for k, v in meta.items() if k != OUTPUT_META_KEY}
+    if isinstance(meta.get(ERROR_META_KEY), dict):
+        meta[ERROR_META_KEY] = _typed_error(meta[ERROR_META_KEY], with_output=False)
     trimmed = {k: v for k, v in wire.items() if k != "_meta"}
     return {**trimmed, "_meta": meta} if meta else trimmed

@@ -6,7 +6,9 @@ so that progress, cancellation and elicitation follow toolhub's semantics exactl
 * an MCP cancellation cancels the toolhub call for real (``Session.cancel``), not just the
   request handler;
 * a failed call is an ``isError: true`` result the model can read; an unknown tool name is a
-  protocol error (``-32602``), as the spec asks;
+  protocol error (``-32602``), as the spec asks, naming the tools it is close to; a request
+  before ``initialize`` on a handshake-era connection says to send ``initialize`` first
+  (``misuse.py``);
 * ``ask_user`` questions become an elicitation when the client supports it; otherwise the
   questions are the result, with a note to ask the user directly;
 * every client is told ``notifications/tools/list_changed`` when the tool list changes
@@ -28,15 +30,16 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.models import InitializationOptions
 from mcp.server.subscriptions import InMemorySubscriptionBus, ToolsListChanged
-from mcp.shared.exceptions import MCPError
 
 import toolhub
 from toolhub.core import CallResult, Progress, new_call_id
+from toolhub.tracing import TraceContext, carrier_of
 
 from .call_questions import CallQuestions
 from .call_results import text_result, to_mcp_result, wants_output
 from .changes import ToolListChanges
 from .elicit import answers_from, questions_message, questions_schema, unanswerable_text
+from .misuse import handshake_first, unknown_tool
 from .progress import ProgressRelay
 from .task_status import Listen
 from .tasks import (
@@ -99,6 +102,7 @@ class ToolhubMcpServer:
         self.tasks = McpTasks(session)
         self.questions = CallQuestions(session, self.tasks.states, self._follow)
         self._listen = Listen(self.bus, self.tasks)
+        self.server.middleware.append(handshake_first)
         self.server.extensions[TASKS_EXTENSION] = {}
         self.server.add_request_handler("tasks/get", TaskParams, self.tasks.get)
         self.server.add_request_handler("tasks/update", UpdateTaskParams, self.tasks.update)
@@ -157,7 +161,7 @@ class ToolhubMcpServer:
         instead when the call outlasts the policy's wait (``tasks.py``); on a 2026-07-28
         request, the call's questions (``call_questions.py``)."""
         if params.name not in self.session.toolset.entries:
-            raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {params.name}")
+            raise unknown_tool(params.name, list(self.session.toolset.entries))
         if params.request_state is not None or params.input_responses:
             # A retry with the answers to a call's questions (``call_questions.py``).
             resumed = await self.questions.resume(ctx, params)
@@ -167,7 +171,10 @@ class ToolhubMcpServer:
         else:
             call_id = new_call_id()
             queue = asyncio.Queue()
-            pump = asyncio.create_task(self._pump(params.name, params.arguments, call_id, queue))
+            trace = carrier_of(params.meta)  # ``_meta.traceparent``: the caller's span
+            pump = asyncio.create_task(
+                self._pump(params.name, params.arguments, call_id, queue, trace)
+            )
         return await self._answer(ctx, params, call_id, queue, pump)
 
     async def _answer(
@@ -245,7 +252,12 @@ class ToolhubMcpServer:
                     await _settle(pump)
 
     async def _pump(
-        self, name: str, arguments: Any, call_id: str, queue: asyncio.Queue[object]
+        self,
+        name: str,
+        arguments: Any,
+        call_id: str,
+        queue: asyncio.Queue[object],
+        trace: TraceContext | None = None,
     ) -> None:
         """Drains the call into ``queue`` on its own task, so that a cancelled MCP request can
         still cancel the call (and the call's stream ends with its cancelled terminal)."""
@@ -253,7 +265,7 @@ class ToolhubMcpServer:
             # Cancelled explicitly (a cancelled request, not a task); a task's call outlives
             # this server's restart on its worker.
             items = self.session.stream(
-                name, arguments or {}, call_id=call_id, cancel_on_exit=False
+                name, arguments or {}, call_id=call_id, cancel_on_exit=False, trace_context=trace
             )
             async for item in items:
                 await queue.put(item)

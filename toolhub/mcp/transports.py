@@ -4,8 +4,9 @@ Over HTTP the same ``Guard`` as the gateway's checks each request: the bearer to
 (``TOOLHUB_API_TOKEN``; each of its comma-separated tokens is a principal of its own), one
 ``Authorization`` and one ``Host`` header, the body limit. An MCP session and its requests and
 tasks belong to the principal that opened it (``owners.py``). The server holds one session in
-one workspace, so it is one tenant's: it takes no named API keys. Over stdio the SDK points fd
-1 at stderr while serving, so a tool's child process can never write into the protocol stream.
+one workspace, so it is one tenant's: it takes no named API keys. Over stdio fd 0
+and fd 1 point at the null device and at stderr while serving, so a tool's child process can
+never read or write the protocol stream (``stdio_wire.py``); the first Ctrl-C stops the server.
 
 Either way a cancelled request gets no answer (the spec: the receiver SHOULD NOT respond), and
 stdin's EOF ends the stdio server quietly: the calls still running are cancelled, and nothing is
@@ -14,8 +15,12 @@ written for them.
 
 from __future__ import annotations
 
+import asyncio
+import io
 import json
-from typing import TYPE_CHECKING, Any
+import signal
+import threading
+from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 import uvicorn
@@ -30,6 +35,7 @@ from mcp_types import (
     ErrorData,
     JSONRPCError,
     JSONRPCMessage,
+    JSONRPCRequest,
     JSONRPCResponse,
 )
 from pydantic import ValidationError
@@ -40,6 +46,7 @@ from toolhub.redaction import redact_access_log
 
 from .owners import SessionOwner
 from .server import ToolhubMcpServer
+from .stdio_wire import StdinLines, claimed_stdio
 
 if TYPE_CHECKING:
     from toolhub.session import Session
@@ -48,22 +55,46 @@ MCP_PATH = "/mcp"
 
 
 def run_stdio(session: Session) -> None:
+    """Serve until stdin's EOF. The first Ctrl-C (SIGINT) stops it: the calls still running
+    are cancelled, then ``KeyboardInterrupt`` is raised for the caller to end the process."""
+    interrupted = False
+
     async def main() -> None:
+        nonlocal interrupted
         toolhub_mcp = ToolhubMcpServer(session)
         mcp = toolhub_mcp.server
         eof = anyio.Event()
+        loop = asyncio.get_running_loop()
+
+        def stop() -> None:
+            nonlocal interrupted
+            interrupted = True
+            everything.cancel()
+
         try:
-            async with stdio_server() as (read, write), anyio.create_task_group() as tasks:
-                sink, source = anyio.create_memory_object_stream[SessionMessage | Exception](0)
-                out, outgoing = anyio.create_memory_object_stream[SessionMessage](0)
-                tasks.start_soon(answer_malformed, read, sink, write, eof)
-                tasks.start_soon(quiet_after_eof, outgoing, write, eof)
-                async with out:
-                    await mcp.run(source, out, mcp.create_initialization_options())
+            with claimed_stdio() as (wire_in, wire_out), anyio.CancelScope() as everything:
+                if threading.current_thread() is threading.main_thread():
+                    loop.add_signal_handler(signal.SIGINT, stop)
+                stdin = StdinLines(wire_in)
+                stdout = anyio.wrap_file(io.TextIOWrapper(wire_out, encoding="utf-8"))
+                async with (
+                    stdio_server(cast(Any, stdin), stdout) as (read, write),
+                    anyio.create_task_group() as tasks,
+                ):
+                    sink, source = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+                    out, outgoing = anyio.create_memory_object_stream[SessionMessage](0)
+                    quick = Unanswered()
+                    tasks.start_soon(answer_malformed, read, sink, write, eof, quick)
+                    tasks.start_soon(quiet_after_eof, outgoing, write, eof, quick)
+                    async with out:
+                        await mcp.run(source, out, mcp.create_initialization_options())
         finally:
+            loop.remove_signal_handler(signal.SIGINT)
             toolhub_mcp.close()
 
     anyio.run(main)
+    if interrupted:
+        raise KeyboardInterrupt
 
 
 async def answer_malformed(
@@ -71,27 +102,35 @@ async def answer_malformed(
     sink: MemoryObjectSendStream[SessionMessage | Exception],
     write: MemoryObjectSendStream[SessionMessage],
     eof: anyio.Event,
+    quick: Unanswered,
 ) -> None:
     """Pass the messages on; answer each line that is not one, as JSON-RPC 2.0 requires:
     ``-32700 Parse error`` for text that is not JSON, ``-32600 Invalid Request`` for JSON
     that is not a JSON-RPC message, with ``id: null``. (The SDK hands such lines to the
     server as exceptions, which it only logs: the client would wait for an answer forever.)
-    Blank lines are skipped. Sets ``eof`` when stdin ends, before the server hears of it."""
+    Blank lines are skipped. Sets ``eof`` when stdin ends, before the server hears of it;
+    the server hears of it once the requests piped before it that are not tool calls (quick:
+    ``initialize``, ``tools/list``, ``ping``) are answered (``quick``)."""
     async with sink:
         async for item in read:
             if not isinstance(item, Exception):
+                message = item.message
+                if isinstance(message, JSONRPCRequest) and message.method != "tools/call":
+                    quick.asked(message.id)
                 await sink.send(item)
                 continue
             reply = _malformed_reply(item)
             if reply is not None:
                 await write.send(SessionMessage(reply))
         eof.set()
+        await quick.all_answered()
 
 
 async def quiet_after_eof(
     outgoing: MemoryObjectReceiveStream[SessionMessage],
     write: MemoryObjectSendStream[SessionMessage],
     eof: anyio.Event,
+    quick: Unanswered,
 ) -> None:
     """The server's frames to stdout, until stdin's EOF; after it only the answers of requests
     that were finished. EOF is how an MCP client shuts a stdio server down: the SDK then
@@ -100,8 +139,32 @@ async def quiet_after_eof(
     that are ready still go out: a piped ``initialize``, ``tools/list``, EOF is answered.)"""
     async with write:
         async for item in outgoing:
+            if isinstance(item.message, JSONRPCResponse | JSONRPCError):
+                quick.answered(item.message.id)
             if not eof.is_set() or _finished_answer(item.message):
                 await write.send(item)
+
+
+class Unanswered:
+    """The ids of requests (not tool calls) passed on and not answered yet."""
+
+    def __init__(self) -> None:
+        self._ids: set[Any] = set()
+        self._none = anyio.Event()
+        self._none.set()
+
+    def asked(self, request_id: Any) -> None:
+        self._ids.add(request_id)
+        if self._none.is_set():
+            self._none = anyio.Event()
+
+    def answered(self, request_id: Any) -> None:
+        self._ids.discard(request_id)
+        if not self._ids:
+            self._none.set()
+
+    async def all_answered(self) -> None:
+        await self._none.wait()
 
 
 def _finished_answer(message: JSONRPCMessage) -> bool:

@@ -16,6 +16,7 @@ import mcp_types as types
 
 from toolhub.core import Outcome, Progress, ToolContext, ToolError
 
+from .mcp_elicit import Asker
 from .mcp_outcome import outcome_of
 from .mcp_task_polling import RemoteTaskLost
 from .mcp_task_resume import TaskAttempt
@@ -45,11 +46,15 @@ def external_handler(link: ServerLink, tool: str, client: str) -> Any:
 
         attempt = await TaskAttempt.look_up(ctx, link, tool)
         settled = threading.Event()
+        # The server's questions reach this call's caller as ``input_required`` progress.
+        asker = Asker(ctx, lambda item: caller.call_soon_threadsafe(queue.put_nowait, item))
 
         async def run() -> types.CallToolResult:
+            link.askers.append(asker)
             try:
-                return await attempt.run(args, on_progress)
+                return await attempt.run(args, on_progress, asker)
             finally:
+                link.askers.remove(asker)
                 settled.set()  # after a cancel, once the server was told (tasks/cancel)
 
         future = link.owner.loop.submit(run())

@@ -33,6 +33,7 @@ from toolhub.redaction import redact
 from toolhub.toolset import ExternalSpec, McpServerConfig
 
 from .mcp_calls import external_handler
+from .mcp_elicit import Asker, answer_inputs, task_answers
 from .mcp_naming import client_name
 from .mcp_outcome import OUTPUT_META_KEY
 from .mcp_stdio_launch import StdioRefused, stdio_launch
@@ -71,6 +72,8 @@ class ServerLink:
         self.session: ClientSession | None = None
         self.error: str | None = None
         self.tools: dict[str, str] = {}
+        #: The calls in flight on this link, each able to ask its caller (``mcp_elicit.py``).
+        self.askers: list[Asker] = []
         self.first_attempt = asyncio.Event()
         self._stop = asyncio.Event()
         self._broken = asyncio.Event()
@@ -132,6 +135,7 @@ class ServerLink:
                 read,
                 write,
                 message_handler=self._on_message,
+                elicitation_callback=self._elicit,
                 # toolhub/output: a toolhub server sends its typed outputs back (``mcp_outcome``)
                 extensions={TASKS_EXTENSION: {}, OUTPUT_META_KEY: {}},
                 result_claims=task_claims(),
@@ -184,6 +188,16 @@ class ServerLink:
             logger.warning("MCP server %r transport error: %s", self.name, redact(str(message)))
             self._broken.set()
 
+    async def _elicit(
+        self, context: Any, params: types.ElicitRequestParams
+    ) -> types.ElicitResult | types.ErrorData:
+        """A handshake-era server's ``elicitation/create``: it names no call, so it is relayed
+        to the caller of the link's only call in flight, and answered ``cancel`` otherwise."""
+        if len(self.askers) != 1:
+            logger.info("MCP server %r asked with %d calls in flight", self.name, len(self.askers))
+            return types.ElicitResult(action="cancel")
+        return await self.askers[0].elicit(self.name, params)
+
     async def refresh(self) -> None:
         """List the server's tools and hand them to the merge."""
         assert self.session is not None
@@ -223,17 +237,37 @@ class ServerLink:
         return f"MCP server `{self.name}` is not connected{reason}"
 
     async def call(
-        self, tool: str, arguments: dict[str, Any], progress: Any, hooks: TaskHooks | None = None
+        self,
+        tool: str,
+        arguments: dict[str, Any],
+        progress: Any,
+        hooks: TaskHooks | None = None,
+        asker: Asker | None = None,
     ) -> types.CallToolResult:
         session = self.session
         if session is None:
             raise ToolError.execution(self._not_connected())
-        try:
-            result = await session.call_tool(
-                tool, arguments, progress_callback=progress, allow_claimed=True
+
+        async def send(
+            responses: types.InputResponses | None = None, state: str | None = None
+        ) -> types.CallToolResult | types.Result:
+            return await session.call_tool(
+                tool,
+                arguments,
+                progress_callback=progress,
+                input_responses=responses,
+                request_state=state,
+                allow_input_required=True,
+                allow_claimed=True,
             )
+
+        try:
+            result = await send()
+            if isinstance(result, types.InputRequiredResult):
+                result = await answer_inputs(self.name, result, asker, send)
             if isinstance(result, CreatedTask):
-                result = await drive(session, result, _status_progress(progress), hooks)
+                answer = task_answers(self.name, asker)
+                result = await drive(session, result, _status_progress(progress), hooks, answer)
         except MCPError as err:
             if err.code == types.INVALID_PARAMS:
                 raise ToolError.invalid_arguments(err.message) from None

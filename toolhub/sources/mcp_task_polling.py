@@ -5,8 +5,9 @@ toolhub's MCP client (``mcp_link.py``) declares the tasks extension on 2026-07-2
 and the SDK parses a ``resultType: "task"`` answer into ``CreatedTask`` (the claim registered
 here). ``drive`` then polls ``tasks/get`` at the server's ``pollIntervalMs`` (at least 50 ms,
 at most 2 s), echoing the newest ``requestState``, until the task ends; a toolhub call
-cancelled meanwhile sends ``tasks/cancel`` before it ends. A task that asks for input is
-answered by nobody (toolhub relays no remote elicitation): it is cancelled and the call fails
+cancelled meanwhile sends ``tasks/cancel`` before it ends. A task that asks for input
+(``input_required``, its ``inputRequests``) is answered with ``tasks/update`` when the call can
+ask its caller (``answer``: ``mcp_elicit.py``); otherwise it is cancelled and the call fails
 saying why.
 
 A caller that can record the task durably passes ``TaskHooks``: the handle is handed to
@@ -35,6 +36,8 @@ MAX_POLL_S = 2.0
 CANCEL_TIMEOUT_S = 5.0
 
 OnMessage = Callable[[str], Awaitable[None]]
+#: A task's ``inputRequests`` -> its ``inputResponses`` (None: not ones the caller can answer).
+Answer = Callable[[dict[str, Any]], Awaitable[dict[str, Any] | None]]
 
 
 class _TaskFields(types.Result):
@@ -120,12 +123,13 @@ async def drive(
     created: CreatedTask,
     on_message: OnMessage | None,
     hooks: TaskHooks | None = None,
+    answer: Answer | None = None,
 ) -> types.CallToolResult:
     """Poll the task to its end; its result as the call's. Cancelling this cancels the task
     (unless ``hooks`` say to leave it running)."""
     if hooks is not None:
         await hooks.created(created)
-    return await _poll(session, created.task_id, created, on_message, hooks)
+    return await _poll(session, created.task_id, created, on_message, hooks, answer)
 
 
 async def resume(
@@ -143,6 +147,7 @@ async def _poll(
     current: _TaskFields | None,
     on_message: OnMessage | None,
     hooks: TaskHooks | None,
+    answer: Answer | None = None,
 ) -> types.CallToolResult:
     """``current``: what the server said last (None: ask it now)."""
     state: str | None = None
@@ -163,10 +168,18 @@ async def _poll(
                 if ended is not None:
                     return ended
                 if current.status == "input_required":
+                    responses = await _answered(answer, current.input_requests)
+                    if responses is not None:
+                        params = TaskRequestParams(
+                            task_id=task_id, request_state=state, input_responses=responses
+                        )
+                        await session.send_request(UpdateTask(params=params), types.Result)
+                        current = None
+                        continue
                     await _cancel(session, task_id, state)
                     return _error(
-                        f"the MCP server's task {task_id} asks for input, which toolhub does "
-                        "not relay; it was cancelled"
+                        f"the MCP server's task {task_id} asks for input toolhub cannot give "
+                        "(sampling, roots, or no caller to ask); it was cancelled"
                     )
             await asyncio.sleep(_interval(current.poll_interval_ms))
             current = None
@@ -175,6 +188,14 @@ async def _poll(
             with anyio.CancelScope(shield=True):
                 await _cancel(session, task_id, state)
         raise
+
+
+async def _answered(
+    answer: Answer | None, requests: dict[str, Any] | None
+) -> dict[str, Any] | None:
+    if answer is None or not requests:
+        return None
+    return await answer(requests)
 
 
 def _ended(task: TaskState) -> types.CallToolResult | None:

@@ -31,6 +31,7 @@ from toolhub.errors import ErrorCode
 from .mcp_task_polling import CreatedTask, RemoteTaskLost, TaskHooks
 
 if TYPE_CHECKING:
+    from .mcp_elicit import Asker
     from .mcp_link import ServerLink
 
 
@@ -60,13 +61,16 @@ class TaskAttempt:
         found = None if ledger is None else await asyncio.to_thread(ledger.current, ctx.call_id)
         return cls(ctx, link, tool, ledger, found)
 
-    async def run(self, arguments: dict[str, Any], progress: Any) -> types.CallToolResult:
-        """On the link's loop: resume the inherited task, or call the tool. ``RemoteTaskLost``
-        when an inherited task cannot be polled (``unknown`` turns it into the answer)."""
+    async def run(
+        self, arguments: dict[str, Any], progress: Any, asker: Asker | None = None
+    ) -> types.CallToolResult:
+        """On the link's loop: resume the inherited task, or call the tool (the server's
+        questions go to ``asker``). ``RemoteTaskLost`` when an inherited task cannot be polled
+        (``unknown`` turns it into the answer)."""
         inherited = None if self.found is None else self.found.inherited
         hooks = None if self.found is None else TaskHooks(self._created, self._leave_running)
         if inherited is None or hooks is None:
-            return await self.link.call(self.tool, arguments, progress, hooks)
+            return await self.link.call(self.tool, arguments, progress, hooks, asker)
         if (inherited.server, inherited.tool) != (self.link.name, self.tool):
             raise RemoteTaskLost(
                 f"the record names tool `{inherited.tool}` of MCP server `{inherited.server}`, "

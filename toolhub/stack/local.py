@@ -43,6 +43,10 @@ class StackError(ToolhubError, RuntimeError):
     code = ErrorCode.STACK_ERROR
 
 
+class StartInterrupted(StackError):
+    """Ctrl-C or SIGTERM came while the stack was starting: what had started was stopped."""
+
+
 @dataclass(frozen=True)
 class StackInfo:
     redis_url: str
@@ -100,6 +104,7 @@ class LocalStack:
         config: Path | None = None,
         report: Report | None = None,
         redis_port: int | None = None,
+        interrupted: Callable[[], bool] = lambda: False,
     ) -> None:
         if workers < 1:
             raise StackError("--workers must be at least 1")
@@ -113,6 +118,8 @@ class LocalStack:
         self.workspace = (workspace or Path.cwd()).resolve()
         self.config = config
         self.report = report or (lambda message: None)
+        #: Read while waiting for each part: True stops the start (``StartInterrupted``).
+        self.interrupted = interrupted
         self.run_dir = toolhub_home() / "up" / time.strftime("%Y%m%d-%H%M%S")
         self.supervisor = Supervisor(self.report)
         self.redis: RedisServer | None = None
@@ -120,13 +127,13 @@ class LocalStack:
 
     def start(self, timeout: float = STARTUP_TIMEOUT_S) -> StackInfo:
         """Start everything and wait until each part is ready; on failure stop what started."""
-        for name, port in (
-            ("gateway", self.port),
-            ("Flower", self.flower_port),
-            ("Redis", self.redis_port),
+        for name, option, port in (
+            ("the gateway", "--port", self.port),
+            ("Flower", "--flower-port", self.flower_port),
+            ("Redis", "--redis-port", self.redis_port),
         ):
             if port is not None and not port_free(port):
-                raise StackError(f"port {port} for the {name} is in use (choose another)")
+                raise StackError(f"port {port} for {name} is in use (choose another {option})")
         self.run_dir.mkdir(parents=True, exist_ok=True)
         # Before any child starts: Redis, the gateway, the workers and Flower inherit it, so a
         # command's memory costs the command, never a part of the stack (commands raise theirs).
@@ -256,8 +263,11 @@ class LocalStack:
         return True
 
     def _await(self, child: Child, deadline: float, ready: Callable[[], bool]) -> None:
-        """Wait for ``ready``; a child that exits before it is ready fails the start."""
+        """Wait for ``ready``; a child that exits before it is ready fails the start, and so
+        does an interruption (the caller's Ctrl-C)."""
         while not ready():
+            if self.interrupted():
+                raise StartInterrupted(f"interrupted while {child.spec.name} was starting")
             exited = child.proc is not None and child.proc.poll() is not None
             if exited or child.failures:
                 raise StackError(f"{child.spec.name} exited during startup:\n{child.tail()}")

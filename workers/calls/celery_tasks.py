@@ -16,6 +16,7 @@ from celery import Celery, Task
 from toolhub.distributed.celery_app import BACKGROUND_TASK, EXECUTE_TASK, MCP_TOOLS_TASK
 from toolhub.errors import ErrorCode
 from toolhub.logs import call_context
+from toolhub.tracing.worker import delivered
 from workers.lifecycle.metrics import tool_label
 
 from .background import run_background
@@ -43,7 +44,10 @@ def register_tasks(
     tasks: dict[str, Task] = {}
 
     def run(name: str, body: Body, message: dict[str, Any]) -> str:
-        with call_context(message["call_id"], message.get("session_id"), tool_label(message)):
+        with (
+            call_context(message["call_id"], message.get("session_id"), tool_label(message)),
+            delivered(tasks[name].request, message),  # the call's trace, from the headers
+        ):
             gate, queue = refusals(), _queue(tasks[name])
             if gate.admit(name, message, queue):
                 ended = body(runtime(), message)

@@ -27,6 +27,7 @@ from toolhub.distributed.records import Claim
 from toolhub.distributed.script_replies import ClaimAction
 from toolhub.errors import ErrorCode
 from toolhub.hooks import after_for_message
+from toolhub.tracing import worker as tracing
 from workers.lifecycle.metrics import Attempt, metrics, outcome, tool_label
 
 from .emitter import Emitter
@@ -51,7 +52,8 @@ class Claimed:
     metric: Attempt
 
     def settle(self, result: CallResult) -> Ended:
-        settled = settle(self.runtime, self.running, self.emitter, result)
+        with tracing.span("toolhub.deliver"):
+            settled = settle(self.runtime, self.running, self.emitter, result)
         self.metric.outcome = outcome(self.running, settled, result)
         return Ended.settled(settled, result)
 
@@ -65,7 +67,7 @@ def run_claimed(
         message["call_id"], background=message.get("task") == BACKGROUND_TASK
     )
     try:
-        claim = runtime.records.claim(message, runtime.name)
+        claim = tracing.claim(running.call_id, lambda: runtime.records.claim(message, runtime.name))
         return run_attempt(runtime, message, running, claim, work)
     finally:
         runtime.unregister(running)
@@ -96,6 +98,8 @@ def run_attempt(
         )
         return dropped(runtime, running.call_id, claim)
     running.attempt = claim.attempt
+    if not runtime.replication.confirm(runtime.name):
+        metrics.claims_unreplicated.inc()
     usage = AttemptUsage.of(message)
     with (
         metrics.attempt(tool_label(message), claim.attempt) as metric,

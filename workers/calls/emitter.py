@@ -33,6 +33,7 @@ from toolhub.distributed.redis_full import is_full
 from toolhub.distributed.settings import Settings
 from toolhub.hooks import CallAfter
 from toolhub.tenancy.session_quotas import quotas_of_session
+from toolhub.tracing.worker import progress as traced_progress
 
 from .running import Running
 from .usage import AttemptUsage
@@ -88,6 +89,7 @@ class Emitter:
     def _publish(self, item: Progress) -> None:
         if self.stopped:
             return
+        traced_progress(self.running.call_id, item)  # after the hooks: spans see what Redis does
         if self.usage is not None:
             self.usage.charge_output(item)
         payload = encode_item(item, self.running.attempt)

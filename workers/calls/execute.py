@@ -27,6 +27,7 @@ from toolhub.distributed.records import cancelled_result
 from toolhub.distributed.recovery import announce_rerun
 from toolhub.errors import ErrorCode
 from toolhub.toolset import Prepared
+from toolhub.tracing.worker import running as traced_run
 
 from .claimed import Claimed, run_claimed
 from .emitter import Emitter
@@ -56,12 +57,13 @@ def _execute_in(attempt: Claimed) -> Ended:
         result = prepared
     else:
         session, ready = prepared
-        if ready.entry.handle.is_sync:
-            result = _run_inline(session, ready, attempt.running, attempt.emitter)
-        else:
-            result = runtime.loop().run_until_complete(
-                _stream(session, ready, attempt.running, attempt.emitter)
-            )
+        with traced_run(attempt.running.call_id):
+            if ready.entry.handle.is_sync:
+                result = _run_inline(session, ready, attempt.running, attempt.emitter)
+            else:
+                result = runtime.loop().run_until_complete(
+                    _stream(session, ready, attempt.running, attempt.emitter)
+                )
     if claim.lost and not claim.resumed:
         result = announce_rerun(result, claim.attempt, int(message["max_attempts"]))
     return attempt.settle(result)

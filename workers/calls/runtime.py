@@ -22,6 +22,7 @@ from toolhub.core.tool import HANDOFF, LEASE_LOST
 from toolhub.distributed.celery_app import EXECUTE_TASK
 from toolhub.distributed.enqueue import Enqueuer
 from toolhub.distributed.recovery import Recovery
+from toolhub.distributed.replication import ClaimReplication
 from toolhub.distributed.settings import Settings, queue_for
 from toolhub.distributed.signing import FleetKeys
 from toolhub.distributed.store import RedisStore
@@ -45,6 +46,12 @@ class WorkerRuntime:
         self.store = RedisStore.from_settings(settings)
         self.records = self.store.records
         self.recovery = Recovery(self.records)
+        self.replication = ClaimReplication(
+            self.store.client,
+            self.store.keys.replication_marker,
+            settings.claim_replicas,
+            settings.claim_replica_wait_ms,
+        )
         self.enqueuer = Enqueuer(app)
         #: Where this host's command cgroups live: the sweep reaps those of dead processes.
         self.cgroups = shared_cgroups()

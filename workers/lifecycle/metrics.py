@@ -102,6 +102,12 @@ class WorkerMetrics:
             "lease for most of a lease (cut off from Redis: self-fencing, docs/distributed.md).",
             registry=self.registry,
         )
+        self.claims_unreplicated = Counter(
+            "toolhub_worker_claims_unreplicated",
+            "Claims this worker ran before a replica confirmed them (Sentinel fleets: the "
+            "replica was down or behind; a failover then could run the call twice).",
+            registry=self.registry,
+        )
         self.redis_full = Gauge(
             "toolhub_worker_redis_full",
             "1 while Redis refuses this worker's lease keeper writes for want of memory "

@@ -8,7 +8,8 @@ moment of Celery's worker life each belongs to.
   heartbeat ``starting``, and the runtime with the fleet key (``calls/refusals.py``: refuses
   to start when signatures are required without one).
 * ``start`` (the ``WorkerServices`` bootstep starts, before the consumer connects): the
-  heartbeat writer, the ``/metrics`` listener, and the warmer of the host's background holder
+  OpenTelemetry exporters when ``OTEL_*`` asks for them (``toolhub/tracing``), the heartbeat
+  writer, the ``/metrics`` listener, and the warmer of the host's background holder
   (``holder/warmer.py``) when this worker takes background commands.
 * ``ready`` (the broker connection is up, Celery's ``worker_ready``): the lease keeper, the
   control listener; the startup heap is frozen out of garbage collection
@@ -17,8 +18,8 @@ moment of Celery's worker life each belongs to.
   and a timer that hands calls still running after ``TOOLHUB_SOFT_SHUTDOWN_SECONDS`` back to
   the queue.
 * ``stopped`` (Celery's pool has drained, ``worker_shutdown``): every service stopped in
-  reverse order (``services.py``), the runtime closed, and a watchdog that ends the process if
-  it is still there ``EXIT_DEADLINE_SECONDS`` later.
+  reverse order (``services.py``), the runtime closed, the telemetry flushed, and a watchdog
+  that ends the process if it is still there ``EXIT_DEADLINE_SECONDS`` later.
 
 The services outlive the pool's drain on purpose: calls still running during a soft shutdown
 keep their leases renewed and still hear their cancels.
@@ -36,6 +37,7 @@ from celery import Celery
 from toolhub.distributed.messages import PoisonMessage
 from toolhub.distributed.settings import QUEUES, Settings
 from toolhub.process_heap import freeze_startup_heap, space_full_collections
+from toolhub.tracing import setup_from_env, shutdown
 from workers.calls.refusals import Refusals, announce, worker_fleet_keys
 from workers.calls.runtime import WorkerRuntime
 from workers.guards.kernel_limits import install_kernel_limits
@@ -100,6 +102,7 @@ class WorkerProcess:
         self.runtime()
 
     def start(self) -> None:
+        setup_from_env("toolhub-worker")  # OTel traces and metrics when OTEL_* asks for them
         self.services.start(self.heartbeat, MetricsListener(metrics.registry))
         if holder_enabled() and self.serves_background():  # it spawns while the broker connects
             self.services.start(HolderWarmer(self.settings))
@@ -132,6 +135,7 @@ class WorkerProcess:
         self.services.stop()
         if self._runtime is not None:
             self._runtime.close()
+        shutdown()  # what the span and metric batches still hold goes out before the exit
 
 
 def _exit_if_stuck() -> None:

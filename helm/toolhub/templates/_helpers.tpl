@@ -183,6 +183,8 @@ reaches the running gateway, which re-reads the file when it changes). */}}
 {{- define "toolhub.redisHost" -}}
 {{- if .Values.redis.enabled }}
 {{- printf "%s-redis" (include "toolhub.fullname" .) }}
+{{- else if .Values.externalRedis.sentinel.enabled }}
+{{- .Values.externalRedis.host }}
 {{- else }}
 {{- required "externalRedis.host is required when redis.enabled is false" .Values.externalRedis.host }}
 {{- end }}
@@ -221,8 +223,30 @@ expands $(REDIS_PASSWORD) inside TOOLHUB_REDIS_URL: the password never appears i
       name: {{ $secret }}
       key: {{ include "toolhub.redisPasswordKey" . }}
 {{- end }}
+{{- if eq (include "toolhub.redisSentinel" .) "true" }}
+{{- $sentinel := .Values.externalRedis.sentinel }}
+{{- $query := list }}
+{{- if $sentinel.passwordKey }}
+- name: REDIS_SENTINEL_PASSWORD
+  valueFrom:
+    secretKeyRef:
+      name: {{ required "externalRedis.existingSecret (or password) holds the Sentinel password" $secret }}
+      key: {{ $sentinel.passwordKey }}
+{{- $query = append $query "sentinel_password=$(REDIS_SENTINEL_PASSWORD)" }}
+{{- end }}
+{{- if .Values.externalRedis.tls }}{{ $query = append $query "ssl=true" }}{{ end }}
+{{- if $sentinel.tls }}{{ $query = append $query "sentinel_ssl=true" }}{{ end }}
+- name: TOOLHUB_REDIS_URL
+  value: {{ printf "redis+sentinel://%s%s/%s/%s%s" $userinfo (join "," (required "externalRedis.sentinel.hosts needs at least one Sentinel" $sentinel.hosts)) $sentinel.service (include "toolhub.redisDatabase" .) (ternary (printf "?%s" (join "&" $query)) "" (gt (len $query) 0)) | quote }}
+{{- else }}
 - name: TOOLHUB_REDIS_URL
   value: {{ printf "%s://%s%s:%s/%s" $scheme $userinfo (include "toolhub.redisHost" .) (include "toolhub.redisPort" .) (include "toolhub.redisDatabase" .) | quote }}
+{{- end }}
+{{- end }}
+
+{{/* "true" when toolhub reaches an external Redis through Sentinel. */}}
+{{- define "toolhub.redisSentinel" -}}
+{{- if and (not .Values.redis.enabled) .Values.externalRedis.sentinel.enabled }}true{{ else }}false{{ end }}
 {{- end }}
 
 {{/* Name of the ConfigMap with the operator policy, or "" when there is none (the strict
@@ -258,6 +282,29 @@ workers verify with it; both load the same operator policy. */}}
   value: {{ .Values.config.maxForegroundSeconds | quote }}
 - name: HOME
   value: /tmp
+{{- include "toolhub.otelEnv" . }}
+{{- end }}
+
+{{/* The OTEL_* variables of the gateway and the workers (docs/tracing.md), when otel is on. */}}
+{{- define "toolhub.otelEnv" -}}
+{{- if .Values.otel.enabled }}
+{{- $endpoint := .Values.otel.endpoint }}
+{{- if and (not $endpoint) .Values.otel.collector.enabled }}
+{{- $port := ternary "4317" "4318" (eq .Values.otel.protocol "grpc") }}
+{{- $endpoint = printf "http://%s-otel-collector:%s" (include "toolhub.fullname" .) $port }}
+{{- end }}
+{{- if not $endpoint }}
+{{- fail "otel.enabled needs otel.endpoint or otel.collector.enabled" }}
+{{- end }}
+- name: OTEL_EXPORTER_OTLP_ENDPOINT
+  value: {{ $endpoint | quote }}
+- name: OTEL_EXPORTER_OTLP_PROTOCOL
+  value: {{ .Values.otel.protocol | quote }}
+- name: OTEL_TRACES_SAMPLER
+  value: {{ .Values.otel.sampler | quote }}
+- name: OTEL_TRACES_SAMPLER_ARG
+  value: {{ .Values.otel.samplerArg | quote }}
+{{- end }}
 {{- end }}
 
 {{/* Volumes shared by the gateway and the workers. */}}

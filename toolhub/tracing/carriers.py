@@ -1,0 +1,107 @@
+"""W3C trace context in and out: gateway headers, MCP ``_meta``, Celery headers, a command's
+environment.
+
+Only ``traceparent`` and ``tracestate`` cross toolhub's edges (the W3C Trace Context
+propagator, not the process's global one: baggage from a caller is not taken). What comes in
+is untrusted — a tenant's client or a model-facing MCP client writes it — so a value that is
+not a string, or is longer than the bounds below, is dropped, and the propagator ignores a
+malformed one: the call then starts a trace of its own, and nothing else changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from .state import available, tracer
+
+if TYPE_CHECKING:
+    from opentelemetry.context import Context
+
+#: The W3C Trace Context fields, as header and ``_meta`` names.
+TRACEPARENT = "traceparent"
+TRACESTATE = "tracestate"
+#: Longest values taken (a traceparent is 55 characters; W3C asks to pass at least 512 of a
+#: tracestate).
+MAX_LENGTHS = {TRACEPARENT: 128, TRACESTATE: 1024}
+
+#: A W3C trace context carrier: ``traceparent`` and optionally ``tracestate``.
+TraceContext = Mapping[str, str]
+
+
+def carrier_of(source: Mapping[str, Any] | None) -> dict[str, str]:
+    """The trace context fields of ``source`` (headers, ``_meta``, Celery's request headers)
+    that are strings within bounds; the rest is dropped."""
+    if not source:
+        return {}
+    found: dict[str, str] = {}
+    for name, bound in MAX_LENGTHS.items():
+        value = source.get(name)
+        if isinstance(value, str) and 0 < len(value) <= bound:
+            found[name] = value
+    return found
+
+
+def carrier_of_asgi(headers: Iterable[tuple[bytes, bytes]]) -> dict[str, str]:
+    """``carrier_of`` over an ASGI scope's raw headers (lower-case names)."""
+    wanted: dict[str, Any] = {}
+    for name, value in headers:
+        if name in (b"traceparent", b"tracestate"):
+            wanted[name.decode()] = value.decode("latin-1")
+    return carrier_of(wanted)
+
+
+def _propagator() -> Any:
+    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+    return TraceContextTextMapPropagator()
+
+
+def parent_context(trace_context: object) -> Context:
+    """The OTel context a call's span starts under: the current one when ``trace_context`` is
+    None, the context itself when it is one (``captured``), else the parent a W3C carrier
+    names (an empty or malformed one: a new trace) — unless the current span is of the
+    carrier's trace already: a server library that continued it (FastAPI's, the MCP SDK's
+    request span) is then the parent, below the caller's span."""
+    from opentelemetry import context as otel_context
+    from opentelemetry import trace as otel_trace
+    from opentelemetry.context import Context
+
+    current = otel_context.get_current()
+    if trace_context is None:
+        return current
+    if isinstance(trace_context, Context):
+        return trace_context
+    carrier = carrier_of(trace_context) if isinstance(trace_context, Mapping) else {}
+    extracted: Context = _propagator().extract(carrier, context=Context())
+    named = otel_trace.get_current_span(extracted).get_span_context()
+    inside = otel_trace.get_current_span(current).get_span_context()
+    if named.is_valid and inside.is_valid and inside.trace_id == named.trace_id:
+        return current
+    return extracted
+
+
+def captured() -> Context | None:
+    """The current OTel context, to hand to a call made on another thread (a session's sync
+    twins run their calls on its loop thread); None without the API."""
+    if not available():
+        return None
+    from opentelemetry import context as otel_context
+
+    return otel_context.get_current()
+
+
+def inject(context: Context | None = None) -> dict[str, str]:
+    """The W3C carrier of ``context`` (default: the current one); empty when it has no span."""
+    carrier: dict[str, str] = {}
+    _propagator().inject(carrier, context=context)
+    return carrier
+
+
+def command_env() -> dict[str, str]:
+    """``TRACEPARENT`` (and ``TRACESTATE``) naming the current span, for a command's
+    environment, so a traced program inside it joins the call's trace; empty when tracing is
+    off or no span is current."""
+    if tracer() is None:
+        return {}
+    return {name.upper(): value for name, value in inject().items()}
