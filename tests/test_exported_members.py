@@ -61,6 +61,18 @@ def test_the_package_is_typed() -> None:
     assert (ROOT / "toolhub" / "py.typed").is_file()
 
 
+def test_the_hook_api_exports_its_own_documented_names() -> None:
+    """``toolhub.hooks.__all__``: toolhub's own names, each named in docs/hooks.md."""
+    module = importlib.import_module("toolhub.hooks")
+    documented = (ROOT / "docs" / "hooks.md").read_text()
+    for name in module.__all__:
+        value = getattr(module, name)
+        if not isinstance(value, str):
+            defined = inspect.getmodule(value)
+            assert defined is not None and defined.__name__.startswith("toolhub.hooks."), name
+        assert f"`{name}`" in documented, f"docs/hooks.md never names {name}"
+
+
 def test_the_tracing_package_exports_its_own_documented_names() -> None:
     """``toolhub.tracing`` (docs/tracing.md): the names other layers and applications use."""
     module = importlib.import_module("toolhub.tracing")

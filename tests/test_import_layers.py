@@ -42,7 +42,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("toolset",),
     ("tools",),
     ("tenancy",),
-    ("sources",),
+    ("sources", "hooks"),
     ("executors",),
     ("assembly", "session_parts"),
     ("session", "session_sync", "session_approvals", "session_runner"),

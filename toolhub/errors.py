@@ -45,6 +45,10 @@ class ErrorCode(StrEnum):
     #: The worker failed handling the call itself (a toolhub bug or a malformed message): the
     #: call is answered at once instead of being retried as if its worker had died.
     WORKER_FAILED = "worker_failed"
+    #: A hook around the call (docs/hooks.md) failed, hung past its timeout or answered
+    #: nonsense, and the operator set it to fail closed: the call was refused (a ``before``
+    #: hook) or its output withheld (an ``after`` hook). ``details.hook`` names it.
+    HOOK_FAILED = "hook_failed"
     #: A worker refused the call's message without running it: malformed, or (with a fleet
     #: key) not signed with the fleet's key, or naming a session record that is not.
     MESSAGE_REFUSED = "message_refused"

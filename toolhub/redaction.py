@@ -10,10 +10,18 @@ config wrote. The access log is the other leak: a client that sends ``?token=…
 only the ``Authorization`` header authenticates) would have it recorded; ``redact_query``
 masks the values of credential-like query parameters, and ``AccessLogRedaction`` applies it
 to uvicorn's access log.
+
+Tool output is the third leak: a command prints a token (``env``, ``cat ~/.aws/credentials``).
+``redact_secrets`` adds the shapes of common credentials (GitHub, OpenAI/Anthropic-style
+``sk-…``, Slack, AWS access keys and secret keys, private key blocks) to ``redact``; the
+secrets-redaction hook (``toolhub/hooks/secrets.py``) applies it to every call's output before
+anything is stored or streamed, and ``remember``s the values of the environment variables the
+operator marks, so they are masked as ``${NAME}`` too.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import threading
@@ -26,8 +34,54 @@ _QUERY_SECRET = re.compile(
     r"|signature|sig|key|credential|session)[a-z0-9_.-]*)=)([^&#\s\"']*)"
 )
 
+#: Credential shapes: (label, a text every match contains, pattern). A match is shown as
+#: ``[REDACTED:<label>]``, after what its group ``keep`` matched (the name of a ``key = value``
+#: pair). The pattern runs only on a text that holds its marker (lower-cased for the AWS
+#: secret), so most text costs a substring search per shape.
+TOKEN_SHAPES: tuple[tuple[str, str, re.Pattern[str]], ...] = (
+    (
+        "private_key",
+        "PRIVATE KEY-----",
+        re.compile(
+            r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z0-9 ]*PRIVATE KEY-----"
+        ),
+    ),
+    ("github_token", "gh", re.compile(r"\bgh[pousr]_[A-Za-z0-9]{20,}")),
+    ("github_token", "github_pat_", re.compile(r"\bgithub_pat_\w{20,}")),
+    ("api_key", "sk-", re.compile(r"\bsk-[A-Za-z0-9_-]{20,}")),
+    ("slack_token", "xox", re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}")),
+    ("aws_access_key", "IA", re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b")),
+    (
+        "aws_secret_key",
+        "aws_secret_access_key",
+        re.compile(r"(?i)(?P<keep>aws_secret_access_key\s*[=:]\s*[\"']?)[A-Za-z0-9/+=]{40}"),
+    ),
+)
+
+
+def _masked(mask: str, match: re.Match[str]) -> str:
+    return (match.groupdict().get("keep") or "") + mask
+
+
+#: Per shape: its marker, whether the marker is matched in any case, the pattern, and the
+#: replacement.
+_SHAPES = tuple(
+    (
+        marker,
+        bool(pattern.flags & re.IGNORECASE),
+        pattern,
+        functools.partial(_masked, f"[REDACTED:{label}]"),
+    )
+    for label, marker, pattern in TOKEN_SHAPES
+)
+#: The first line of a private key block: a block cut by a stream (its end not yet seen).
+PRIVATE_KEY_BEGIN = re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----")
+PRIVATE_KEY_END = re.compile(r"-----END [A-Z0-9 ]*PRIVATE KEY-----")
+
 _lock = threading.Lock()
 _secrets: dict[str, str] = {}
+#: ``_secrets``, longest first (a value inside another is replaced after it); None: stale.
+_by_length: list[tuple[str, str]] | None = None
 
 
 def remember(name: str, value: str) -> None:
@@ -35,23 +89,46 @@ def remember(name: str, value: str) -> None:
     on, in this process."""
     if len(value) < MIN_SECRET_LENGTH:
         return
+    global _by_length
     with _lock:
         _secrets[value] = name
+        _by_length = None
 
 
 def redact(text: str) -> str:
     """``text`` with every remembered secret shown as its ``${NAME}`` reference and every
     credential-like query parameter masked."""
-    with _lock:
-        known = sorted(_secrets.items(), key=lambda item: -len(item[0]))
+    global _by_length
+    known = _by_length
+    if known is None:
+        with _lock:
+            known = _by_length = sorted(_secrets.items(), key=lambda item: -len(item[0]))
     for value, name in known:
         if value in text:
             text = text.replace(value, "${" + name + "}")
     return redact_query(text)
 
 
+def redact_secrets(text: str) -> str:
+    """``redact`` plus every credential shape of ``TOKEN_SHAPES`` masked."""
+    text = redact(text)
+    lowered: str | None = None
+    for marker, any_case, pattern, masked in _SHAPES:
+        if any_case:  # the AWS secret's name, in any case
+            lowered = text.lower() if lowered is None else lowered
+            if marker not in lowered:
+                continue
+        elif marker not in text:
+            continue
+        text = pattern.sub(masked, text)
+        lowered = None
+    return text
+
+
 def redact_query(text: str) -> str:
     """Credential-like query parameter values (``token``, ``api_key``, ``sig`` …) masked."""
+    if "=" not in text or ("?" not in text and "&" not in text):
+        return text  # no query parameter: spares the scan of a long output
     return _QUERY_SECRET.sub(lambda m: m.group(1) + (MASK if m.group(2) else ""), text)
 
 

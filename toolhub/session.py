@@ -9,6 +9,7 @@ rendering and resource access. ``Session.embedded`` runs everything in this proc
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 from collections.abc import AsyncIterator
@@ -26,6 +27,7 @@ from toolhub.core import (
 from toolhub.executors import Executor
 from toolhub.executors.deadline import bounded, bounded_result
 from toolhub.executors.refused import RefusedCalls
+from toolhub.hooks import SessionHooks
 from toolhub.session_approvals import SessionApprovals
 from toolhub.session_parts import (
     Resources,
@@ -86,6 +88,8 @@ class Session(SyncTwins, SessionApprovals):
         self._closed = False
         self._sources = sources
         self._refused = RefusedCalls(session_id)
+        #: The hooks around each call (docs/hooks.md); ``before`` runs in ``_prepare``.
+        self.hooks = SessionHooks.of(toolset.config.hooks, session_id)
 
     @classmethod
     def embedded(
@@ -184,14 +188,11 @@ class Session(SyncTwins, SessionApprovals):
         ``traceparent``/``tracestate`` of the call's parent span when tracing is on (default:
         the current OpenTelemetry context; docs/tracing.md)."""
         traced = self._traced(name, trace_context)
-        if traced is not None:
-            prepared = traced.prepare(lambda: self._prepare(name, arguments, call_id))
-            if isinstance(prepared, CallResult):
-                return prepared
-            return await traced.result(self._result_of(prepared, timeout))
-        prepared = self._prepare(name, arguments, call_id)
+        prepared = await self._admit(name, arguments, call_id, traced)
         if isinstance(prepared, CallResult):
             return prepared
+        if traced is not None:
+            return await traced.result(self._result_of(prepared, timeout))
         return await self._result_of(prepared, timeout)
 
     async def stream(
@@ -213,10 +214,7 @@ class Session(SyncTwins, SessionApprovals):
         and keep calls going through their own restart); an embedded call runs inside this
         stream and ends with it either way. ``trace_context``: as for ``call``."""
         traced = self._traced(name, trace_context)
-        if traced is None:
-            prepared = self._prepare(name, arguments, call_id)
-        else:
-            prepared = traced.prepare(lambda: self._prepare(name, arguments, call_id))
+        prepared = await self._admit(name, arguments, call_id, traced)
         if isinstance(prepared, CallResult):
             yield prepared
             return
@@ -236,14 +234,33 @@ class Session(SyncTwins, SessionApprovals):
         return start_call(name, self.session_id, tenant_of_session(self.session_id), trace_context)
 
     def _prepare(self, name: str, arguments: Any, call_id: str | None) -> Prepared | CallResult:
-        """The prepared call, or the failed result of arguments or a tool name it refused."""
+        """The prepared call as the ``before`` hooks let it run, or the failed result of
+        arguments, a tool name or a hook that refused it."""
         call_id = call_id or new_call_id()
+        prepared: Prepared | CallResult
         try:
-            return self.toolset.prepare(name, arguments, call_id)
+            prepared = self.toolset.prepare(name, arguments, call_id)
         except ToolError as err:
-            refused = CallResult.failure(name, err, call_id=call_id)
-            self._refused.add(name, refused)
-            return refused
+            prepared = CallResult.failure(name, err, call_id=call_id)
+        else:
+            prepared = self.hooks.before(self.toolset, prepared)
+        if isinstance(prepared, CallResult):
+            self._refused.add(name, prepared)
+        return prepared
+
+    async def _admit(
+        self, name: str, arguments: Any, call_id: str | None, traced: CallSpan | None = None
+    ) -> Prepared | CallResult:
+        """``_prepare`` (in the call's span when traced), off the event loop when ``before``
+        hooks run (a webhook waits on the network)."""
+
+        def prepare() -> Prepared | CallResult:
+            return self._prepare(name, arguments, call_id)
+
+        run = prepare if traced is None else functools.partial(traced.prepare, prepare)
+        if self.hooks.has_before:
+            return await asyncio.to_thread(run)
+        return run()
 
     def _items(
         self, prepared: Prepared, timeout: float | None, cancel_on_exit: bool = True

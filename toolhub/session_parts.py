@@ -61,6 +61,7 @@ def embedded_parts(
     and written back debounced after calls) and the in-process executor."""
     from toolhub.executors import LocalExecutor
     from toolhub.executors.approvals import gated
+    from toolhub.hooks import SessionHooks
     from toolhub.state import DebouncedWriter, StateFile
 
     root = Path(workspace).expanduser().resolve()
@@ -80,7 +81,12 @@ def embedded_parts(
     toolset.on_finalize = writer.notify
     return SessionParts(
         toolset,
-        gated(LocalExecutor(toolset), toolset, operator=permissions, workspace=str(root)),
+        gated(
+            LocalExecutor(toolset, SessionHooks.of(toolset.config.hooks, sid)),
+            toolset,
+            operator=permissions,
+            workspace=str(root),
+        ),
         sid,
         root,
         [*parts.warnings, *state.problems],

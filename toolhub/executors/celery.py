@@ -38,6 +38,7 @@ from toolhub.distributed.shared import enqueuer_for
 from toolhub.distributed.signing import sign_message
 from toolhub.distributed.store import CallNotFound, RedisStore
 from toolhub.errors import ErrorCode, RedisUnavailable
+from toolhub.hooks import SessionHooks
 from toolhub.state.redis import RedisStateSync
 from toolhub.tenancy import tenant_of_session
 from toolhub.toolset import Entry, ExternalTool, Prepared, ToolSet
@@ -74,7 +75,10 @@ class CeleryExecutor:
         self.workspace = workspace
         self.state = state
         self._state_version = state_version
-        self._local = LocalExecutor(toolset)
+        #: The session's hooks: ``after`` of the calls run here (external tools), and what a
+        #: worker's ``after`` stage needs, in each message.
+        self.hooks = SessionHooks.of(toolset.config.hooks, session_id)
+        self._local = LocalExecutor(toolset, self.hooks)
         #: Calls dispatched from here whose stream or result is still awaited: call id ->
         #: whether the call is cancelled when its consumer leaves before the result.
         self._open: dict[str, bool] = {}
@@ -194,6 +198,7 @@ class CeleryExecutor:
             "tool": entry.fq_id,
             "arguments": prepared.arguments,
             "max_attempts": self.settings.max_attempts,
+            **self.hooks.message_fields(prepared),
         }
         message = sign_message(message)  # with a fleet key: workers run only signed messages
         fields = {

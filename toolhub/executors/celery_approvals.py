@@ -123,6 +123,8 @@ class CeleryApprovals:
                 "tool": entry.fq_id,
                 "arguments": prepared.arguments,
                 "max_attempts": executor.settings.max_attempts,
+                # the session's ``after`` hooks run on the worker for an approved call too
+                **executor.hooks.message_fields(prepared),
             }
         )
         fields = {

@@ -32,6 +32,7 @@ from toolhub.core import (
 )
 from toolhub.core.usage import metering
 from toolhub.errors import ErrorCode
+from toolhub.hooks import SessionHooks
 from toolhub.toolset import Prepared, ToolSet
 
 from .metered import Metered
@@ -43,8 +44,11 @@ CONSUMER_GONE = "its caller stopped waiting for it"
 
 
 class LocalExecutor:
-    def __init__(self, toolset: ToolSet) -> None:
+    def __init__(self, toolset: ToolSet, hooks: SessionHooks | None = None) -> None:
+        """``hooks``: the session's, whose ``after`` stage this executor applies before it
+        keeps or hands on any item; None where another component does (a worker's emitter)."""
         self.toolset = toolset
+        self.hooks = hooks
         self._running: dict[str, CancelToken] = {}
         self.records: OrderedDict[str, tuple[Any, ...]] = OrderedDict()
 
@@ -55,6 +59,8 @@ class LocalExecutor:
         metered = Metered()
         with metering(metered.meter):
             result = self.toolset.execute_sync(prepared)
+        if self.hooks is not None:
+            result = self.hooks.after(prepared).result(result)
         metered.charge_output(result)
         metered.fold()
         self._record(prepared, result, started, metered)
@@ -87,14 +93,16 @@ class LocalExecutor:
         remove = token.on_cancel(wake)
         result: CallResult | None = None
         metered = Metered()
+        after = self.hooks.after(prepared) if self.hooks is not None else None
         try:
-            async with closing(self._race(prepared, cancelled, metered)) as items:
-                async for item in items:
-                    metered.charge_output(item)
-                    if isinstance(item, CallResult):
-                        result = item
-                        metered.fold()
-                    yield item
+            async with closing(self._race(prepared, cancelled, metered)) as raw:
+                async for step in raw:
+                    for item in [step] if after is None else after.items(step):
+                        metered.charge_output(item)
+                        if isinstance(item, CallResult):
+                            result = item
+                            metered.fold()
+                        yield item
         finally:
             remove()
             self._running.pop(call_id, None)

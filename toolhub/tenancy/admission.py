@@ -30,6 +30,7 @@ from toolhub.toolset.config import ConfigSource, McpServerConfig, ToolConfig, To
 from toolhub.toolset.merge import baseline_tools
 from toolhub.toolset.registry import Registry
 
+from .hook_policy import hook_violations, tenant_view
 from .param_rules import caps, entry_violations
 from .policy import OperatorPolicy
 from .principal import DEFAULT_TENANT
@@ -66,6 +67,7 @@ def admit(
         *_mcp_violations(cfg, policy),
         *_hub_violations(cfg, policy),
         *permission_violations(cfg, policy),
+        *hook_violations(cfg.hooks, policy.hooks),
     ]
     if violations:
         for violation in violations:
@@ -350,4 +352,5 @@ def effective(
         "remote_hosts": policy.remote_hosts or ["(any public host)"],
         "allow_local_urls": policy.allow_local_urls,
         "env_vars": [name for name in policy.env_vars if policy.allows_env_var(name)],
+        "hooks": tenant_view(policy.hooks),
     }

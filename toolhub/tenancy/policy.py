@@ -29,6 +29,7 @@ from toolhub.core import ConfigError, ConfigViolation
 from toolhub.env_refs import is_toolhub_secret, restrict
 from toolhub.sandbox.policy import SandboxMode
 
+from .hook_policy import HookPolicy
 from .quotas import TenantQuotas
 
 #: The environment variable naming the policy file.
@@ -131,6 +132,10 @@ class OperatorPolicy(BaseModel):
     quotas: TenantQuotas = Field(
         default_factory=TenantQuotas,
         description="What each tenant may consume of the fleet (``toolhub.tenancy.quotas``).",
+    )
+    hooks: HookPolicy = Field(
+        default_factory=HookPolicy,
+        description="Hooks around each call (``toolhub.tenancy.hook_policy``, docs/hooks.md).",
     )
 
     @classmethod

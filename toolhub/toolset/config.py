@@ -83,6 +83,9 @@ class ToolSetConfig(BaseModel):
     hubs: dict[str, HubConfig] = Field(default_factory=dict)
     #: Which calls run, wait for a person's approval, or are refused (docs/approvals.md).
     permissions: Permissions | None = None
+    #: Hooks to run around each call besides the operator's (docs/hooks.md): names (or a
+    #: webhook's URL) the operator policy lets tenants enable.
+    hooks: list[str] = Field(default_factory=list)
 
     @classmethod
     def load(cls, source: ConfigSource) -> ToolSetConfig:

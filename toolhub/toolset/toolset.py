@@ -81,6 +81,8 @@ class Prepared:
     args: Any
     ctx: ToolContext
     arguments: dict[str, Any]
+    #: Notes of ``before`` hooks (``toolhub.hooks``): the model reads them after the result.
+    notes: list[str] = field(default_factory=list)
 
     @property
     def name(self) -> str:

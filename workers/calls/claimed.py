@@ -26,6 +26,7 @@ from toolhub.distributed.celery_app import BACKGROUND_TASK
 from toolhub.distributed.claims import Claim
 from toolhub.distributed.script_replies import ClaimAction
 from toolhub.errors import ErrorCode
+from toolhub.hooks import after_for_message
 from toolhub.tracing import worker as tracing
 from workers.lifecycle.metrics import Attempt, metrics, outcome, tool_label
 
@@ -104,7 +105,9 @@ def run_attempt(
         metrics.attempt(tool_label(message), claim.attempt) as metric,
         metering(usage.metered.meter),
     ):
-        emitter = Emitter(runtime, running, message["session_id"], usage)
+        emitter = Emitter(
+            runtime, running, message["session_id"], usage, after_for_message(message)
+        )
         if claim.attempt > 1:
             emitter.progress(retry_marker(claim.attempt))
         attempt = Claimed(runtime, message, running, claim, emitter, metric)

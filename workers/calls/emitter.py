@@ -10,6 +10,9 @@ published twice or by a stranger.
 With the attempt's ``AttemptUsage``, the emitter is the one place on a worker that sees all a
 call's output: it charges the bytes of each progress item and of the result to the attempt's
 meter, and the terminal carries the call's figures into its record and its tenant's totals.
+For the same reason it is where a call's ``after`` hooks run (``toolhub.hooks.after``): each
+item passes through them before it is written, so nothing of a call reaches Redis (record,
+stream, pub/sub) and what reads it (SSE, ``task_output``) unredacted.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from toolhub.distributed.codec import encode_item
 from toolhub.distributed.records import CallRecords, StreamBounds
 from toolhub.distributed.redis_full import is_full
 from toolhub.distributed.settings import Settings
+from toolhub.hooks import CallAfter
 from toolhub.tenancy.session_quotas import quotas_of_session
 from toolhub.tracing.worker import progress as traced_progress
 
@@ -64,8 +68,10 @@ class Emitter:
         running: Running,
         session_id: str,
         usage: AttemptUsage | None = None,
+        after: CallAfter | None = None,
     ) -> None:
         self.runtime = runtime
+        self.after = after
         self.running = running
         self.session_id = session_id
         self.bounds = stream_bounds(session_id)
@@ -77,7 +83,13 @@ class Emitter:
     def progress(self, item: Progress) -> None:
         if self.stopped:
             return
-        traced_progress(self.running.call_id, item)
+        for hooked in [item] if self.after is None else self.after.progress(item):
+            self._publish(hooked)
+
+    def _publish(self, item: Progress) -> None:
+        if self.stopped:
+            return
+        traced_progress(self.running.call_id, item)  # after the hooks: spans see what Redis does
         if self.usage is not None:
             self.usage.charge_output(item)
         payload = encode_item(item, self.running.attempt)
@@ -99,6 +111,12 @@ class Emitter:
         with self._finish_lock:
             if self.stopped or self.finished:
                 return False
+            if self.after is not None:
+                for held in self.after.flush():
+                    self._publish(held)
+                result = self.after.result(result)
+                if self.stopped:
+                    return False
             usage = self.usage.finish(result) if self.usage is not None else None
             seq = self._patiently(
                 lambda: self.runtime.records.finish(

@@ -62,6 +62,7 @@ from toolhub.distributed.script_replies import RenewReply, StartFenceReply
 from toolhub.distributed.settings import Settings
 from toolhub.distributed.signing import fleet_keys
 from toolhub.distributed.store import RedisStore
+from toolhub.hooks import after_for_message
 from toolhub.stop_signals import StopSignals
 from workers.calls.emitter import Emitter
 from workers.calls.running import Running
@@ -232,7 +233,7 @@ class Holder:
         running = Running(cid, CancelToken(), attempt)
         sid = message["session_id"]
         usage = AttemptUsage.of(message)
-        emitter = Emitter(self, running, sid, usage)
+        emitter = Emitter(self, running, sid, usage, after_for_message(message))
         try:
             place = self.places.get(sid, str(message.get("config_hash") or ""))
         except ToolError as exc:  # its record or workspace cannot be trusted: nothing runs
