@@ -22,9 +22,9 @@ from toolhub.approvals.base import ApprovalRefused
 
 from .call_ids import client_call_id, stored_call_id
 from .models import Problem
-from .routes import _404, _session, principal
+from .routes import COMMON_RESPONSES, _404, _session, principal
 
-router = APIRouter()
+router = APIRouter(responses=COMMON_RESPONSES)
 
 
 class ApprovalBody(BaseModel):
