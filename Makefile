@@ -44,7 +44,7 @@ TEST_PROCESSES ?= 4
 # output is printed when the tests end, and either failing fails the target.
 test: lint
 	@$(MAKE) --no-print-directory typecheck > $(VENV)/typecheck.log 2>&1 & checking=$$!; \
-	$(PY) -m pytest -q -n $(TEST_PROCESSES) --dist loadfile; tested=$$?; \
+	$(PY) -m pytest -q -n $(TEST_PROCESSES) --dist loadfile --durations=25; tested=$$?; \
 	wait $$checking; checked=$$?; cat $(VENV)/typecheck.log; \
 	[ $$tested = 0 ] && [ $$checked = 0 ]
 
