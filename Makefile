@@ -39,12 +39,16 @@ typecheck: $(STAMP)
 # servers and workers rather than compute, so 4 processes on 2 cores take about half the time of
 # one; `make test TEST_PROCESSES=0` runs everything in this process.
 TEST_PROCESSES ?= 4
+# Agent frameworks that each need a virtualenv of their own (Google ADK, LlamaIndex, smolagents:
+# about 600 MB and several minutes to build cold, then a minute to run): run by `make
+# conformance`, not `make test`, to keep CI's time.
+LONG_CLIENTS := tests/mcp/test_agent_frameworks.py
 
 # The type check runs beside the tests (it needs a core while they mostly wait on servers); its
 # output is printed when the tests end, and either failing fails the target.
 test: lint
 	@$(MAKE) --no-print-directory typecheck > $(VENV)/typecheck.log 2>&1 & checking=$$!; \
-	$(PY) -m pytest -q -n $(TEST_PROCESSES) --dist loadfile --durations=25; tested=$$?; \
+	$(PY) -m pytest -q -n $(TEST_PROCESSES) --dist loadfile --durations=25 $(LONG_CLIENTS:%=--ignore=%); tested=$$?; \
 	wait $$checking; checked=$$?; cat $(VENV)/typecheck.log; \
 	[ $$tested = 0 ] && [ $$checked = 0 ]
 
@@ -58,7 +62,7 @@ bench: $(STAMP)
 # The official MCP conformance suite, every scenario on both transports, and the reference
 # servers (make test runs a bounded subset of the stdio part).
 conformance: $(STAMP)
-	TOOLHUB_CONFORMANCE_FULL=1 $(PY) -m pytest -q tests/mcp/test_conformance.py \
+	TOOLHUB_CONFORMANCE_FULL=1 $(PY) -m pytest -q tests/mcp/test_conformance.py $(LONG_CLIENTS) \
 		tests/sources/test_reference_servers.py
 
 chaos: $(STAMP)
