@@ -25,7 +25,7 @@ from toolhub.distributed.store import RedisStore
 from toolhub.tasks import BackgroundTasks
 from workers.holder.client import HolderClient
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(180)  # real workers, a holder and CLI processes on a busy machine
 
 TOOLHUB = str(Path(sys.executable).with_name("toolhub"))
 
