@@ -1,13 +1,9 @@
 """openai-agents' own MCP client (``MCPServerStdio``, ``Agent(mcp_servers=...)``) against
 ``toolhub mcp`` with ``convert_schemas_to_strict``: every tool toolhub lists converts to a strict
-``FunctionTool`` except ``use_tool``, whose ``tool_input`` takes an external tool's arguments
-(any object), which the SDK's strict conversion refuses to close; it lists that one tool
-non-strict, with toolhub's schema as is, and a call through it reaches the external tool.
-
-Why toolhub leaves it so (docs/integrations.md): serving ``tool_input`` as JSON text only would
-give every MCP client a worse tool for one SDK's strict mode; toolhub's own openai-agents
-adapter (``function_tools(session, strict=True)``) has ``use_tool`` strict, with
-``tool_input`` as JSON text (tests/integrations/test_strict.py).
+``FunctionTool``, ``use_tool`` included. The SDK converts the schema the server lists, so that
+schema declares ``use_tool``'s ``tool_input`` as JSON text (strict mode cannot say "an object
+with any keys"); a call through it, with the text a strict model sends or with an object,
+reaches the external tool.
 """
 
 from __future__ import annotations
@@ -32,8 +28,9 @@ TIME = {"time": {"command": ["python", "-m", "mcp_server_time", "--local-timezon
 
 
 async def _through_agents(tmp_path: Path, config: Path) -> dict[str, Any]:
-    """The tools an Agent gets from ``toolhub mcp`` with strict conversion, and what a call
-    of ``use_tool`` (an object ``tool_input``, as the non-strict schema allows) returns."""
+    """The tools an Agent gets from ``toolhub mcp`` with strict conversion, and what calls of
+    ``use_tool`` return: ``tool_input`` as JSON text (what a strict model sends) and as an
+    object (what the validator takes too)."""
     workspace = tmp_path / "ws"
     server = MCPServerStdio(
         params={
@@ -53,17 +50,25 @@ async def _through_agents(tmp_path: Path, config: Path) -> dict[str, Any]:
             for t in await agent.get_mcp_tools(RunContextWrapper(None))
             if isinstance(t, FunctionTool)
         }
-        arguments = json.dumps(
-            {"tool_name": "time__get_current_time", "tool_input": {"timezone": "Europe/Paris"}}
-        )
-        context = ToolContext(
-            None, tool_name="use_tool", tool_call_id="call-1", tool_arguments=arguments
-        )
-        said = await tools["use_tool"].on_invoke_tool(context, arguments)
+        said = []
+        for n, (zone, tool_input) in enumerate(
+            [
+                ("Europe/Paris", json.dumps({"timezone": "Europe/Paris"})),
+                ("Asia/Tokyo", {"timezone": "Asia/Tokyo"}),
+                (None, "[1, 2]"),
+            ]
+        ):
+            arguments = json.dumps(
+                {"tool_name": "time__get_current_time", "tool_input": tool_input}
+            )
+            context = ToolContext(
+                None, tool_name="use_tool", tool_call_id=f"call-{n}", tool_arguments=arguments
+            )
+            said.append((zone, str(await tools["use_tool"].on_invoke_tool(context, arguments))))
     return {"tools": tools, "said": said}
 
 
-def test_every_tool_is_strict_but_use_tool_which_still_calls(tmp_path: Path) -> None:
+def test_every_tool_is_strict_use_tool_too_and_it_still_calls(tmp_path: Path) -> None:
     (tmp_path / "ws").mkdir()
     config = tmp_path / "toolhub.yaml"
     config.write_text(yaml.safe_dump({"mcp_servers": TIME}))
@@ -76,8 +81,13 @@ def test_every_tool_is_strict_but_use_tool_which_still_calls(tmp_path: Path) -> 
     seen = asyncio.run(_through_agents(tmp_path, config))
     tools: dict[str, FunctionTool] = seen["tools"]
     assert sorted(tools) == sorted(listed)
-    assert [name for name, t in tools.items() if not t.strict_json_schema] == ["use_tool"]
-    # The fallback keeps toolhub's schema: ``tool_input`` an object or its JSON text.
-    assert tools["use_tool"].params_json_schema == listed["use_tool"]
-    said = str(seen["said"])
-    assert "Europe/Paris" in said and "Tool `use_tool` failed" not in said, said
+    assert [name for name, t in tools.items() if not t.strict_json_schema] == []
+    tool_input = tools["use_tool"].params_json_schema["properties"]["tool_input"]
+    assert tool_input["type"] == ["string", "null"] and "JSON object" in tool_input["description"]
+    assert tools["use_tool"].params_json_schema["required"] == ["tool_name", "tool_input"]
+    for zone, said in seen["said"]:
+        if zone is None:  # text that is not an object: a typed error naming the parameter
+            assert "`tool_input` must be a JSON object, got list" in said, said
+        else:
+            assert zone in said and "Tool `use_tool` failed" not in said, said
+            assert "error" not in said.lower(), said

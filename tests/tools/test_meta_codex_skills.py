@@ -70,7 +70,19 @@ def test_use_tool_refuses_native_and_bad_names_without_dispatching(harness: Harn
     assert "search_tool" in out.error.detail
     out = use(harness, {"tool_name": "a__b", "tool_input": "{not json"}, dispatch)
     assert out.error.kind is ErrorKind.INVALID_ARGUMENTS
+    assert "`tool_input` is not valid JSON" in out.error.detail
+    out = use(harness, {"tool_name": "a__b", "tool_input": "[1, 2]"}, dispatch)
+    assert out.error.kind is ErrorKind.INVALID_ARGUMENTS
+    assert "`tool_input` must be a JSON object, got list" in out.error.detail
     assert dispatch.calls == []
+
+
+def test_use_tool_takes_an_object_too_though_its_schema_says_text(harness: Harness) -> None:
+    dispatch = FakeDispatch(ok_result("12:00"))
+    out = use(harness, {"tool_name": "time__now", "tool_input": {"tz": "UTC"}}, dispatch)
+    assert out.error is None and dispatch.calls == [("time__now", {"tz": "UTC"})]
+    out = use(harness, {"tool_name": "time__now", "tool_input": None}, dispatch)
+    assert out.error is None and dispatch.calls[-1] == ("time__now", {})
 
 
 def test_use_tool_truncates_large_output_and_passes_errors(harness: Harness) -> None:

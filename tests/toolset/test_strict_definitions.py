@@ -118,7 +118,8 @@ def test_non_strict_schemas_are_closed_as_the_validator_is(tmp_path: Path) -> No
         closed = session.definitions("mcp")
     assert refused.error is not None and refused.error.kind == ErrorKind.INVALID_ARGUMENTS
     assert "unknown argument(s) `bogus`" in refused.error.detail
-    # Without strict, openai-agents now falls back for use_tool alone (its open `tool_input`).
+    # The plain listing converts too: openai-agents' MCP strict conversion keeps every tool
+    # strict, ``use_tool`` included (its ``tool_input`` is JSON text, not an open object).
     fallbacks = [
         d["name"]
         for d in closed
@@ -126,7 +127,7 @@ def test_non_strict_schemas_are_closed_as_the_validator_is(tmp_path: Path) -> No
             MCPTool(name=d["name"], inputSchema=d["inputSchema"]), _Listing(), True
         ).strict_json_schema
     ]
-    assert fallbacks == ["use_tool"]
+    assert fallbacks == []
 
 
 REQUIRED: dict[str, Any] = {

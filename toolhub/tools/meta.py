@@ -5,14 +5,20 @@ one by name.
 argument validation as a direct call, but reminders and persistence run once, for the outer call.
 It only calls external tools (``server__tool``); given a native tool's name it tells the model to
 call that tool directly instead of dispatching.
+
+Its schema declares ``tool_input`` as text (the JSON object of the target tool's arguments):
+strict mode cannot say "an object with any keys", and an SDK that converts the schema an MCP
+server lists to strict itself (openai-agents' ``convert_schemas_to_strict``) would otherwise
+list ``use_tool`` non-strict. The validator still takes an object, for the clients and models
+that send one.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, WithJsonSchema
 
 from toolhub.backends.tool_index import EnabledToolNames, ToolIndex
 from toolhub.core import Params, Tool, ToolContext, ToolError, ToolKind
@@ -25,10 +31,21 @@ EXTERNAL_SEPARATOR = "__"
 DESCRIPTION_LIMIT = 2048
 
 
+#: What the schema says of ``tool_input``: JSON text (or null for no arguments). Strict mode
+#: can say that, and every client can send it; an object is accepted all the same.
+_TOOL_INPUT_SCHEMA = {"type": ["string", "null"]}
+
+
 class UseToolArgs(BaseModel):
     tool_name: str = Field(description="The external tool to call, `server__tool`.")
-    tool_input: dict[str, Any] | str | None = Field(
-        None, description="The tool's arguments, as an object."
+    tool_input: Annotated[dict[str, Any] | str | None, WithJsonSchema(_TOOL_INPUT_SCHEMA)] = (
+        Field(
+            None,
+            description=(
+                "The tool's arguments: a JSON object as text, "
+                'e.g. `{"path": "a.txt", "limit": 5}`; null for none.'
+            ),
+        )
     )
 
 
@@ -50,7 +67,8 @@ class UseTool(Tool[UseToolArgs, UseToolOutput]):
     id = "use_tool"
     kind = ToolKind.USE_TOOL
     description_template = (
-        "Call an external tool (named `server__tool`) that is not in your tool list."
+        "Call an external tool (named `server__tool`) that is not in your tool list, with its "
+        "arguments as the text of a JSON object in `${{ params.use_tool.tool_input }}`."
         "${% if tools.by_kind.search_tool %} Find it and its parameters with "
         "`${{ tools.by_kind.search_tool }}` first.${% endif %}"
     )
@@ -89,7 +107,9 @@ def _not_external(ctx: ToolContext, name: str) -> str:
 
 
 def _arguments(raw: dict[str, Any] | str | None, param: str) -> dict[str, Any]:
-    """Models often send the arguments as a JSON string; accept that, and null as ``{}``."""
+    """The arguments from their JSON text (what the schema asks for) or an object (what some
+    clients and models send anyway); null, empty text and ``"null"`` are ``{}``. Anything else
+    is a typed error naming the parameter."""
     if raw is None:
         return {}
     if isinstance(raw, dict):

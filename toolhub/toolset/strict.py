@@ -15,7 +15,8 @@ formats, no length or property-count keywords. The rewrite here keeps what a cal
   which cannot be, is wrapped in ``anyOf`` when it has siblings (strict mode allows them
   there, not beside ``$ref``);
 * a union variant strict mode cannot say (an object with any keys, an untyped value) is left
-  out when another remains: ``tool_input`` of ``use_tool`` is then its JSON text.
+  out when another remains: an external tool's ``object | string`` is then the object's
+  JSON text, and the description says so.
 
 A schema that cannot be said at all (an open object or untyped value with no alternative,
 ``allOf``, tuples) has no strict form: ``strict_schema`` returns None and the tool is listed
