@@ -45,7 +45,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("sources", "hooks"),
     ("executors",),
     ("assembly", "session_parts"),
-    ("session", "session_sync", "session_approvals", "session_runner"),
+    ("session", "session_sync", "session_approvals", "session_close", "session_runner"),
     ("toolhub",),
     ("http_guard", "integrations", "mcp", "gateway"),
     ("stack",),

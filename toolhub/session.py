@@ -10,13 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import logging
 import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from toolhub.backends.session_info import SessionInfo, remove_scratch
 from toolhub.core import (
     CallResult,
     Progress,
@@ -29,6 +27,7 @@ from toolhub.executors.deadline import bounded, bounded_result
 from toolhub.executors.refused import RefusedCalls
 from toolhub.hooks import SessionHooks
 from toolhub.session_approvals import SessionApprovals
+from toolhub.session_close import SessionClose
 from toolhub.session_parts import (
     Resources,
     SessionParts,
@@ -56,15 +55,10 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-#: How long ``close`` lets the calls it cancelled reach their cancelled result.
-CLOSE_GRACE_SECONDS = 1.0
 
-logger = logging.getLogger("toolhub.session")
-
-
-class Session(SyncTwins, SessionApprovals):
+class Session(SyncTwins, SessionApprovals, SessionClose):
     """A tool set bound to an executor: the async surface here, its sync twins in
-    ``SyncTwins``."""
+    ``SyncTwins``, ending and closing in ``SessionClose``."""
 
     def __init__(
         self,
@@ -340,7 +334,7 @@ class Session(SyncTwins, SessionApprovals):
             record=self.executor.record,
         )
 
-    # -- dynamic tools, prompts, lifecycle -------------------------------------------------------
+    # -- dynamic tools, prompts, context managers ----------------------------------------------
 
     def register_external(
         self,
@@ -359,39 +353,6 @@ class Session(SyncTwins, SessionApprovals):
 
     def render_prompt(self, text: str) -> str:
         return self.toolset.render_prompt(text)
-
-    def end(self) -> None:
-        """End the session everywhere, then close it here. Distributed: no dispatcher can
-        reconnect to it (``Session.connect`` with its id starts afresh) and workers take no
-        new call of it; calls already running finish, and their records stay readable. The
-        session's command logs and tmp here are removed (``remove_scratch``)."""
-        self.executor.end()
-        info = self.toolset.container.get(SessionInfo)
-        self.close()
-        if info is not None:
-            remove_scratch(info.session_dir)
-
-    def close(self) -> None:
-        """Cancel every call still running for this session here (its command dies, its
-        record says ``cancelled``), then release what the session holds."""
-        if self._closed:
-            return
-        self._closed = True
-        self.executor.close()
-        if self._sources is not None:
-            self._sources.close()
-        if self._writer is not None:
-            self._writer.close()
-        for value in self.toolset.container.values():
-            close = getattr(value, "close", None)
-            if callable(close) and value is not self:
-                try:
-                    close()
-                except Exception:
-                    logger.exception("closing %r failed", value)
-        if self._loop is not None:
-            # A sync twin's call cancelled above gets a moment to say how it ended.
-            self._loop.stop(grace=CLOSE_GRACE_SECONDS)
 
     def __enter__(self) -> Session:
         return self
