@@ -7,17 +7,56 @@ import base64
 import json
 import time
 import uuid
-from collections.abc import Callable
-from typing import Any, TypeVar
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
 
 import msgpack
 import psutil
+import pytest
 
+from tests.fixtures_stack import WorkerProcess
 from toolhub import CallResult, Progress, Session
 from toolhub.distributed.codec import StreamEvent, pack
+from toolhub.distributed.shared import close_shared_backends
 from toolhub.distributed.store import RedisStore
 
 T = TypeVar("T")
+
+
+class _Redis(Protocol):
+    """A Redis to start and stop: a ``RedisServer``, or a ``SentinelSet`` and its URL."""
+
+    @property
+    def url(self) -> str: ...
+    def start(self) -> Any: ...
+    def stop(self) -> None: ...
+
+
+R = TypeVar("R", bound=_Redis)
+
+
+@contextmanager
+def one_worker_fleet(
+    redis: R, home: Path, lease: float, concurrency: int, env: dict[str, str] | None = None
+) -> Iterator[tuple[R, WorkerProcess]]:
+    """``redis`` started and one worker on it (in ``home``), the worker and this process (the
+    dispatcher) on a lease of ``lease`` seconds; on exit both stopped and the environment as
+    it was."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TOOLHUB_LEASE_SECONDS", f"{lease:g}")
+        redis.start()
+        worker_env = {"TOOLHUB_LEASE_SECONDS": f"{lease:g}", **(env or {})}
+        worker = WorkerProcess("w", redis.url, home, concurrency=concurrency, env=worker_env)
+        try:
+            worker.start().wait_ready()
+            yield redis, worker
+        finally:
+            close_shared_backends()
+            worker.stop()
+            redis.stop()
+
 
 #: The built-in bash and background-task tools (the durable background command tests).
 TASK_TOOLS = {

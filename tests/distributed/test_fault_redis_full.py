@@ -20,10 +20,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.distributed.helpers import one_worker_fleet
 from tests.distributed.redis_fill import Full
 from tests.fixtures_stack import WorkerProcess
 from toolhub import Session
-from toolhub.distributed.shared import close_shared_backends
 from toolhub.stack import RedisServer
 
 LEASE = 3.0
@@ -34,19 +34,11 @@ FULL_S = 4 * LEASE
 @pytest.fixture(scope="module")
 def fleet() -> Iterator[tuple[RedisServer, WorkerProcess]]:
     home = Path(tempfile.mkdtemp(prefix="toolhub-redis-full-"))
-    with pytest.MonkeyPatch.context() as patch:  # this process's dispatcher: the same lease
-        patch.setenv("TOOLHUB_LEASE_SECONDS", f"{LEASE:g}")
-        redis = RedisServer(data_dir=home / "redis").start()
-        # Writes ride out a 4 s outage: a full Redis, refusing them for longer, is not one.
-        env = {"TOOLHUB_LEASE_SECONDS": f"{LEASE:g}", "TOOLHUB_FOLLOW_OUTAGE_SECONDS": "4"}
-        worker = WorkerProcess("w", redis.url, home, concurrency=2, env=env)
-        try:
-            worker.start().wait_ready()
-            yield redis, worker
-        finally:
-            close_shared_backends()
-            worker.stop()
-            redis.stop()
+    redis = RedisServer(data_dir=home / "redis")
+    # Writes ride out a 4 s outage: a full Redis, refusing them for longer, is not one.
+    outage = {"TOOLHUB_FOLLOW_OUTAGE_SECONDS": "4"}
+    with one_worker_fleet(redis, home, LEASE, concurrency=2, env=outage) as fleet:
+        yield fleet
 
 
 CONFIG = {

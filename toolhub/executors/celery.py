@@ -5,11 +5,11 @@ the arguments, so a bad call never enters a queue; the message carries them unde
 canonical names, which the worker validates again but never remaps. Here the call record is
 written and the message goes to the queue of the tool's workload (``celery_dispatch.py``), and
 the caller follows the call's own event stream (pub/sub for live items, the stream for replay):
-no Celery result backend, no subscription per call left behind. External tools are the exception: their
-handlers live in this process, so they run here, through the embedded executor. Except the
-tools of a config MCP server that offers tasks (``mcp_servers.<name>.tasks``): the workers
-connect to that server too, and there the call gets a record and a lease, so its remote task
-outlives this process and the worker polling it (``toolhub/sources/mcp_task_resume.py``).
+no Celery result backend, no subscription per call left behind. External tools are the
+exception: their handlers live in this process, so they run here, through the embedded executor.
+Except the tools of a config MCP server that offers tasks (``mcp_servers.<name>.tasks``): the
+workers connect to that server too, and there the call gets a record and a lease, so its remote
+task outlives this process and the worker polling it (``toolhub/sources/mcp_task_resume.py``).
 And the tools of a stdio server: only workers run it (``toolhub/sources/mcp_fleet_tools.py``),
 so its calls go to them like a built-in's.
 """

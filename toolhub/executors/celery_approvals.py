@@ -30,12 +30,10 @@ from toolhub.approvals.base import (
 )
 from toolhub.core import CallResult, Progress, ToolError, closing
 from toolhub.distributed.celery_app import EXECUTE_TASK
-from toolhub.distributed.codec import pack
 from toolhub.distributed.quota import NO_QUOTA
 from toolhub.distributed.records import new_run_id
 from toolhub.distributed.script_replies import ApproveReply, AwaitApprovalReply
 from toolhub.distributed.settings import queue_for
-from toolhub.distributed.signing import sign_message
 from toolhub.errors import ErrorCode
 from toolhub.toolset import Prepared
 
@@ -113,28 +111,10 @@ class CeleryApprovals:
         executor, entry, cid = self.executor, prepared.entry, prepared.ctx.call_id
         queue = queue_for(entry.workload)
         run_id = new_run_id()
-        message = sign_message(
-            {
-                "call_id": cid,
-                "run_id": run_id,
-                "session_id": self.session_id,
-                "config_hash": executor.config_hash,
-                "name": entry.client_name,
-                "tool": entry.fq_id,
-                "arguments": prepared.arguments,
-                "max_attempts": executor.settings.max_attempts,
-                # the session's ``after`` hooks run on the worker for an approved call too
-                **executor.hooks.message_fields(prepared),
-            }
-        )
+        # the session's ``after`` hooks run on the worker for an approved call too
+        message = executor._message(prepared, run_id)
         fields = {
-            "session_id": self.session_id,
-            "tool": entry.fq_id,
-            "name": entry.client_name,
-            "queue": queue,
-            "max_attempts": executor.settings.max_attempts,
-            "on_lost": entry.on_worker_lost,
-            "message": pack(message),
+            **executor._record_fields(prepared, queue, message),
             "approval": json.dumps(approval),
         }
         captured = executor.enqueuer.message(
@@ -155,13 +135,7 @@ class CeleryApprovals:
         )
         reply = self.approvals.approve(self.session_id, keys, args)
         if reply is ApproveReply.SESSION_EXPIRED:
-            config = executor.toolset.config
-            self.store.put_session(
-                self.session_id,
-                config=config.model_dump_json(),
-                config_hash=config.config_hash(),
-                workspace=executor.workspace,
-            )
+            executor._store_session()
             reply = self.approvals.approve(self.session_id, keys, args)
         if reply in (ApproveReply.QUEUED, ApproveReply.QUEUED_SUBSCRIBED):
             return self.record(cid) or {"call_id": cid, "status": "queued"}

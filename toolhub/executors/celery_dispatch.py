@@ -67,27 +67,8 @@ class CeleryDispatch:
         entry, cid = prepared.entry, prepared.ctx.call_id
         queue = queue_for(entry.workload)
         run_id = new_run_id()
-        message = {
-            "call_id": cid,
-            "run_id": run_id,
-            "session_id": self.session_id,
-            "config_hash": self.config_hash,
-            "name": entry.client_name,
-            "tool": entry.fq_id,
-            "arguments": prepared.arguments,
-            "max_attempts": self.settings.max_attempts,
-            **self.hooks.message_fields(prepared),
-        }
-        message = sign_message(message)  # with a fleet key: workers run only signed messages
-        fields = {
-            "session_id": self.session_id,
-            "tool": entry.fq_id,
-            "name": entry.client_name,
-            "queue": queue,
-            "max_attempts": self.settings.max_attempts,
-            "on_lost": entry.on_worker_lost,
-            "message": pack(message),
-        }
+        message = self._message(prepared, run_id)
+        fields = self._record_fields(prepared, queue, message)
         quota, held = quota_args(
             self.store.keys,
             self.quotas,
@@ -176,17 +157,52 @@ class CeleryDispatch:
         )
         created = await self.store.dispatches.create_and_enqueue(keys, args)
         if created == Created.SESSION_EXPIRED:
-            # The session sat unused past its TTL and its stored config expired: store it
-            # again (the workers build from it) and dispatch once more.
-            config = self.toolset.config
-            self.store.put_session(
-                self.session_id,
-                config=config.model_dump_json(),
-                config_hash=config.config_hash(),
-                workspace=self.workspace,
-            )
+            self._store_session()
             created = await self.store.dispatches.create_and_enqueue(keys, args)
         return created
+
+    def _message(self, prepared: Prepared, run_id: str) -> dict[str, Any]:
+        """The call's message, under canonical names, signed (with a fleet key the workers
+        run only signed messages); the session's ``after`` hooks ride in it."""
+        entry = prepared.entry
+        message = {
+            "call_id": prepared.ctx.call_id,
+            "run_id": run_id,
+            "session_id": self.session_id,
+            "config_hash": self.config_hash,
+            "name": entry.client_name,
+            "tool": entry.fq_id,
+            "arguments": prepared.arguments,
+            "max_attempts": self.settings.max_attempts,
+            **self.hooks.message_fields(prepared),
+        }
+        return sign_message(message)
+
+    def _record_fields(
+        self, prepared: Prepared, queue: str, message: dict[str, Any]
+    ) -> dict[str, Any]:
+        """The call record's first fields, the packed message among them."""
+        entry = prepared.entry
+        return {
+            "session_id": self.session_id,
+            "tool": entry.fq_id,
+            "name": entry.client_name,
+            "queue": queue,
+            "max_attempts": self.settings.max_attempts,
+            "on_lost": entry.on_worker_lost,
+            "message": pack(message),
+        }
+
+    def _store_session(self) -> None:
+        """Store the session again: it sat unused past its TTL and its stored config expired,
+        and the workers build from it."""
+        config = self.toolset.config
+        self.store.put_session(
+            self.session_id,
+            config=config.model_dump_json(),
+            config_hash=config.config_hash(),
+            workspace=self.workspace,
+        )
 
     def _kwargsrepr(self, message: dict[str, Any]) -> str:
         """What Flower shows: tool, call and session always; arguments only when allowed."""
