@@ -38,6 +38,7 @@ from toolhub.errors import ErrorCode
 from toolhub.toolset import Prepared
 
 from .celery import CeleryExecutor
+from .celery_dispatch import _failure
 
 #: How often a waiting caller looks again at an approval its clock says expired but Redis's
 #: does not yet.
@@ -124,15 +125,7 @@ class CeleryApprovals:
             raise ApprovalRefused(
                 "broker_unavailable", "this dispatcher cannot queue an approved call", 503
             )
-        keys, args = self.store.records.create_and_enqueue_args(
-            cid,
-            run_id,
-            fields,
-            *captured,
-            config_hash=executor.config_hash,
-            tenant=executor.tenant,
-            quota=NO_QUOTA,
-        )
+        keys, args = executor._script_args(cid, run_id, fields, captured, NO_QUOTA)
         reply = self.approvals.approve(self.session_id, keys, args)
         if reply is ApproveReply.SESSION_EXPIRED:
             executor._store_session()
@@ -212,12 +205,3 @@ class CeleryApprovals:
 
     def waiting_count(self) -> int:
         return self.approvals.waiting_count(self.session_id)
-
-
-def _failure(prepared: Prepared, code: str, detail: str) -> CallResult:
-    return CallResult.failure(
-        prepared.name,
-        ToolError.custom(code, detail),
-        tool_id=prepared.entry.fq_id,
-        call_id=prepared.ctx.call_id,
-    )

@@ -102,7 +102,9 @@ class CeleryDispatch:
                 # One round trip: the record, and the message kombu built, pushed by the
                 # same script (toolhub/distributed/enqueue.py).
                 fresh = subscription.confirmed
-                created = await self._create_and_enqueue(cid, run_id, fields, captured, quota)
+                created = await self._create_and_enqueue(
+                    *self._script_args(cid, run_id, fields, captured, quota)
+                )
             else:
                 created = self.store.records.create(cid, run_id, fields, quota)
         except RedisError as exc:
@@ -137,16 +139,25 @@ class CeleryDispatch:
             return result
         return fresh
 
-    async def _create_and_enqueue(
+    async def _create_and_enqueue(self, keys: list[Any], args: list[Any]) -> Created | OverQuota:
+        # In one pipeline with every other dispatch of this loop turn (dispatch_batch.py).
+        created = await self.store.dispatches.create_and_enqueue(keys, args)
+        if created == Created.SESSION_EXPIRED:
+            self._store_session()
+            created = await self.store.dispatches.create_and_enqueue(keys, args)
+        return created
+
+    def _script_args(
         self,
         cid: str,
         run_id: str,
         fields: dict[str, Any],
         captured: tuple[bytes, bytes],
         quota: list[Any],
-    ) -> Created | OverQuota:
-        # In one pipeline with every other dispatch of this loop turn (dispatch_batch.py).
-        keys, args = self.store.records.create_and_enqueue_args(
+    ) -> tuple[list[Any], list[Any]]:
+        """The keys and arguments of the script that writes the record and pushes the
+        message kombu built (``captured``) in one round trip."""
+        return self.store.records.create_and_enqueue_args(
             cid,
             run_id,
             fields,
@@ -155,11 +166,6 @@ class CeleryDispatch:
             tenant=self.tenant,
             quota=quota,
         )
-        created = await self.store.dispatches.create_and_enqueue(keys, args)
-        if created == Created.SESSION_EXPIRED:
-            self._store_session()
-            created = await self.store.dispatches.create_and_enqueue(keys, args)
-        return created
 
     def _message(self, prepared: Prepared, run_id: str) -> dict[str, Any]:
         """The call's message, under canonical names, signed (with a fleet key the workers
