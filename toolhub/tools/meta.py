@@ -38,14 +38,12 @@ _TOOL_INPUT_SCHEMA = {"type": ["string", "null"]}
 
 class UseToolArgs(BaseModel):
     tool_name: str = Field(description="The external tool to call, `server__tool`.")
-    tool_input: Annotated[dict[str, Any] | str | None, WithJsonSchema(_TOOL_INPUT_SCHEMA)] = (
-        Field(
-            None,
-            description=(
-                "The tool's arguments: a JSON object as text, "
-                'e.g. `{"path": "a.txt", "limit": 5}`; null for none.'
-            ),
-        )
+    tool_input: Annotated[dict[str, Any] | str | None, WithJsonSchema(_TOOL_INPUT_SCHEMA)] = Field(
+        None,
+        description=(
+            "The tool's arguments: a JSON object as text, "
+            'e.g. `{"path": "a.txt", "limit": 5}`; null for none.'
+        ),
     )
 
 
