@@ -154,6 +154,7 @@ def test_kill_task_stops_it_after_its_worker_died(live, store, tmp_path: Path):
     assert record["status"] == "cancelled" and record["attempt"] == 1
 
 
+@pytest.mark.long  # run by `make test-long`; make test keeps a command through its worker's SIGKILL
 def test_a_lost_holder_shows_lost_then_restarts_and_says_so(live, store, tmp_path: Path):
     ws = tmp_path / "ws"
     ws.mkdir()
