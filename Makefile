@@ -8,7 +8,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-dev
 
-.PHONY: install lint format typecheck test test-valkey demo bench chaos conformance clean
+.PHONY: install lint format typecheck test test-long test-valkey demo bench chaos conformance clean
 
 # uv installs the same packages as pip in about a quarter of the time; pip when uv is unavailable.
 $(STAMP): pyproject.toml
@@ -48,9 +48,16 @@ LONG_CLIENTS := tests/mcp/test_agent_frameworks.py
 # output is printed when the tests end, and either failing fails the target.
 test: lint
 	@$(MAKE) --no-print-directory typecheck > $(VENV)/typecheck.log 2>&1 & checking=$$!; \
-	$(PY) -m pytest -q -n $(TEST_PROCESSES) --dist loadfile --durations=25 $(LONG_CLIENTS:%=--ignore=%); tested=$$?; \
+	$(PY) -m pytest -q -n $(TEST_PROCESSES) --dist loadfile --durations=25 -m "not long" \
+		$(LONG_CLIENTS:%=--ignore=%); tested=$$?; \
 	wait $$checking; checked=$$?; cat $(VENV)/typecheck.log; \
 	[ $$tested = 0 ] && [ $$checked = 0 ]
+
+# The long scenarios (`@pytest.mark.long`: each has a bounded sibling in make test) and the
+# gateway fuzz at its full size: run before merging a change to the distributed path.
+test-long: $(STAMP)
+	$(PY) -m pytest -q -n $(TEST_PROCESSES) --dist loadfile -m long
+	TOOLHUB_FUZZ_EXAMPLES=20 $(PY) -m pytest -q tests/gateway/test_gateway_fuzz.py
 
 demo: $(STAMP)
 	$(VENV)/bin/toolhub demo
@@ -68,8 +75,8 @@ conformance: $(STAMP)
 chaos: $(STAMP)
 	$(PY) bench/chaos.py
 
-# The distributed and contract suites again, every Redis they start a valkey-server (make test
-# runs the failover tests on both; this is the whole of it, about as long as make test).
+# The distributed and contract suites again, every Redis they start a valkey-server (make
+# test-long runs the failover tests on Valkey; this is the whole of it, about as long as make test).
 test-valkey: $(STAMP)
 	TOOLHUB_REDIS_SERVER="$$($(PY) -c 'from tests.valkey import valkey_server; print(valkey_server())')" \
 		$(PY) -m pytest -q -n $(TEST_PROCESSES) --dist loadfile tests/distributed tests/contract

@@ -1,6 +1,7 @@
 """Suite-wide setup: when the tests collected include one that needs a third-party client, the
-clients' environments start building at once, in the background (``tests/client_venvs.py``),
-instead of when the first test that needs each runs; a run without such a test builds none.
+clients it names (``NEEDS_CLIENTS``) start building at once, in the background
+(``tests/client_venvs.py``), instead of when the first test that needs each runs; a run without
+such a test builds none.
 
 Process-wide settings a test may change in-process go back after it: which ``${VAR}``s the
 process may expand (a worker runtime or ``toolhub mcp`` built in the test process restricts it
@@ -22,23 +23,12 @@ from toolhub import env_refs
 
 os.environ.setdefault("TOOLHUB_ALLOW_ROOT", "1")
 
-#: What a test module imports from ``tests/client_venvs.py`` when it needs a client.
-CLIENT_MAKERS = (
-    client_venvs.client_python,
-    client_venvs.inspector_launcher,
-    client_venvs.npm_folder,
-)
-
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     modules = {getattr(item, "module", None) for item in session.items}
-    if any(
-        maker in vars(module).values()
-        for module in modules
-        if module is not None
-        for maker in CLIENT_MAKERS
-    ):
-        client_venvs.prepare_in_background()
+    needed = {name for module in modules for name in getattr(module, "NEEDS_CLIENTS", ())}
+    if needed:
+        client_venvs.prepare_in_background(needed)
 
 
 @pytest.fixture(autouse=True)

@@ -24,7 +24,8 @@ STEPS = [
 ]
 
 
-@pytest.mark.parametrize("mode", ["embedded", "stack"])
+# The stack episode (two workers, a gateway, Redis) runs in `make test-long` and `make demo`.
+@pytest.mark.parametrize("mode", ["embedded", pytest.param("stack", marks=pytest.mark.long)])
 def test_demo_runs_the_whole_episode(mode: str, tmp_path: Path) -> None:
     env = {
         k: v

@@ -35,7 +35,8 @@ CONFIG = {"tools": [{"id": "Main:bash", "params": {"enabled_background": False}}
 RUN_S = 6
 
 
-@pytest.fixture(scope="module", params=["redis", "valkey"])
+# On Valkey in `make test-long` and `make test-valkey`.
+@pytest.fixture(scope="module", params=["redis", pytest.param("valkey", marks=pytest.mark.long)])
 def fleet(request: pytest.FixtureRequest) -> Iterator[tuple[SentinelSet, WorkerProcess]]:
     """The fleet on Redis, then on Valkey (its ``valkey-server`` and ``--sentinel``)."""
     binary = valkey_server() if request.param == "valkey" else None

@@ -55,6 +55,7 @@ def _after_the_backlog(stack: Stack) -> None:
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.long  # run by `make test-long`; make test keeps the late-read start
 def test_a_holder_frozen_past_the_wait_runs_nothing_and_says_so(
     stack: Stack, tmp_path: Path
 ) -> None:

@@ -159,7 +159,8 @@ def _session(fleet: Fleet, tmp_path: Path, policy: str) -> tuple[Session, Path]:
     return Session.connect(fleet.redis.url, config, workspace), workspace / "sidefx"
 
 
-@pytest.mark.parametrize("policy", ["fail", "rerun"])
+# `fail` (the slower: it waits out the lease twice) runs in `make test-long`.
+@pytest.mark.parametrize("policy", [pytest.param("fail", marks=pytest.mark.long), "rerun"])
 def test_a_partitioned_worker_stops_its_command_before_the_fleet_acts(
     fleet: Fleet, tmp_path: Path, policy: str
 ) -> None:

@@ -40,6 +40,7 @@ def persistent_stack(monkeypatch: pytest.MonkeyPatch) -> Iterator[Stack]:
         stack.stop()
 
 
+@pytest.mark.long  # run by `make test-long`; make test keeps a call held through a restart
 def test_redis_restart_mid_run(persistent_stack: Stack, tmp_path: Path):
     stack = persistent_stack
     ws = tmp_path / "ws"

@@ -10,6 +10,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.distributed.helpers import wait_until, worker_pid
 from toolhub import Progress, Session
 from toolhub.tasks import BackgroundTasks
@@ -98,6 +100,7 @@ def test_sigkilled_subagent_resumes_on_another_worker(live, store, tmp_path: Pat
     assert subkinds.count("retry") == 1
 
 
+@pytest.mark.long  # run by `make test-long`; make test keeps the subagent resumed after one kill
 def test_subagent_that_kills_every_worker_fails_with_worker_lost(live, store, tmp_path) -> None:
     ws = tmp_path / "ws"
     ws.mkdir()

@@ -7,6 +7,7 @@ call, answer and external-tool handlers instead of stopping at 404."""
 from __future__ import annotations
 
 import itertools
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,9 @@ from toolhub.gateway import GatewaySettings, ThreadedServer, create_app
 from toolhub.toolset import ConfigSource
 
 SESSION = "fuzz"
+#: Cases per operation and mode: 8 in `make test`, 20 in `make test-long` (the same
+#: derandomized stream, longer).
+EXAMPLES = int(os.environ.get("TOOLHUB_FUZZ_EXAMPLES", "8"))
 SAFE_TOOLS = {"tools": [{"id": "Main:echo"}]}
 
 
@@ -63,7 +67,7 @@ def test_gateway_never_answers_5xx(api_schema: Any) -> None:
     for operation, mode in itertools.product(operations, GenerationMode):
 
         @settings(
-            max_examples=20,
+            max_examples=EXAMPLES,
             deadline=None,
             suppress_health_check=list(HealthCheck),
             derandomize=True,

@@ -26,6 +26,9 @@ from httpx_sse import ServerSentEvent, connect_sse
 from tests.client_venvs import client_python
 from tests.gateway.conftest import MakeGateway
 
+#: The third-party clients these tests run (built in the background: tests/conftest.py).
+NEEDS_CLIENTS = ("openapi",)
+
 pytestmark = pytest.mark.timeout(600)
 
 PACKAGE = "toolhub_gateway_client"  # from the spec's title, "toolhub gateway"

@@ -32,6 +32,9 @@ from tests.mcp.stdio_support import TOOLHUB, toolhub_args, toolhub_env
 from toolhub import Session
 from toolhub.ports import free_port
 
+#: The third-party clients these tests run (built in the background: tests/conftest.py).
+NEEDS_CLIENTS = ("google-adk", "llama-index", "smolagents")
+
 pytestmark = pytest.mark.timeout(900)
 
 HERE = Path(__file__).parent

@@ -17,6 +17,9 @@ from toolhub import Session
 from toolhub.gateway import ThreadedServer
 from toolhub.mcp.transports import http_app
 
+#: The third-party clients these tests run (built in the background: tests/conftest.py).
+NEEDS_CLIENTS = ("fastmcp-tasks",)
+
 pytestmark = pytest.mark.timeout(600)
 
 CLIENT = Path(__file__).with_name("fastmcp_tasks_client.py")

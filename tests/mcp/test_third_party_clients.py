@@ -25,6 +25,9 @@ from tests.http_process import serving
 from tests.mcp.stdio_support import ROOT, TOOLHUB, toolhub_args, toolhub_env
 from toolhub.ports import free_port
 
+#: The third-party clients these tests run (built in the background: tests/conftest.py).
+NEEDS_CLIENTS = ("langchain-mcp", "inspector")
+
 pytestmark = pytest.mark.timeout(600)
 
 LANGCHAIN_CLIENT = Path(__file__).with_name("langchain_mcp_client.py")
@@ -90,6 +93,7 @@ def _assert_langchain_saw(seen: dict[str, Any], workspace: Path) -> None:
     assert "completed (exit code: 0)" in later and "bg-finished" in later, later
 
 
+@pytest.mark.long  # run by `make test-long`; make test runs the same client over HTTP
 def test_langchain_mcp_adapters_over_stdio(tmp_path: Path, workspace: Path) -> None:
     seen = _langchain(
         {
@@ -193,13 +197,17 @@ def _assert_listed(tools: dict[str, dict[str, Any]]) -> None:
     assert "command" in tools["bash"]["inputSchema"]["properties"]
 
 
+@pytest.mark.long  # run by `make test-long`; make test runs the Inspector over HTTP
 def test_inspector_cli_over_stdio(tmp_path: Path, workspace: Path) -> None:
     target = _stdio(tmp_path, workspace)
     _assert_listed(_listed(_inspector(tmp_path, "--method", "tools/list", *target)))
     _assert_calls(tmp_path, workspace, target)
 
 
-@pytest.mark.parametrize("era", ["legacy", "modern"])
+@pytest.mark.parametrize(
+    "era",
+    [pytest.param("legacy", marks=pytest.mark.long), "modern"],  # legacy: `make test-long`
+)
 def test_inspector_cli_over_streamable_http(
     tmp_path: Path, workspace: Path, http_url: str, era: str
 ) -> None:

@@ -138,6 +138,7 @@ def test_a_worker_lost_mid_poll_resumes_the_remote_task_on_another_worker(
     assert "resumed polling remote task" in record["result"]["prompt_text"]
 
 
+@pytest.mark.long  # run by `make test-long`; make test keeps the resume after a loss mid-poll
 def test_a_worker_lost_before_the_task_handle_fails_with_worker_lost(
     live: Stack, store: RedisStore, fleet: Session, tmp_path: Path, monkeypatch
 ) -> None:
@@ -184,6 +185,7 @@ def test_a_remote_task_gone_on_resume_is_an_unknown_outcome(
     assert [a["outcome"] for a in record["attempts"]] == ["worker_lost", "failed"]
 
 
+@pytest.mark.long  # run by `make test-long`; make test keeps the resume after a loss mid-poll
 def test_a_worker_handing_the_call_back_leaves_the_remote_task_to_the_next_attempt(
     live: Stack, store: RedisStore, fleet: Session, tmp_path: Path, monkeypatch
 ) -> None:

@@ -24,6 +24,9 @@ from tests.http_process import serving
 from toolhub import CallResult, Progress, Session
 from toolhub.ports import free_port
 
+#: The third-party clients these tests run (built in the background: tests/conftest.py).
+NEEDS_CLIENTS = ("reference-servers",)
+
 pytestmark = pytest.mark.timeout(300)
 
 HELLO = "hello from the workspace\n"

@@ -23,11 +23,11 @@ import typer
 
 from . import embedded
 from .output import fail, stdout
-from .top_frame import Reading, frame
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
 
+    from .top_frame import Reading
     from .top_metrics import WorkerSample
 
 RedisOpt = Annotated[
@@ -62,6 +62,8 @@ def top(
     """A live view of the fleet: calls/s and latency by tool, queues, workers, tasks, tenants."""
     if not redis:
         fail("the fleet is in Redis: give --redis URL (or set TOOLHUB_REDIS_URL)")
+    from .top_frame import frame  # what reads the fleet loads when asked, not for every command
+
     watcher = FleetWatcher.connect(redis, metrics or [])
     try:
         if once:
@@ -79,6 +81,8 @@ def top(
 
 def _live(read: Callable[[], Reading], interval: float) -> None:
     from rich.live import Live
+
+    from .top_frame import frame
 
     def drawn() -> RenderableType:
         return frame(read(), stdout.size.width)
@@ -130,6 +134,7 @@ class FleetWatcher:
         from toolhub.distributed.settings import ALL_QUEUES
         from toolhub.distributed.usage import read_usage
 
+        from .top_frame import Reading
         from .top_metrics import scrape, tool_figures
 
         reading = Reading(self.source, time.time())

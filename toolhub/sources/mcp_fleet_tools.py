@@ -37,13 +37,13 @@ from toolhub.errors import RedisUnavailable
 from toolhub.tenancy.principal import tenant_of_session
 from toolhub.toolset import ExternalSpec, ToolSet, ToolSetConfig
 
-from .mcp_client import McpConnections
 from .merge import ExternalSources, SourceTool
 
 if TYPE_CHECKING:
     from celery import Celery
 
     from .attach import AttachedSources
+    from .mcp_client import McpConnections
 
 logger = logging.getLogger("toolhub.sources.mcp_fleet_tools")
 
@@ -87,8 +87,12 @@ def on_relisted(sources: AttachedSources | None, callback: Callable[[], None]) -
 
 
 def _connections(sources: AttachedSources | None) -> McpConnections | None:
-    if sources is None:
+    if sources is None or not sources.connections:
         return None
+    # The MCP SDK is imported where a session has MCP servers, not at every worker's start
+    # (about a second of CPU: a worker or a gateway starts without it).
+    from .mcp_client import McpConnections
+
     return next((c for c in sources.connections if isinstance(c, McpConnections)), None)
 
 

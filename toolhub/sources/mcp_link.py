@@ -121,7 +121,11 @@ class ServerLink:
             params = StdioServerParameters(
                 command=argv[0], args=argv[1:], env=env, cwd=str(owner.cwd)
             )
-            read, write = await stack.enter_async_context(stdio_client(params))
+            # The server's stderr goes to this process's own (a worker's log), named here: the
+            # SDK's default is whatever ``sys.stderr`` was when it was imported, and a Celery
+            # worker has since replaced it with a logging proxy that has no file descriptor.
+            errlog = sys.__stderr__ or sys.stderr
+            read, write = await stack.enter_async_context(stdio_client(params, errlog=errlog))
         else:
             assert cfg.url is not None
             http = await stack.enter_async_context(

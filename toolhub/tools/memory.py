@@ -12,12 +12,14 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import bm25s
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from toolhub.backends.workspace import Workspace
+
+if TYPE_CHECKING:
+    import bm25s
 from toolhub.core import Params, Tool, ToolContext, ToolError, ToolKind
 
 
@@ -109,6 +111,8 @@ class MemoryIndex:
             self._refresh(files, chunk_lines)
             if self._bm25 is None or not self._chunks:
                 return []
+            import bm25s  # numpy and bm25s load at the first search, not at every process start
+
             tokens = bm25s.tokenize([query], stopwords="en", return_ids=False, show_progress=False)
             if not tokens[0]:
                 return []
@@ -128,6 +132,8 @@ class MemoryIndex:
         corpus = [f"{c.heading}\n{c.text}" for c in self._chunks]
         self._bm25 = None
         if corpus:
+            import bm25s
+
             bm25 = bm25s.BM25()
             bm25.index(
                 bm25s.tokenize(corpus, stopwords="en", show_progress=False), show_progress=False

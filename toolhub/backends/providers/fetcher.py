@@ -14,8 +14,6 @@ from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 import httpx
-from bs4 import BeautifulSoup
-from markdownify import MarkdownConverter
 
 from toolhub.backends.http import read_capped, transport_error
 from toolhub.core import ToolError
@@ -124,6 +122,10 @@ def page_text(page: FetchedPage) -> PageText:
     are described rather than dumped."""
     kind = page.content_type
     if kind in HTML_TYPES or (not kind and page.body.lstrip()[:1] == b"<"):
+        # The HTML parsers load at the first page, not at every process start.
+        from bs4 import BeautifulSoup
+        from markdownify import MarkdownConverter
+
         soup = BeautifulSoup(page.body, "html.parser", from_encoding=page.charset)
         title = soup.title.get_text(" ", strip=True) if soup.title else None
         for tag in soup(_DROPPED_TAGS):
