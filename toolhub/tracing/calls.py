@@ -42,29 +42,45 @@ def start_call(name: str, session_id: str, tenant: str, trace_context: object) -
 
 
 class CallSpan:
-    """One call's ``execute_tool`` span, from before validation to its result."""
+    """One call's ``execute_tool`` span, from before validation to its result.
 
-    __slots__ = ("attributes", "context", "ended", "span", "started", "tracer")
+    Without phase spans the span is made once ``prepare`` has run, dated back to the call's
+    start and given every attribute at once: a span's attributes cost the SDK more than the
+    span itself, and each separate setting of them costs again (docs/benchmarks.md)."""
+
+    __slots__ = (
+        "attributes", "context", "ended", "extra", "name", "parent", "span", "started",
+        "started_ns", "tracer",
+    )  # fmt: skip
 
     def __init__(
         self, tracer: Tracer, name: str, session_id: str, tenant: str, parent: Context
     ) -> None:
-        trace = api()
         self.tracer = tracer
         self.started = time.perf_counter()
+        self.started_ns = time.time_ns()
+        self.name = name
+        self.parent = parent
         self.attributes: dict[str, Any] = {
             attr.OPERATION: attr.EXECUTE_TOOL,
             attr.TOOL_NAME: name,
             attr.TOOL_TYPE: attr.FUNCTION,
         }
-        self.span: Span = tracer.start_span(
-            f"{attr.EXECUTE_TOOL} {name}",
-            context=parent,
-            kind=trace.SpanKind.INTERNAL,
-            attributes={**self.attributes, attr.SESSION: session_id, attr.TENANT: tenant},
-        )
-        self.context: Context = trace.set_span_in_context(self.span, parent)
+        self.extra: dict[str, Any] = {attr.SESSION: session_id, attr.TENANT: tenant}
         self.ended = False
+        if PHASES:
+            self._start()
+
+    def _start(self) -> None:
+        trace = api()
+        self.span: Span = self.tracer.start_span(
+            f"{attr.EXECUTE_TOOL} {self.name}",
+            context=self.parent,
+            kind=trace.SpanKind.INTERNAL,
+            attributes={**self.attributes, **self.extra},
+            start_time=self.started_ns,
+        )
+        self.context: Context = trace.set_span_in_context(self.span, self.parent)
 
     def prepare(self, prepare: Callable[[], T]) -> T:
         """``prepare()`` (lookup, remapping, validation) in the ``toolhub.validate`` span; a
@@ -76,23 +92,30 @@ class CallSpan:
             else:
                 prepared = prepare()
         except BaseException as exc:
-            self.fail(exc)
+            self._started().fail(exc)
             raise
-        if isinstance(prepared, CallResult):
-            self.end(prepared)
-            return prepared
         entry, ctx = getattr(prepared, "entry", None), getattr(prepared, "ctx", None)
         if entry is not None and ctx is not None:
             if entry.external:
                 self.attributes[attr.TOOL_TYPE] = attr.EXTENSION
-            self.span.set_attributes(
-                {
-                    attr.TOOL_CALL_ID: ctx.call_id,
-                    attr.TOOL_ID: entry.fq_id,
-                    attr.TOOL_TYPE: self.attributes[attr.TOOL_TYPE],
-                }
-            )
+            found = {
+                attr.TOOL_CALL_ID: ctx.call_id,
+                attr.TOOL_ID: entry.fq_id,
+                attr.TOOL_TYPE: self.attributes[attr.TOOL_TYPE],
+            }
+            if PHASES:
+                self.span.set_attributes(found)
+            else:
+                self.extra.update(found)
+        self._started()
+        if isinstance(prepared, CallResult):
+            self.end(prepared)
         return prepared
+
+    def _started(self) -> CallSpan:
+        if not PHASES and not hasattr(self, "span"):
+            self._start()
+        return self
 
     def run(self, work: Callable[[], T]) -> T:
         """``work()`` with this span current (a sync call)."""

@@ -51,10 +51,16 @@ def carrier_of_asgi(headers: Iterable[tuple[bytes, bytes]]) -> dict[str, str]:
     return carrier_of(wanted)
 
 
-def _propagator() -> Any:
-    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+_propagators: list[Any] = []
 
-    return TraceContextTextMapPropagator()
+
+def _propagator() -> Any:
+    """The W3C Trace Context propagator (one per process: it holds no state)."""
+    if not _propagators:
+        from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+        _propagators.append(TraceContextTextMapPropagator())
+    return _propagators[0]
 
 
 def parent_context(trace_context: object) -> Context:
@@ -92,9 +98,19 @@ def captured() -> Context | None:
 
 
 def inject(context: Context | None = None) -> dict[str, str]:
-    """The W3C carrier of ``context`` (default: the current one); empty when it has no span."""
-    carrier: dict[str, str] = {}
-    _propagator().inject(carrier, context=context)
+    """The W3C carrier of ``context`` (default: the current one); empty when it has no valid
+    span. Formatted here as the propagator would (``traceparent`` version 00): this runs once
+    per call, and the propagator's setter and checks cost more than the string."""
+    from opentelemetry import trace as otel_trace
+
+    found = otel_trace.get_current_span(context).get_span_context()
+    if not found.is_valid:
+        return {}
+    carrier = {
+        TRACEPARENT: f"00-{found.trace_id:032x}-{found.span_id:016x}-{found.trace_flags:02x}"
+    }
+    if found.trace_state:
+        carrier[TRACESTATE] = found.trace_state.to_header()
     return carrier
 
 
