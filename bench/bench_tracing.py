@@ -13,7 +13,8 @@ included), started once and warmed. The sides then take turns: ``--block`` seque
 ``--calls`` per round; so a shared, busy machine's load falls on every side alike. A round's
 figure is a side's p50 over its calls of the round; the table shows the median of the rounds,
 the CPU per call of the dispatcher and of the workers, and a PASS/MISS for issue 41's target
-(on <= 1.10x off).
+(on <= 1.10x off); then the median over the turns of each turn's p50 ratio (neighbouring
+blocks share the machine's load of the moment: the steadier figure on a busy machine).
 """
 
 from __future__ import annotations
@@ -172,6 +173,8 @@ def main() -> int:
     }
     dispatchers: dict[str, Dispatcher] = {}
     p50s: dict[str, list[float]] = {name: [] for name in sides}
+    #: each turn's p50 of each side: turns are neighbours in time, so their ratios share a load
+    blocks: dict[str, list[float]] = {name: [] for name in sides}
     #: CPU per call: the dispatcher's, the workers'
     cpus: dict[str, list[tuple[float, float]]] = {name: [] for name in sides}
     try:
@@ -192,6 +195,7 @@ def main() -> int:
                     durations, cpu = dispatchers[name].block(args.block)
                     worker[name] += worker_cpu(stacks[name]) - before
                     samples[name] += durations
+                    blocks[name].append(statistics.median(durations))
                     spent[name] += cpu * len(durations)
                 turn += 1
             for name in sides:
@@ -222,6 +226,12 @@ def main() -> int:
     print(f"\ntracing on / off p50: {ratio:.2f}x (rounds: {per_round}; target <= {TARGET:.2f}x)")
     print(f"{verdict}")
     print(f"tracing on with phase spans / off p50: {phased / off:.2f}x")
+    for name in ("on", "on, phase spans"):
+        paired = [a / b for a, b in zip(blocks[name], blocks["off"], strict=True)]
+        print(
+            f"tracing {name} / off, median of the {len(paired)} turns' p50 ratios: "
+            f"{statistics.median(paired):.2f}x"
+        )
     return 0
 
 

@@ -84,6 +84,8 @@ def test_up_serves_a_call_and_stops_everything_on_sigint(tmp_path: Path) -> None
             str(flower_port),
             "--redis-port",
             str(redis_port_asked),
+            "--metrics-port",
+            str(free_port()),  # not the default: another stack on this host may hold it
         ],
         cwd=workspace,
         env=env,
@@ -131,6 +133,14 @@ def test_up_serves_a_call_and_stops_everything_on_sigint(tmp_path: Path) -> None
             env=env, capture_output=True, text=True, timeout=60,
         )  # fmt: skip
         assert "hello from the stack" in pasted.stdout, pasted.stderr
+        # ... and `toolhub top` there reads the workers' metrics too, with no flags of its own.
+        assert "TOOLHUB_METRICS_URLS=" in export
+        top = subprocess.run(
+            ["bash", "-c", f"{export}; {shlex.quote(TOOLHUB)} top --once --interval 0.5"],
+            env=env, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert top.returncode == 0, top.stderr
+        assert "metrics: 1/1 up" in top.stdout and "Main:read_file" in top.stdout, top.stdout
         family |= descendants(proc.pid)
         redis_port, redis_dir = _redis_server(family)
         assert redis_port == redis_port_asked

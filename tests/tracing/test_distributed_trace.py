@@ -35,8 +35,9 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, use_s
 from tests.fixtures_stack import FLEET_POLICY, REPO, TOOLHUB, Stack
 from tests.http_process import serving
 from tests.mcp.task_client import discover
-from tests.tracing.in_process import spans_of
+from tests.tracing.in_process import exporter, spans_of
 from tests.tracing.otlp_receiver import Receiver, Span
+from toolhub import Session
 from toolhub.ports import free_port
 
 pytestmark = pytest.mark.timeout(180)
@@ -279,3 +280,45 @@ def test_an_mcp_call_with_meta_traceparent_is_one_trace(
 
     text = asyncio.run(call())
     check_trace(receiver, one_trace(receiver, trace_id, "toolhub-mcp"), parent_id, text, False)
+
+
+def test_a_background_command_joins_the_trace_through_the_holder(
+    receiver: Receiver, stack: Stack, tmp_path: Path
+) -> None:
+    """A background command is a task message of its own, sent by the worker running the
+    ``bash`` call, and started by the host's holder, not by a worker: the task's worker span
+    continues the call's trace from that message's headers, and hands its context to the
+    holder with the command, so the command's ``TRACEPARENT`` names it."""
+    exporter()  # this process traces: the call's execute_tool span, under the turn's
+    written = tmp_path / "tp.txt"
+    with (
+        Session.connect(stack.url, None, tmp_path) as session,
+        trace.get_tracer("app").start_as_current_span("turn") as turn,
+    ):
+        result = session.call_sync(
+            "bash",
+            {
+                "command": f"echo $TRACEPARENT > {written}.part && mv {written}.part {written}",
+                "description": "background",
+                "is_background": True,
+            },
+        )
+        assert result.error is None, result.prompt_text
+    trace_id = f"{turn.get_span_context().trace_id:032x}"
+
+    def workers() -> dict[str, Span]:
+        return {
+            s.attributes["toolhub.tool.id"]: s
+            for s in receiver.trace(trace_id)
+            if s.name.startswith("toolhub.worker ")
+        }
+
+    receiver.wait_for(
+        lambda: len(workers()) == 2 and written.exists(), timeout=90, what="the task's span"
+    )
+    spans = workers()
+    task = spans.pop("toolhub:background")
+    (call,) = spans.values()
+    assert task.parent_id == call.span_id  # the task message carried the call's worker span
+    flags = f"{turn.get_span_context().trace_flags:02x}"  # sampled (and a random trace id)
+    assert written.read_text().strip() == f"00-{trace_id}-{task.span_id}-{flags}"
