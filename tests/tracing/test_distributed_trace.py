@@ -43,8 +43,6 @@ from toolhub.ports import free_port
 pytestmark = pytest.mark.timeout(180)
 
 COMMAND = {"command": "echo tp=$TRACEPARENT", "description": "trace"}
-#: The worker's spans: one by default (its phases are events and attributes).
-WORKER_EVENTS = ["toolhub.run", "toolhub.deliver"]
 CHILD = "child.work"
 #: What the traced program inside the command needs: the interpreter and its packages.
 CHILD_SCRIPT = Path(__file__).with_name("traced_child.py")
@@ -165,8 +163,7 @@ def check_trace(
     assert worker.attributes["toolhub.claim.action"] == "run"
     assert worker.attributes["toolhub.call.queue_wait"] >= 0
     assert worker.attributes["gen_ai.tool.call.id"] == call.attributes["gen_ai.tool.call.id"]
-    phases_seen = [name for name, _ in worker.events if name != "toolhub.progress"]
-    assert phases_seen == WORKER_EVENTS
+    assert {name for name, _ in worker.events} <= {"toolhub.progress"}  # the output's
     assert spans["toolhub.sandbox_start"].parent_id == worker.span_id
     assert not {"toolhub.run", "toolhub.claim", "toolhub.deliver"} & set(spans)
     # The command's own environment names the worker's span: a traced program joins the trace.

@@ -24,7 +24,7 @@ from toolhub.core import CallResult, Progress
 from . import attributes as attr
 from .carriers import parent_context
 from .metrics import TOOL_DURATION, record
-from .state import PHASES, api, tracer
+from .state import PHASES, api, context_api, tracer
 
 if TYPE_CHECKING:
     from opentelemetry.context import Context
@@ -119,8 +119,7 @@ class CallSpan:
 
     def run(self, work: Callable[[], T]) -> T:
         """``work()`` with this span current (a sync call)."""
-        from opentelemetry import context as otel_context
-
+        otel_context = context_api()
         token = otel_context.attach(self.context)
         try:
             outcome = work()
@@ -135,8 +134,7 @@ class CallSpan:
 
     async def result(self, waiting: Awaitable[CallResult]) -> CallResult:
         """The call's result, awaited with this span current; the span ends with it."""
-        from opentelemetry import context as otel_context
-
+        otel_context = context_api()
         token = otel_context.attach(self.context)
         try:
             result = await waiting
@@ -154,8 +152,7 @@ class CallSpan:
         """``items``, each step taken with this span current; the span ends at the result,
         or as ``cancelled`` when the consumer leaves before it. Closing this closes ``items``
         (a connected call's stream cancels the call when left early)."""
-        from opentelemetry import context as otel_context
-
+        otel_context = context_api()
         try:
             while True:
                 token = otel_context.attach(self.context)

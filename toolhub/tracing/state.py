@@ -37,6 +37,7 @@ PHASES = os.environ.get("TOOLHUB_TRACE_PHASES", "0").strip().lower() in ("1", "t
 _tracer: Tracer | None = None
 _next_check = 0.0
 _TRACE_API = "opentelemetry.trace"
+_CONTEXT_API = "opentelemetry.context"
 _modules = sys.modules
 _monotonic = time.monotonic
 
@@ -92,3 +93,9 @@ def meter() -> Meter | None:
 def api() -> Any:
     """``opentelemetry.trace``, for the modules of this package (only called when on)."""
     return sys.modules.get(_TRACE_API) or importlib.import_module(_TRACE_API)
+
+
+def context_api() -> Any:
+    """``opentelemetry.context`` (only called when on): a module lookup, not an import
+    statement, on a call's path."""
+    return sys.modules.get(_CONTEXT_API) or importlib.import_module(_CONTEXT_API)

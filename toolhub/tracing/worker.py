@@ -5,9 +5,9 @@ The dispatcher puts the current W3C context (the caller's ``execute_tool`` span;
 ``toolhub.enqueue`` span with phase spans) and the enqueue time into the message's headers
 (``message_headers``); the worker opens ``toolhub.worker {tool}`` under it (``delivered``).
 By default that is the worker's only span (a command's start adds ``toolhub.sandbox_start``):
-the queue wait is its attribute ``toolhub.call.queue_wait`` (seconds), the run and the delivery
-its events ``toolhub.run`` and ``toolhub.deliver`` (at their start; ``phase``), and a command
-started in the run gets its ``TRACEPARENT`` (``carriers.command_env``). Under
+the queue wait is its attribute ``toolhub.call.queue_wait`` (seconds), the claim's answer and
+the attempt its attributes too, and a command started in the run gets its ``TRACEPARENT``
+(``carriers.command_env``). Under
 ``TOOLHUB_TRACE_PHASES=1`` (``state.PHASES``) the phases are child spans instead:
 ``toolhub.queue_wait`` (enqueue to claim), ``toolhub.claim``, ``toolhub.run`` (the command's
 ``TRACEPARENT`` then names it) and ``toolhub.deliver``. A re-run after a lost worker is named
@@ -33,7 +33,7 @@ from toolhub.core import Progress
 from . import attributes as attr
 from .carriers import carrier_of, inject, parent_context
 from .metrics import QUEUE_WAIT, SANDBOX_START, record
-from .state import PHASES, api, tracer
+from .state import PHASES, api, context_api, tracer
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span, Tracer
@@ -92,14 +92,14 @@ def claim(call_id: str, take: Callable[[], C]) -> C:
 
 
 def phase(call_id: str, name: str) -> contextlib.AbstractContextManager[Any]:
-    """A phase of a call running here (``toolhub.run``, ``toolhub.deliver``): an event of its
-    worker span at the phase's start, or, under ``TOOLHUB_TRACE_PHASES=1``, a child span,
-    current while the block runs (a command started in ``toolhub.run`` names it)."""
+    """A phase of a call running here (``toolhub.run``, ``toolhub.deliver``): under
+    ``TOOLHUB_TRACE_PHASES=1`` a child span of its worker span, current while the block runs
+    (a command started in ``toolhub.run`` names it); nothing by default (an event costs the
+    SDK nearly what an attribute does, and the worker span's end is the delivery's)."""
+    if not PHASES:
+        return _NO_SPAN
     call = _live.get(call_id) if _live else None
     if call is None:
-        return _NO_SPAN
-    if not PHASES:
-        call.span.add_event(name)
         return _NO_SPAN
     return call.tracer.start_as_current_span(name)
 
@@ -164,16 +164,14 @@ class WorkerCall:
         self._token: Any = None
 
     def __enter__(self) -> WorkerCall:
-        from opentelemetry import context as otel_context
-
+        otel_context = context_api()
         self._token = otel_context.attach(self.context)
         with _live_lock:
             _live[self.call_id] = self
         return self
 
     def __exit__(self, *exc: object) -> None:
-        from opentelemetry import context as otel_context
-
+        otel_context = context_api()
         with _live_lock:
             if _live.get(self.call_id) is self:
                 del _live[self.call_id]
