@@ -22,7 +22,7 @@ from redis.exceptions import RedisError
 from toolhub.ports import free_port
 from toolhub.stack.supervisor import descendants
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = pytest.mark.timeout(240)
 
 TOOLHUB = str(Path(sys.executable).with_name("toolhub"))
 
@@ -98,12 +98,12 @@ def test_up_serves_a_call_and_stops_everything_on_sigint(tmp_path: Path) -> None
     reader = threading.Thread(target=lambda: printed.extend(proc.stdout or []), daemon=True)
     reader.start()
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 120  # a busy machine: seen at 60 s with a CPU job beside
         while True:
             assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
             if ok(f"{url}/readyz") and ok(f"http://127.0.0.1:{flower_port}/healthcheck"):
                 break
-            assert time.monotonic() < deadline, "stack not ready in 60s"
+            assert time.monotonic() < deadline, "stack not ready in 120s"
             time.sleep(0.2)
         family = descendants(proc.pid)
         assert len(family) >= 4, "redis, a worker, the gateway and Flower"
