@@ -35,8 +35,8 @@ from toolhub.distributed.records import TERMINAL_STATUSES, CallRecords, new_run_
 from toolhub.distributed.settings import QUEUES, Settings
 from toolhub.distributed.signing import sign_message
 from toolhub.errors import ErrorCode
-from toolhub.tracing.worker import message_headers
 from toolhub.subagents.base import too_many_subagents
+from toolhub.tracing.worker import message_headers
 
 from .base import KillOutcome, TaskSnapshot, TasksPerSession, TaskStatus, WaitMode, check_room
 
