@@ -22,7 +22,7 @@ from redis.exceptions import RedisError
 from toolhub.ports import free_port
 from toolhub.stack.supervisor import descendants
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = pytest.mark.timeout(240)
 
 TOOLHUB = str(Path(sys.executable).with_name("toolhub"))
 
@@ -84,6 +84,8 @@ def test_up_serves_a_call_and_stops_everything_on_sigint(tmp_path: Path) -> None
             str(flower_port),
             "--redis-port",
             str(redis_port_asked),
+            "--metrics-port",
+            str(free_port()),  # not the default: another stack on this host may hold it
         ],
         cwd=workspace,
         env=env,
@@ -96,12 +98,12 @@ def test_up_serves_a_call_and_stops_everything_on_sigint(tmp_path: Path) -> None
     reader = threading.Thread(target=lambda: printed.extend(proc.stdout or []), daemon=True)
     reader.start()
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 120  # a busy machine: seen at 60 s with a CPU job beside
         while True:
             assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
             if ok(f"{url}/readyz") and ok(f"http://127.0.0.1:{flower_port}/healthcheck"):
                 break
-            assert time.monotonic() < deadline, "stack not ready in 60s"
+            assert time.monotonic() < deadline, "stack not ready in 120s"
             time.sleep(0.2)
         family = descendants(proc.pid)
         assert len(family) >= 4, "redis, a worker, the gateway and Flower"
@@ -131,6 +133,14 @@ def test_up_serves_a_call_and_stops_everything_on_sigint(tmp_path: Path) -> None
             env=env, capture_output=True, text=True, timeout=60,
         )  # fmt: skip
         assert "hello from the stack" in pasted.stdout, pasted.stderr
+        # ... and `toolhub top` there reads the workers' metrics too, with no flags of its own.
+        assert "TOOLHUB_METRICS_URLS=" in export
+        top = subprocess.run(
+            ["bash", "-c", f"{export}; {shlex.quote(TOOLHUB)} top --once --interval 0.5"],
+            env=env, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert top.returncode == 0, top.stderr
+        assert "metrics: 1/1 up" in top.stdout and "Main:read_file" in top.stdout, top.stdout
         family |= descendants(proc.pid)
         redis_port, redis_dir = _redis_server(family)
         assert redis_port == redis_port_asked

@@ -1,5 +1,7 @@
 """The caller's ``execute_tool`` span: a refused call ends it with ``error.type`` = toolhub's
-error kind and an error status; without phase spans the validation has none of its own."""
+error kind and an error status (with phase spans, under its validation's span); by default
+the validation has no span of its own, and the call's span, made once the call is prepared,
+still starts before it and carries every attribute."""
 
 from __future__ import annotations
 
@@ -13,8 +15,11 @@ from tests.tracing.in_process import exporter, spans_of, tool_span
 from toolhub import Session
 
 
-def test_a_refused_call_carries_its_error_kind(tmp_path: Path) -> None:
+def test_a_refused_call_carries_its_error_kind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     exporter()
+    monkeypatch.setattr("toolhub.tracing.calls.PHASES", True)
     with (
         Session.embedded(None, tmp_path, state_dir=tmp_path / "s") as session,
         trace.get_tracer("app").start_as_current_span("turn") as turn,
@@ -28,11 +33,8 @@ def test_a_refused_call_carries_its_error_kind(tmp_path: Path) -> None:
     assert "toolhub.validate" in {s.name for s in spans_of(trace_id)}
 
 
-def test_without_phase_spans_validation_has_no_span(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_without_phase_spans_validation_has_no_span(tmp_path: Path) -> None:
     exporter()
-    monkeypatch.setattr("toolhub.tracing.calls.PHASES", False)
     with (
         Session.embedded(None, tmp_path, state_dir=tmp_path / "s") as session,
         trace.get_tracer("app").start_as_current_span("turn") as turn,
@@ -40,7 +42,13 @@ def test_without_phase_spans_validation_has_no_span(
         result = session.call_sync("bash", {"command": "true", "description": "t"})
     assert result.error is None
     trace_id = turn.get_span_context().trace_id
-    assert tool_span(trace_id, "bash").attributes["gen_ai.tool.type"] == "function"
+    span = tool_span(trace_id, "bash")
+    assert span.attributes["gen_ai.tool.type"] == "function"
+    assert span.attributes["gen_ai.tool.call.id"] == result.call_id
+    assert span.attributes["toolhub.tool.id"].endswith("bash")
+    assert span.attributes["toolhub.session.id"] == session.session_id
+    assert span.start_time is not None and span.end_time is not None
+    assert span.start_time < span.end_time
     assert "toolhub.validate" not in {s.name for s in spans_of(trace_id)}
 
 

@@ -4,15 +4,23 @@ A private stack (redis-server and a ``toolhub worker``), a ``toolhub serve`` gat
 ``toolhub mcp`` server, each a real process exporting with the real OTLP/HTTP exporter,
 configured by nothing but the standard ``OTEL_*`` variables. A call made with a W3C
 ``traceparent`` (the gateway's header, MCP's ``_meta``) comes back as one trace: the caller's
-``execute_tool`` span with the GenAI attributes under the given parent, the worker's spans
+``execute_tool`` span with the GenAI attributes under the given parent, the worker's span
 continuing it through the Celery message's headers, and the command's ``TRACEPARENT`` naming
-the worker's ``toolhub.run`` span. A malformed ``traceparent`` only starts a new trace."""
+the worker's span. Through the gateway the command is a traced program (``traced_child.py``,
+the OpenTelemetry SDK in the project's interpreter) whose own span, exported to the same
+receiver, is the worker span's child: the operator's policy lets the session's sandbox read
+that interpreter and reach the network (``network_any``), as an operator whose commands
+export their own telemetry would. The gateway traces its phases too
+(``TOOLHUB_TRACE_PHASES=1``: validation and enqueue spans); the worker and the MCP server do
+not (the default: one span per side). A malformed ``traceparent`` only starts a new trace."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import secrets
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,23 +32,22 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, use_span
 
-from tests.fixtures_stack import REPO, TOOLHUB, Stack
+from tests.fixtures_stack import FLEET_POLICY, REPO, TOOLHUB, Stack
 from tests.http_process import serving
 from tests.mcp.task_client import discover
-from tests.tracing.in_process import spans_of
+from tests.tracing.in_process import exporter, spans_of
 from tests.tracing.otlp_receiver import Receiver, Span
+from toolhub import Session
 from toolhub.ports import free_port
 
 pytestmark = pytest.mark.timeout(180)
 
 COMMAND = {"command": "echo tp=$TRACEPARENT", "description": "trace"}
-WORKER_SPANS = {
-    "toolhub.queue_wait",
-    "toolhub.claim",
-    "toolhub.run",
-    "toolhub.sandbox_start",
-    "toolhub.deliver",
-}
+CHILD = "child.work"
+#: What the traced program inside the command needs: the interpreter and its packages.
+CHILD_SCRIPT = Path(__file__).with_name("traced_child.py")
+INTERPRETER = [str(Path(sys.prefix)), str(Path(sys.base_prefix)), str(CHILD_SCRIPT.parent)]
+SANDBOX = {"network": True, "read": INTERPRETER}
 
 
 def otel_env(receiver: Receiver) -> dict[str, str]:
@@ -60,8 +67,20 @@ def receiver() -> Iterator[Receiver]:
 
 
 @pytest.fixture(scope="module")
-def stack(receiver: Receiver) -> Iterator[Stack]:
-    started = Stack(workers=1, env=otel_env(receiver)).start()
+def policy(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The fleet's test policy, and commands that may read the interpreter and use the
+    network (JSON is YAML)."""
+    import yaml
+
+    fleet = yaml.safe_load(FLEET_POLICY.read_text())
+    path = tmp_path_factory.mktemp("policy") / "policy.json"
+    path.write_text(json.dumps({**fleet, "sandbox": {"network_any": True, "read": INTERPRETER}}))
+    return path
+
+
+@pytest.fixture(scope="module")
+def stack(receiver: Receiver, policy: Path) -> Iterator[Stack]:
+    started = Stack(workers=1, env={**otel_env(receiver), "TOOLHUB_POLICY": str(policy)}).start()
     yield started
     started.stop()
 
@@ -84,12 +103,15 @@ def new_parent() -> tuple[str, str, str]:
     return trace_id, span_id, f"00-{trace_id}-{span_id}-01"
 
 
-def one_trace(receiver: Receiver, trace_id: str, caller: str) -> dict[str, Span]:
-    """The trace's spans by name, once the caller's and the worker's have all arrived."""
+def one_trace(
+    receiver: Receiver, trace_id: str, caller: str, more: tuple[str, ...] = ()
+) -> dict[str, Span]:
+    """The trace's spans by name, once the caller's, the worker's and ``more`` have arrived."""
 
     def complete() -> bool:
         names = {s.name for s in receiver.trace(trace_id)}
-        return {"execute_tool bash", *WORKER_SPANS} <= names
+        worker = any(n.startswith("toolhub.worker ") for n in names)
+        return worker and {"execute_tool bash", *more} <= names
 
     receiver.wait_for(complete, what=f"trace {trace_id}")
     spans = {s.name: s for s in receiver.trace(trace_id)}
@@ -114,7 +136,11 @@ def reaches(receiver: Receiver, span: Span, parent_id: str) -> bool:
     return True
 
 
-def check_trace(receiver: Receiver, spans: dict[str, Span], parent_id: str, text: str) -> None:
+def check_trace(
+    receiver: Receiver, spans: dict[str, Span], parent_id: str, text: str, phases: bool
+) -> Span:
+    """The caller's span and attributes, the worker's under it; the worker's span, which the
+    command's ``TRACEPARENT`` names."""
     call = spans["execute_tool bash"]
     assert reaches(receiver, call, parent_id), call
     assert call.attributes["gen_ai.operation.name"] == "execute_tool"
@@ -123,30 +149,39 @@ def check_trace(receiver: Receiver, spans: dict[str, Span], parent_id: str, text
     assert call.attributes["gen_ai.tool.call.id"]
     assert call.attributes["toolhub.tool.id"].endswith("bash")
     assert "error.type" not in call.attributes
-    assert spans["toolhub.validate"].parent_id == call.span_id
-    enqueue = spans["toolhub.enqueue"]
-    assert enqueue.parent_id == call.span_id
     (worker,) = [s for s in spans.values() if s.name.startswith("toolhub.worker ")]
     assert worker.service == "toolhub-worker"
-    assert worker.parent_id == enqueue.span_id  # continued from the Celery headers
+    if phases:  # the gateway's phase spans: the worker continues the enqueue's
+        assert spans["toolhub.validate"].parent_id == call.span_id
+        enqueue = spans["toolhub.enqueue"]
+        assert enqueue.parent_id == call.span_id
+        assert worker.parent_id == enqueue.span_id  # continued from the Celery headers
+    else:
+        assert not {"toolhub.validate", "toolhub.enqueue"} & set(spans)
+        assert worker.parent_id == call.span_id
     assert worker.attributes["toolhub.call.attempt"] == 1
-    for name in ("toolhub.queue_wait", "toolhub.claim", "toolhub.run", "toolhub.deliver"):
-        assert spans[name].parent_id == worker.span_id, name
-    run = spans["toolhub.run"]
-    assert spans["toolhub.sandbox_start"].parent_id == run.span_id
-    # The command's own environment names the run's span: a traced program joins the trace.
+    assert worker.attributes["toolhub.claim.action"] == "run"
+    assert worker.attributes["toolhub.call.queue_wait"] >= 0
+    assert worker.attributes["gen_ai.tool.call.id"] == call.attributes["gen_ai.tool.call.id"]
+    assert {name for name, _ in worker.events} <= {"toolhub.progress"}  # the output's
+    assert spans["toolhub.sandbox_start"].parent_id == worker.span_id
+    assert not {"toolhub.run", "toolhub.claim", "toolhub.deliver"} & set(spans)
+    # The command's own environment names the worker's span: a traced program joins the trace.
     traceparent = text.split("tp=", 1)[1].split()[0]
-    assert traceparent == f"00-{call.trace_id}-{run.span_id}-01"
+    assert traceparent == f"00-{call.trace_id}-{worker.span_id}-01"
+    return worker
 
 
-def test_a_gateway_call_is_one_trace_to_the_command(
-    receiver: Receiver, stack: Stack, tmp_path: Path
+def test_a_gateway_call_is_one_trace_to_the_commands_own_span(
+    receiver: Receiver, stack: Stack, policy: Path, tmp_path: Path
 ) -> None:
     port = free_port()
     env = {
         **os.environ,
         **otel_env(receiver),
         "TOOLHUB_HOME": str(tmp_path / "home"),
+        "TOOLHUB_POLICY": str(policy),
+        "TOOLHUB_TRACE_PHASES": "1",
         "PYTHONPATH": str(REPO),
     }
     argv = [
@@ -160,17 +195,33 @@ def test_a_gateway_call_is_one_trace_to_the_command(
         stack.url,
     ]
     url = f"http://127.0.0.1:{port}"
+    config = {
+        "tools": [{"id": "Main:bash", "params": {"enabled_background": False, "sandbox": SANDBOX}}]
+    }
+    child = {
+        "command": f"{sys.executable} {CHILD_SCRIPT} {receiver.endpoint}; echo tp=$TRACEPARENT",
+        "description": "a traced program",
+    }
     with serving(argv, f"{url}/healthz", env=env), httpx.Client(base_url=url, timeout=60) as http:
-        sid = http.post("/v1/sessions", json={}).json()["session_id"]
+        made = http.post("/v1/sessions", json={"config": config})
+        assert made.status_code == 201, made.text
+        sid = made.json()["session_id"]
         trace_id, parent_id, traceparent = new_parent()
         answer = http.post(
             f"/v1/sessions/{sid}/calls",
-            json={"name": "bash", "arguments": COMMAND},
+            json={"name": "bash", "arguments": child},
             headers={"traceparent": traceparent, "tracestate": "vendor=1"},
         )
         assert answer.status_code == 200, answer.text
         text = answer.json()["prompt_text"]
-        check_trace(receiver, one_trace(receiver, trace_id, "toolhub-gateway"), parent_id, text)
+        assert "child=" in text, text
+        spans = one_trace(receiver, trace_id, "toolhub-gateway", more=(CHILD,))
+        worker = check_trace(receiver, spans, parent_id, text, phases=True)
+        # The command's own span: exported by the program itself, a child of the worker's.
+        own = spans[CHILD]
+        assert own.service == "traced-child"
+        assert own.parent_id == worker.span_id
+        assert text.split("child=", 1)[1].split()[0] == f"{trace_id}-{own.span_id}"
 
         # Hostile: a malformed traceparent is ignored; the call runs in a trace of its own.
         bad = http.post(
@@ -225,4 +276,46 @@ def test_an_mcp_call_with_meta_traceparent_is_one_trace(
             return "".join(getattr(block, "text", "") for block in result.content)
 
     text = asyncio.run(call())
-    check_trace(receiver, one_trace(receiver, trace_id, "toolhub-mcp"), parent_id, text)
+    check_trace(receiver, one_trace(receiver, trace_id, "toolhub-mcp"), parent_id, text, False)
+
+
+def test_a_background_command_joins_the_trace_through_the_holder(
+    receiver: Receiver, stack: Stack, tmp_path: Path
+) -> None:
+    """A background command is a task message of its own, sent by the worker running the
+    ``bash`` call, and started by the host's holder, not by a worker: the task's worker span
+    continues the call's trace from that message's headers, and hands its context to the
+    holder with the command, so the command's ``TRACEPARENT`` names it."""
+    exporter()  # this process traces: the call's execute_tool span, under the turn's
+    written = tmp_path / "tp.txt"
+    with (
+        Session.connect(stack.url, None, tmp_path) as session,
+        trace.get_tracer("app").start_as_current_span("turn") as turn,
+    ):
+        result = session.call_sync(
+            "bash",
+            {
+                "command": f"echo $TRACEPARENT > {written}.part && mv {written}.part {written}",
+                "description": "background",
+                "is_background": True,
+            },
+        )
+        assert result.error is None, result.prompt_text
+    trace_id = f"{turn.get_span_context().trace_id:032x}"
+
+    def workers() -> dict[str, Span]:
+        return {
+            s.attributes["toolhub.tool.id"]: s
+            for s in receiver.trace(trace_id)
+            if s.name.startswith("toolhub.worker ")
+        }
+
+    receiver.wait_for(
+        lambda: len(workers()) == 2 and written.exists(), timeout=90, what="the task's span"
+    )
+    spans = workers()
+    task = spans.pop("toolhub:background")
+    (call,) = spans.values()
+    assert task.parent_id == call.span_id  # the task message carried the call's worker span
+    flags = f"{turn.get_span_context().trace_flags:02x}"  # sampled (and a random trace id)
+    assert written.read_text().strip() == f"00-{trace_id}-{task.span_id}-{flags}"

@@ -152,13 +152,18 @@ class ProcessRunner:
         keep_bytes: int = 32_000,
         on_output: OutputCallback | None = None,
         limits: ResourceLimits | None = None,
+        trace_env: Mapping[str, str] | None = None,
     ) -> RunningCommand:
         """Start ``command`` now; output streams to ``on_output`` from the reader thread.
-        At most ``START_CONCURRENCY`` starts of this process run at once (``start_gate``)."""
+        At most ``START_CONCURRENCY`` starts of this process run at once (``start_gate``).
+        ``trace_env``: the call's ``TRACEPARENT``/``TRACESTATE`` when its span lives in another
+        process (the holder starts a worker's background command); default: this process's
+        current span's."""
         limits = self._clamped(limits or self.limits)
         self._refuse()
         meter = current_meter()
-        traced = command_env()  # the call's TRACEPARENT: a traced program joins its trace
+        # The call's TRACEPARENT: a traced program joins its trace.
+        traced = dict(trace_env) if trace_env is not None else command_env()
         cgroup: CommandCgroup | None = None
         capture: OutputCapture | None = None
         try:

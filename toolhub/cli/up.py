@@ -123,15 +123,19 @@ def banner(info: StackInfo, workers: int) -> list[str]:
 
 def _print_connect(info: StackInfo, workspace: Path) -> None:
     """What to paste into another shell to use this stack from Python (or any toolhub
-    command): the Redis URL and the fleet key, without showing the key itself."""
+    command): the Redis URL, the fleet key (without showing the key itself) and the workers'
+    metrics endpoints (``toolhub top`` reads all three from the environment)."""
     exports = f"export TOOLHUB_REDIS_URL={shlex.quote(info.redis_url)}"
     if info.fleet_key_file is not None:
         exports += f' TOOLHUB_FLEET_KEY="$(cat {shlex.quote(str(info.fleet_key_file))})"'
+    if info.metrics_urls:
+        exports += f" TOOLHUB_METRICS_URLS={shlex.quote(' '.join(info.metrics_urls))}"
     stdout.print("\nConnect from another shell:", highlight=False)
     stdout.print(f"  {exports}", highlight=False, markup=False, soft_wrap=True)
     line = f'Session.connect(os.environ["TOOLHUB_REDIS_URL"], workspace={str(workspace)!r})'
     stdout.print(f"  python: {line}", highlight=False, markup=False, soft_wrap=True)
     stdout.print(f"  redis-cli: {redis_cli_line(info.redis_url)}", markup=False, soft_wrap=True)
+    stdout.print("  the fleet, live: toolhub top", highlight=False, markup=False, soft_wrap=True)
 
 
 def redis_cli_line(url: str) -> str:

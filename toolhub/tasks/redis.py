@@ -36,6 +36,7 @@ from toolhub.distributed.settings import QUEUES, Settings
 from toolhub.distributed.signing import sign_message
 from toolhub.errors import ErrorCode
 from toolhub.subagents.base import too_many_subagents
+from toolhub.tracing.worker import message_headers
 
 from .base import KillOutcome, TaskSnapshot, TasksPerSession, TaskStatus, WaitMode, check_room
 
@@ -166,12 +167,14 @@ class RedisBackgroundTasks:
             assert self.quotas is not None
             raise over_quota_error(self.quotas.tenant, created)
         self.client.zadd(self.keys.session_tasks(owner_session), {task_id: time.time()})
+        headers = message_headers()  # the starting call's trace: the task's spans join it
         self.app.send_task(
             BACKGROUND_TASK,
             kwargs=message,
             queue=queue,
             ignore_result=True,
             kwargsrepr=repr({"task_id": task_id, "session_id": owner_session}),
+            **({"headers": headers} if headers else {}),
         )
         return task_id
 

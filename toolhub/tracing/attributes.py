@@ -23,6 +23,7 @@ TENANT = "toolhub.tenant"
 ATTEMPT = "toolhub.call.attempt"
 CLAIM = "toolhub.claim.action"
 QUEUE = "toolhub.queue"
+QUEUE_WAIT = "toolhub.call.queue_wait"  # seconds, enqueue to claim (without phase spans)
 PROGRESS_KIND = "toolhub.progress.kind"
 PROGRESS_DROPPED = "toolhub.progress.dropped"
 

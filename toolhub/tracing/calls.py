@@ -24,7 +24,7 @@ from toolhub.core import CallResult, Progress
 from . import attributes as attr
 from .carriers import parent_context
 from .metrics import TOOL_DURATION, record
-from .state import PHASES, api, tracer
+from .state import PHASES, api, context_api, tracer
 
 if TYPE_CHECKING:
     from opentelemetry.context import Context
@@ -42,29 +42,45 @@ def start_call(name: str, session_id: str, tenant: str, trace_context: object) -
 
 
 class CallSpan:
-    """One call's ``execute_tool`` span, from before validation to its result."""
+    """One call's ``execute_tool`` span, from before validation to its result.
 
-    __slots__ = ("attributes", "context", "ended", "span", "started", "tracer")
+    Without phase spans the span is made once ``prepare`` has run, dated back to the call's
+    start and given every attribute at once: a span's attributes cost the SDK more than the
+    span itself, and each separate setting of them costs again (docs/benchmarks.md)."""
+
+    __slots__ = (
+        "attributes", "context", "ended", "extra", "name", "parent", "span", "started",
+        "started_ns", "tracer",
+    )  # fmt: skip
 
     def __init__(
         self, tracer: Tracer, name: str, session_id: str, tenant: str, parent: Context
     ) -> None:
-        trace = api()
         self.tracer = tracer
         self.started = time.perf_counter()
+        self.started_ns = time.time_ns()
+        self.name = name
+        self.parent = parent
         self.attributes: dict[str, Any] = {
             attr.OPERATION: attr.EXECUTE_TOOL,
             attr.TOOL_NAME: name,
             attr.TOOL_TYPE: attr.FUNCTION,
         }
-        self.span: Span = tracer.start_span(
-            f"{attr.EXECUTE_TOOL} {name}",
-            context=parent,
-            kind=trace.SpanKind.INTERNAL,
-            attributes={**self.attributes, attr.SESSION: session_id, attr.TENANT: tenant},
-        )
-        self.context: Context = trace.set_span_in_context(self.span, parent)
+        self.extra: dict[str, Any] = {attr.SESSION: session_id, attr.TENANT: tenant}
         self.ended = False
+        if PHASES:
+            self._start()
+
+    def _start(self) -> None:
+        trace = api()
+        self.span: Span = self.tracer.start_span(
+            f"{attr.EXECUTE_TOOL} {self.name}",
+            context=self.parent,
+            kind=trace.SpanKind.INTERNAL,
+            attributes={**self.attributes, **self.extra},
+            start_time=self.started_ns,
+        )
+        self.context: Context = trace.set_span_in_context(self.span, self.parent)
 
     def prepare(self, prepare: Callable[[], T]) -> T:
         """``prepare()`` (lookup, remapping, validation) in the ``toolhub.validate`` span; a
@@ -76,28 +92,34 @@ class CallSpan:
             else:
                 prepared = prepare()
         except BaseException as exc:
-            self.fail(exc)
+            self._started().fail(exc)
             raise
-        if isinstance(prepared, CallResult):
-            self.end(prepared)
-            return prepared
         entry, ctx = getattr(prepared, "entry", None), getattr(prepared, "ctx", None)
         if entry is not None and ctx is not None:
             if entry.external:
                 self.attributes[attr.TOOL_TYPE] = attr.EXTENSION
-            self.span.set_attributes(
-                {
-                    attr.TOOL_CALL_ID: ctx.call_id,
-                    attr.TOOL_ID: entry.fq_id,
-                    attr.TOOL_TYPE: self.attributes[attr.TOOL_TYPE],
-                }
-            )
+            found = {
+                attr.TOOL_CALL_ID: ctx.call_id,
+                attr.TOOL_ID: entry.fq_id,
+                attr.TOOL_TYPE: self.attributes[attr.TOOL_TYPE],
+            }
+            if PHASES:
+                self.span.set_attributes(found)
+            else:
+                self.extra.update(found)
+        self._started()
+        if isinstance(prepared, CallResult):
+            self.end(prepared)
         return prepared
+
+    def _started(self) -> CallSpan:
+        if not PHASES and not hasattr(self, "span"):
+            self._start()
+        return self
 
     def run(self, work: Callable[[], T]) -> T:
         """``work()`` with this span current (a sync call)."""
-        from opentelemetry import context as otel_context
-
+        otel_context = context_api()
         token = otel_context.attach(self.context)
         try:
             outcome = work()
@@ -112,8 +134,7 @@ class CallSpan:
 
     async def result(self, waiting: Awaitable[CallResult]) -> CallResult:
         """The call's result, awaited with this span current; the span ends with it."""
-        from opentelemetry import context as otel_context
-
+        otel_context = context_api()
         token = otel_context.attach(self.context)
         try:
             result = await waiting
@@ -131,8 +152,7 @@ class CallSpan:
         """``items``, each step taken with this span current; the span ends at the result,
         or as ``cancelled`` when the consumer leaves before it. Closing this closes ``items``
         (a connected call's stream cancels the call when left early)."""
-        from opentelemetry import context as otel_context
-
+        otel_context = context_api()
         try:
             while True:
                 token = otel_context.attach(self.context)

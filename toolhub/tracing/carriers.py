@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from .state import available, tracer
+from .state import api, available, context_api, tracer
 
 if TYPE_CHECKING:
     from opentelemetry.context import Context
@@ -51,10 +51,16 @@ def carrier_of_asgi(headers: Iterable[tuple[bytes, bytes]]) -> dict[str, str]:
     return carrier_of(wanted)
 
 
-def _propagator() -> Any:
-    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+_propagators: list[Any] = []
 
-    return TraceContextTextMapPropagator()
+
+def _propagator() -> Any:
+    """The W3C Trace Context propagator (one per process: it holds no state)."""
+    if not _propagators:
+        from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+        _propagators.append(TraceContextTextMapPropagator())
+    return _propagators[0]
 
 
 def parent_context(trace_context: object) -> Context:
@@ -63,20 +69,21 @@ def parent_context(trace_context: object) -> Context:
     names (an empty or malformed one: a new trace) — unless the current span is of the
     carrier's trace already: a server library that continued it (FastAPI's, the MCP SDK's
     request span) is then the parent, below the caller's span."""
-    from opentelemetry import context as otel_context
-    from opentelemetry import trace as otel_trace
-    from opentelemetry.context import Context
+    otel_context, otel_trace = context_api(), api()
+    empty: type[Context] = otel_context.Context
 
-    current = otel_context.get_current()
+    current: Context = otel_context.get_current()
     if trace_context is None:
         return current
-    if isinstance(trace_context, Context):
+    if isinstance(trace_context, empty):
         return trace_context
     carrier = carrier_of(trace_context) if isinstance(trace_context, Mapping) else {}
-    extracted: Context = _propagator().extract(carrier, context=Context())
-    named = otel_trace.get_current_span(extracted).get_span_context()
+    extracted: Context = _propagator().extract(carrier, context=empty())
     inside = otel_trace.get_current_span(current).get_span_context()
-    if named.is_valid and inside.is_valid and inside.trace_id == named.trace_id:
+    if not inside.is_valid:  # a worker's thread, a server without a library's request span
+        return extracted
+    named = otel_trace.get_current_span(extracted).get_span_context()
+    if named.is_valid and inside.trace_id == named.trace_id:
         return current
     return extracted
 
@@ -92,9 +99,17 @@ def captured() -> Context | None:
 
 
 def inject(context: Context | None = None) -> dict[str, str]:
-    """The W3C carrier of ``context`` (default: the current one); empty when it has no span."""
-    carrier: dict[str, str] = {}
-    _propagator().inject(carrier, context=context)
+    """The W3C carrier of ``context`` (default: the current one); empty when it has no valid
+    span. Formatted here as the propagator would (``traceparent`` version 00): this runs once
+    per call, and the propagator's setter and checks cost more than the string."""
+    found = api().get_current_span(context).get_span_context()
+    if not found.is_valid:
+        return {}
+    carrier = {
+        TRACEPARENT: f"00-{found.trace_id:032x}-{found.span_id:016x}-{found.trace_flags:02x}"
+    }
+    if found.trace_state:
+        carrier[TRACESTATE] = found.trace_state.to_header()
     return carrier
 
 

@@ -27,6 +27,8 @@ from .state import available, refresh
 logger = logging.getLogger("toolhub.tracing")
 
 _installed: list[Any] = []
+#: The span queue's bound unless ``OTEL_BSP_MAX_QUEUE_SIZE`` says otherwise.
+QUEUE_SIZE = 16384
 
 
 def _wanted(signal: str) -> str | None:
@@ -76,7 +78,7 @@ def setup_from_env(service_name: str) -> bool:
             from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
             provider = TracerProvider(resource=resource)
-            provider.add_span_processor(BatchSpanProcessor(exporter))
+            provider.add_span_processor(BatchSpanProcessor(exporter, max_queue_size=_queue_size()))
             otel_trace.set_tracer_provider(provider)
             _installed.append(provider)
             tracing = True
@@ -92,6 +94,12 @@ def setup_from_env(service_name: str) -> bool:
             _installed.append(meters)
     refresh()
     return tracing
+
+
+def _queue_size() -> int | None:
+    """The span queue's bound: ``OTEL_BSP_MAX_QUEUE_SIZE``, else ``QUEUE_SIZE`` (the SDK's
+    2048 drops spans when a burst outruns one export; a queued span is a few kB)."""
+    return None if os.environ.get("OTEL_BSP_MAX_QUEUE_SIZE") else QUEUE_SIZE
 
 
 def _span_exporter(name: str) -> Any:

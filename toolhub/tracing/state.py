@@ -27,14 +27,17 @@ if TYPE_CHECKING:
 RECHECK_SECONDS = 1.0
 #: The instrumentation scope of every span and instrument toolhub makes.
 SCOPE = "toolhub"
-#: Whether the short phases of a call get spans of their own (validation, enqueue, queue wait,
-#: claim, delivery); ``TOOLHUB_TRACE_PHASES=0`` keeps the call's, the worker's, the run's and
-#: the command starts' spans only (a span costs the SDK tens of microseconds to make and export).
-PHASES = os.environ.get("TOOLHUB_TRACE_PHASES", "1").strip() != "0"
+#: Whether the phases of a call get child spans of their own (validation, enqueue, queue wait,
+#: claim, run, delivery): ``TOOLHUB_TRACE_PHASES=1``. By default each side of a call has one
+#: span (the caller's ``execute_tool``, the worker's ``toolhub.worker``) with the phases as its
+#: events and attributes: a span costs the Python SDK tens of microseconds to make and as much
+#: again to encode for export, most of tracing's cost on a short call (docs/benchmarks.md).
+PHASES = os.environ.get("TOOLHUB_TRACE_PHASES", "0").strip().lower() in ("1", "true", "yes")
 
 _tracer: Tracer | None = None
 _next_check = 0.0
 _TRACE_API = "opentelemetry.trace"
+_CONTEXT_API = "opentelemetry.context"
 _modules = sys.modules
 _monotonic = time.monotonic
 
@@ -89,6 +92,10 @@ def meter() -> Meter | None:
 
 def api() -> Any:
     """``opentelemetry.trace``, for the modules of this package (only called when on)."""
-    from opentelemetry import trace as otel_trace
+    return sys.modules.get(_TRACE_API) or importlib.import_module(_TRACE_API)
 
-    return otel_trace
+
+def context_api() -> Any:
+    """``opentelemetry.context`` (only called when on): a module lookup, not an import
+    statement, on a call's path."""
+    return sys.modules.get(_CONTEXT_API) or importlib.import_module(_CONTEXT_API)

@@ -1,13 +1,16 @@
 """The worker's side of a call's trace: one span per delivered message, continuing the caller's
-trace from the Celery message's headers, and its children.
+trace from the Celery message's headers.
 
-The dispatcher puts the current W3C context (its ``toolhub.enqueue`` span, or the caller's
-``execute_tool`` span without phase spans) and the enqueue time into the message's headers
-(``message_headers``); the worker opens ``toolhub.worker {tool}`` under it (``delivered``),
-with ``toolhub.queue_wait`` (enqueue to claim), ``toolhub.claim``, ``toolhub.run`` (the tool; a
-command started in it gets the run's ``TRACEPARENT``, ``carriers.command_env``) and
-``toolhub.deliver`` (the result written and published) as children; only the run's under
-``TOOLHUB_TRACE_PHASES=0`` (``state.PHASES``). A re-run after a lost worker is named
+The dispatcher puts the current W3C context (the caller's ``execute_tool`` span; its
+``toolhub.enqueue`` span with phase spans) and the enqueue time into the message's headers
+(``message_headers``); the worker opens ``toolhub.worker {tool}`` under it (``delivered``).
+By default that is the worker's only span (a command's start adds ``toolhub.sandbox_start``):
+the queue wait is its attribute ``toolhub.call.queue_wait`` (seconds), the claim's answer and
+the attempt its attributes too, and a command started in the run gets its ``TRACEPARENT``
+(``carriers.command_env``). Under
+``TOOLHUB_TRACE_PHASES=1`` (``state.PHASES``) the phases are child spans instead:
+``toolhub.queue_wait`` (enqueue to claim), ``toolhub.claim``, ``toolhub.run`` (the command's
+``TRACEPARENT`` then names it) and ``toolhub.deliver``. A re-run after a lost worker is named
 ``toolhub.rerun {tool}``, the resume of a remote task ``toolhub.resume {tool}``; the attempt is
 an attribute. Progress items become span events, their kind only (payloads may hold secrets),
 at most ``MAX_PROGRESS_EVENTS`` per attempt; the rest are counted.
@@ -30,7 +33,7 @@ from toolhub.core import Progress
 from . import attributes as attr
 from .carriers import carrier_of, inject, parent_context
 from .metrics import QUEUE_WAIT, SANDBOX_START, record
-from .state import PHASES, api, tracer
+from .state import PHASES, api, context_api, tracer
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span, Tracer
@@ -78,27 +81,7 @@ def delivered(request: Any, message: Mapping[str, Any]) -> contextlib.AbstractCo
     headers = {
         name: getattr(request, name, None) for name in ("traceparent", "tracestate", ENQUEUED)
     }
-    return _delivered(found, headers, message)
-
-
-@contextlib.contextmanager
-def _delivered(
-    tracer: Tracer, headers: dict[str, Any], message: Mapping[str, Any]
-) -> Iterator[Any]:
-    from opentelemetry import context as otel_context
-
-    call = WorkerCall(tracer, headers, message)
-    token = otel_context.attach(call.context)
-    with _live_lock:
-        _live[call.call_id] = call
-    try:
-        yield call
-    finally:
-        with _live_lock:
-            if _live.get(call.call_id) is call:
-                del _live[call.call_id]
-        otel_context.detach(token)
-        call.end()
+    return WorkerCall(found, headers, message)
 
 
 def claim(call_id: str, take: Callable[[], C]) -> C:
@@ -108,15 +91,22 @@ def claim(call_id: str, take: Callable[[], C]) -> C:
     return take() if call is None else call.claim(take)
 
 
-@contextlib.contextmanager
-def running(call_id: str) -> Iterator[None]:
-    """The tool's run, in the ``toolhub.run`` span."""
-    found = tracer()
-    if found is None or call_id not in _live:
-        yield
-        return
-    with found.start_as_current_span("toolhub.run"):
-        yield
+def phase(call_id: str, name: str) -> contextlib.AbstractContextManager[Any]:
+    """A phase of a call running here (``toolhub.run``, ``toolhub.deliver``): under
+    ``TOOLHUB_TRACE_PHASES=1`` a child span of its worker span, current while the block runs
+    (a command started in ``toolhub.run`` names it); nothing by default (an event costs the
+    SDK nearly what an attribute does, and the worker span's end is the delivery's)."""
+    if not PHASES:
+        return _NO_SPAN
+    call = _live.get(call_id) if _live else None
+    if call is None:
+        return _NO_SPAN
+    return call.tracer.start_as_current_span(name)
+
+
+def running(call_id: str) -> contextlib.AbstractContextManager[Any]:
+    """The tool's run: ``phase(call_id, "toolhub.run")``."""
+    return phase(call_id, "toolhub.run")
 
 
 def command_start() -> contextlib.AbstractContextManager[Any]:
@@ -146,7 +136,8 @@ def progress(call_id: str, item: Progress) -> None:
 
 
 class WorkerCall:
-    """The spans of one delivered message."""
+    """The spans of one delivered message; current, and found by its call id, while it is
+    handled (a context manager)."""
 
     def __init__(self, tracer: Tracer, headers: dict[str, Any], message: Mapping[str, Any]) -> None:
         trace = api()
@@ -170,27 +161,49 @@ class WorkerCall:
         self.events = 0
         self.dropped = 0
         self._lock = threading.Lock()
+        self._token: Any = None
+
+    def __enter__(self) -> WorkerCall:
+        otel_context = context_api()
+        self._token = otel_context.attach(self.context)
+        with _live_lock:
+            _live[self.call_id] = self
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        otel_context = context_api()
+        with _live_lock:
+            if _live.get(self.call_id) is self:
+                del _live[self.call_id]
+        otel_context.detach(self._token)
+        self.end()
 
     def claim(self, take: Callable[[], C]) -> C:
         now = time.time_ns()
+        found: dict[str, Any] = {}
         if self.enqueued_ns is not None and self.enqueued_ns <= now:
             if PHASES:
                 waited = self.tracer.start_span(
                     "toolhub.queue_wait", context=self.context, start_time=self.enqueued_ns
                 )
                 waited.end(end_time=now)
+            else:
+                found[attr.QUEUE_WAIT] = (now - self.enqueued_ns) / 1e9
             record(QUEUE_WAIT, (now - self.enqueued_ns) / 1e9, {attr.TOOL_ID: self.tool})
         claimed = self.tracer.start_span("toolhub.claim", context=self.context) if PHASES else None
         try:
             taken = take()
             action = getattr(taken, "action", None)
-            (claimed or self.span).set_attribute(attr.CLAIM, str(getattr(action, "value", action)))
+            found[attr.CLAIM] = str(getattr(action, "value", action))
+            if claimed is not None:
+                claimed.set_attribute(attr.CLAIM, found.pop(attr.CLAIM))
         finally:
             if claimed is not None:
                 claimed.end()
         attempt = getattr(taken, "attempt", None)
         if isinstance(attempt, int):
-            self.span.set_attribute(attr.ATTEMPT, attempt)
+            found[attr.ATTEMPT] = attempt
+        self.span.set_attributes(found)
         if getattr(taken, "resumed", False):
             self.span.update_name(f"toolhub.resume {self.tool}")
         elif getattr(taken, "lost", 0):

@@ -26,6 +26,7 @@ from toolhub.core import CallResult, ToolError
 from toolhub.core.tool import HANDOFF, INTERNAL_REASONS
 from toolhub.distributed.script_replies import StartFenceReply
 from toolhub.errors import ErrorCode
+from toolhub.tracing import command_env
 from workers.holder.background_command import command_result, start_command, start_failure
 from workers.holder.client import HolderClient
 from workers.holder.client import enabled as holder_enabled
@@ -106,6 +107,8 @@ def _hand_over(
         "message": message,
         "attempt": running.attempt,
         "worker": runtime.name,
+        # The command's TRACEPARENT: the holder does not trace, the worker's span is the parent.
+        "trace": command_env(),
     }
     reply = hand_over(client, payload, give_up=lambda: running.token.cancelled)
     if reply is Unreached.GONE:

@@ -52,7 +52,7 @@ class Claimed:
     metric: Attempt
 
     def settle(self, result: CallResult) -> Ended:
-        with tracing.span("toolhub.deliver"):
+        with tracing.phase(self.running.call_id, "toolhub.deliver"):
             settled = settle(self.runtime, self.running, self.emitter, result)
         self.metric.outcome = outcome(self.running, settled, result)
         return Ended.settled(settled, result)

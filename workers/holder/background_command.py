@@ -4,7 +4,7 @@ the call result its end makes."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -12,14 +12,20 @@ from toolhub.backends.process import ProcessRunner
 from toolhub.backends.running import CommandResult, RunningCommand
 from toolhub.core import CallResult, ErrorKind, OutputDeltas, ToolError, ToolOutput
 from toolhub.errors import ErrorCode
+from toolhub.tracing import carrier_of
 from workers.calls.emitter import Emitter
 
 
 def start_command(
-    runner: ProcessRunner, message: dict[str, Any], emitter: Emitter
+    runner: ProcessRunner,
+    message: dict[str, Any],
+    emitter: Emitter,
+    trace: Mapping[str, Any] | None = None,
 ) -> tuple[RunningCommand, Callable[[], None]]:
     """Start the message's command; its output goes to ``emitter`` as ``output_delta`` items
-    from the command's reader thread. Returns the command and the flush to call once it ended."""
+    from the command's reader thread. Returns the command and the flush to call once it ended.
+    ``trace``: the worker's ``TRACEPARENT``/``TRACESTATE`` for the command (the holder does not
+    trace; ``trace_env``), bounded as any carrier that comes in; None: this process's own."""
     deltas = OutputDeltas()
 
     def on_output(data: bytes) -> None:
@@ -37,8 +43,18 @@ def start_command(
         cwd=Path(cwd) if cwd else None,
         timeout_s=float(message["timeout_s"]),
         on_output=on_output,
+        trace_env=None if trace is None else trace_env(trace),
     )
     return command, flush
+
+
+def trace_env(trace: Mapping[str, Any]) -> dict[str, str]:
+    """The ``TRACEPARENT``/``TRACESTATE`` of a holder request's ``trace``: string values
+    within the W3C carrier's bounds only (``toolhub.tracing.carrier_of``)."""
+    if not isinstance(trace, Mapping):
+        return {}
+    carrier = carrier_of({str(name).lower(): value for name, value in trace.items()})
+    return {name.upper(): value for name, value in carrier.items()}
 
 
 def command_result(task_id: str, outcome: CommandResult) -> CallResult:

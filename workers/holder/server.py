@@ -244,7 +244,9 @@ class Holder:
         meter = usage.metered.meter
         try:
             with metering(meter):
-                command, flush = start_command(place.runner(), message, emitter)
+                command, flush = start_command(
+                    place.runner(), message, emitter, request.get("trace") or {}
+                )
         except Exception as exc:  # a missing workspace, no shell, ...
             logger.warning("call %s: could not start: %s", cid, exc)
             emitter.finish(start_failure(cid, exc))

@@ -1,0 +1,81 @@
+"""The worker's span of a delivered message, in-process with the real SDK: by default one span
+whose phases are its attributes, under ``TOOLHUB_TRACE_PHASES=1`` a child span per
+phase; an attempt after a lost worker is named ``toolhub.rerun``, one resuming a remote task
+``toolhub.resume``; a command started in the run gets the span's ``TRACEPARENT``."""
+
+from __future__ import annotations
+
+import secrets
+import time
+from types import SimpleNamespace
+
+import pytest
+
+from tests.tracing.in_process import exporter, spans_of
+from toolhub.distributed.script_replies import ClaimAction
+from toolhub.tracing import command_env
+from toolhub.tracing import worker as tracing
+
+
+def deliver(claim: SimpleNamespace) -> tuple[int, str]:
+    """One message's handling as a worker does it; its trace id and the run's TRACEPARENT."""
+    exporter()
+    trace_id, parent = secrets.token_hex(16), secrets.token_hex(8)
+    request = SimpleNamespace(
+        traceparent=f"00-{trace_id}-{parent}-01",
+        tracestate=None,
+        toolhub_enqueued_ns=time.time_ns() - 5_000_000,
+    )
+    call_id = f"c-{secrets.token_hex(4)}"
+    message = {"call_id": call_id, "tool": "Main:bash", "name": "bash", "session_id": "s"}
+    with tracing.delivered(request, message):
+        tracing.claim(call_id, lambda: claim)
+        with tracing.running(call_id):
+            env = command_env()
+        with tracing.phase(call_id, "toolhub.deliver"):
+            pass
+    return int(trace_id, 16), env["TRACEPARENT"]
+
+
+def run_claim(**more: object) -> SimpleNamespace:
+    """What a claim answers (``Claim``'s fields the worker span reads)."""
+    return SimpleNamespace(
+        **{"action": ClaimAction.RUN, "attempt": 1, "lost": 0, "resumed": False, **more}
+    )
+
+
+def test_one_span_per_attempt_with_its_phases_as_attributes() -> None:
+    trace_id, traceparent = deliver(run_claim())
+    (span,) = spans_of(trace_id)
+    assert span.name == "toolhub.worker Main:bash"
+    assert span.attributes["toolhub.claim.action"] == "run"
+    assert span.attributes["toolhub.call.attempt"] == 1
+    assert span.attributes["toolhub.call.queue_wait"] >= 0.004
+    assert not span.events  # no phase events either: the span's end is the delivery's
+    assert traceparent == f"00-{trace_id:032x}-{span.context.span_id:016x}-01"
+
+
+def test_phase_spans_when_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tracing, "PHASES", True)
+    trace_id, traceparent = deliver(run_claim())
+    spans = {span.name: span for span in spans_of(trace_id)}
+    worker = spans.pop("toolhub.worker Main:bash")
+    assert set(spans) == {"toolhub.queue_wait", "toolhub.claim", "toolhub.run", "toolhub.deliver"}
+    for span in spans.values():
+        assert span.parent is not None and span.parent.span_id == worker.context.span_id
+    assert spans["toolhub.claim"].attributes["toolhub.claim.action"] == "run"
+    assert traceparent.split("-")[2] == f"{spans['toolhub.run'].context.span_id:016x}"
+
+
+@pytest.mark.parametrize(
+    ("claim", "name"),
+    [
+        (run_claim(attempt=2, lost=1), "toolhub.rerun Main:bash"),
+        (run_claim(attempt=2, lost=1, resumed=True), "toolhub.resume Main:bash"),
+    ],
+)
+def test_a_rerun_and_a_resume_are_named_so(claim: SimpleNamespace, name: str) -> None:
+    trace_id, _ = deliver(claim)
+    (span,) = spans_of(trace_id)
+    assert span.name == name
+    assert span.attributes["toolhub.call.attempt"] == 2
