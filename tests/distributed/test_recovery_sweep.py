@@ -37,6 +37,28 @@ def test_a_message_still_in_its_queue_is_never_re_enqueued(live, store):
     store.client.zrem(store.keys.pending, "waits")
 
 
+def test_a_call_seen_waiting_gets_one_more_deadline_when_it_leaves_its_queue(live, store):
+    """A long queue keeps a call past its claim deadline; a worker then pops it and claims it
+    a moment later. A sweep in between must not copy it (issue 43): having seen it waiting,
+    the sweep gives it one more deadline, and only a call still unclaimed after that (its
+    worker died holding it) is re-enqueued."""
+    recovery = Recovery(store.records)
+    store.client.delete(QUEUE)
+    message = _create(store, "popped")
+    _past_deadline(store, "popped")
+    assert recovery.sweep_unclaimed("popped") is None  # waiting, far past its deadline
+    assert store.client.rpop(QUEUE) is not None  # a live worker pops it, not claimed yet
+    _past_deadline(store, "popped")
+    assert recovery.sweep_unclaimed("popped") is None  # left its queue just now: no copy
+    record = store.get_record("popped")
+    assert record["claim_by"] > time.time() and "requeued" not in record
+    _past_deadline(store, "popped")  # still unclaimed a deadline later: its worker is gone
+    lost = recovery.sweep_unclaimed("popped")
+    assert lost is not None and lost.message == message and lost.requeued == 0
+    store.client.delete(QUEUE, store.keys.call("popped"))
+    store.client.zrem(store.keys.pending, "popped")
+
+
 def test_a_taken_message_is_re_enqueued_once_per_deadline_then_fails(live, store):
     recovery = Recovery(store.records)
     store.client.delete(QUEUE)
