@@ -5,12 +5,14 @@
 -- lost it between its read and its unacked bookkeeping) with the stored message and how often
 -- that happened already, or 'gone' (no longer queued). The deadline moves on in every case, so
 -- concurrent sweeps act on a call once.
--- A long queue keeps calls waiting past their deadline; such a call is then popped by a live
--- worker and claimed a moment later, and a sweep between the two would copy it. So a call this
--- sweep saw waiting ('waited') that has left its queue since is 'left': one more deadline for
--- its claim, then 'taken' if still unclaimed (a worker took it and died). A call never seen
--- waiting is 'taken' at once, as before. The scan starts at the tail, the end workers pop: a
--- call past its deadline in a long queue is among the oldest, near it (issue 43).
+-- A long queue keeps calls waiting past their deadline, and then a sweep falls behind them: a
+-- live worker pops such a call and claims it a moment later (or, prefetched, has its deadline
+-- moved on by its lease keeper within a sixth of a lease), and a sweep in between would copy
+-- it. So a missing call that this sweep saw waiting ('waited' 1), or that no sweep looked at
+-- within half a claim deadline of its deadline (the sweep was behind), is 'left': half a
+-- claim deadline more, once ('waited' 0), then 'taken' if still unclaimed (its worker died
+-- holding it). A call the sweep kept up with is 'taken' at once, as before. The scan starts
+-- at the tail, the end workers pop: a call past its deadline in a long queue is near it.
 -- Replies (toolhub.distributed.script_replies.SweepReply):
 --   GONE = 'gone'
 --   EARLY = 'early'
@@ -36,8 +38,10 @@ if payload and qkey and redis.call('LPOS', qkey, payload, 'RANK', -1) then
   if waited ~= '1' then redis.call('HSET', KEYS[1], 'waited', '1') end
   return {'waiting'}
 end
-if waited == '1' then
-  redis.call('HSET', KEYS[1], 'waited', '0')
+local grace = tonumber(ARGV[2]) / 2
+if waited ~= '0' and (waited == '1' or t - tonumber(claim_by or '0') > grace) then
+  redis.call('HSET', KEYS[1], 'waited', '0', 'claim_by', fmt(t + grace))
+  redis.call('ZADD', KEYS[2], t + grace, ARGV[1])
   return {'left'}
 end
 return {'taken', message or '', tonumber(requeued) or 0}
