@@ -9,10 +9,11 @@
 -- live worker pops such a call and claims it a moment later (or, prefetched, has its deadline
 -- moved on by its lease keeper within a sixth of a lease), and a sweep in between would copy
 -- it. So a missing call that this sweep saw waiting ('waited' 1), or that no sweep looked at
--- within half a claim deadline of its deadline (the sweep was behind), is 'left': half a
--- claim deadline more, once ('waited' 0), then 'taken' if still unclaimed (its worker died
--- holding it). A call the sweep kept up with is 'taken' at once, as before. The scan starts
--- at the tail, the end workers pop: a call past its deadline in a long queue is near it.
+-- within a claim deadline of its deadline (sweeps come every half claim deadline: they were
+-- behind), is 'left': half a claim deadline more, once ('waited' 0), then 'taken' if still
+-- unclaimed (its worker died holding it). A call the sweeps kept up with is 'taken' at once,
+-- as before. The scan starts at the tail, the end workers pop: a call past its deadline in a
+-- long queue is near it.
 -- Replies (toolhub.distributed.script_replies.SweepReply):
 --   GONE = 'gone'
 --   EARLY = 'early'
@@ -39,7 +40,8 @@ if payload and qkey and redis.call('LPOS', qkey, payload, 'RANK', -1) then
   return {'waiting'}
 end
 local grace = tonumber(ARGV[2]) / 2
-if waited ~= '0' and (waited == '1' or t - tonumber(claim_by or '0') > grace) then
+local behind = t - tonumber(claim_by or '0') > tonumber(ARGV[2])
+if waited ~= '0' and (waited == '1' or behind) then
   redis.call('HSET', KEYS[1], 'waited', '0', 'claim_by', fmt(t + grace))
   redis.call('ZADD', KEYS[2], t + grace, ARGV[1])
   return {'left'}
