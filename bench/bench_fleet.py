@@ -26,7 +26,6 @@ import argparse
 import asyncio
 import os
 import signal
-import statistics
 import sys
 import tempfile
 import time
