@@ -82,7 +82,8 @@ def main() -> int:
     home = Path(tempfile.mkdtemp(prefix="bench-backlog-"))
     redis = RedisServer(persistent=False, data_dir=home / "redis")
     redis.start()
-    client = Redis.from_url(redis.url)
+    #: The sweep's scans can hold a long queue's Redis for seconds on a busy machine.
+    client = Redis.from_url(redis.url, socket_timeout=300)
     workspace = Path(tempfile.mkdtemp(prefix="bench-backlog-ws-"))
     session = Session.connect(redis.url, CONFIG, workspace, builder=make_builder())
     workers = [WorkerProcess(f"w{i}", redis.url, home, env=production) for i in range(2)]
