@@ -7,6 +7,7 @@ runs that variant's workers on the ``baseline-events`` queue, beside the plain o
 from __future__ import annotations
 
 import os
+import subprocess
 
 from celery import Celery
 
@@ -30,3 +31,9 @@ app.conf.update(
 @app.task(name="baseline.noop")
 def noop() -> None:
     return None
+
+
+@app.task(name="baseline.bash_true")
+def bash_true() -> None:
+    """``bash -c true``, unsandboxed: the raw-Celery side of a command call (bench_cpu_per_call)."""
+    subprocess.run(["bash", "-c", "true"], check=False)

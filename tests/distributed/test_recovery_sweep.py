@@ -17,9 +17,13 @@ def _create(store, cid: str, max_attempts: int = 3) -> dict:
     return queued_call(store, cid, QUEUE, max_attempts)
 
 
-def _past_deadline(store, cid: str) -> None:
-    store.client.hset(store.keys.call(cid), "claim_by", "0")
-    store.client.zadd(store.keys.pending, {cid: 0})
+def _past_deadline(store, cid: str, by: float = 0.001) -> None:
+    """Its claim deadline passed ``by`` seconds ago (Redis's clock): just now, by default, as
+    for a sweep that keeps up."""
+    seconds, micros = store.client.time()
+    due = seconds + micros / 1e6 - by
+    store.client.hset(store.keys.call(cid), "claim_by", f"{due:.6f}")
+    store.client.zadd(store.keys.pending, {cid: due})
 
 
 def test_a_message_still_in_its_queue_is_never_re_enqueued(live, store):
@@ -35,6 +39,45 @@ def test_a_message_still_in_its_queue_is_never_re_enqueued(live, store):
     assert record["claim_by"] > time.time() and "requeued" not in record
     store.client.delete(QUEUE, store.keys.call("waits"))
     store.client.zrem(store.keys.pending, "waits")
+
+
+def test_a_call_seen_waiting_gets_one_more_deadline_when_it_leaves_its_queue(live, store):
+    """A long queue keeps a call past its claim deadline; a worker then pops it and claims it
+    a moment later. A sweep in between must not copy it (issue 43): having seen it waiting,
+    the sweep gives it one more deadline, and only a call still unclaimed after that (its
+    worker died holding it) is re-enqueued."""
+    recovery = Recovery(store.records)
+    store.client.delete(QUEUE)
+    message = _create(store, "popped")
+    _past_deadline(store, "popped")
+    assert recovery.sweep_unclaimed("popped") is None  # waiting, far past its deadline
+    assert store.client.rpop(QUEUE) is not None  # a live worker pops it, not claimed yet
+    _past_deadline(store, "popped")
+    assert recovery.sweep_unclaimed("popped") is None  # left its queue just now: no copy
+    record = store.get_record("popped")
+    assert record["claim_by"] > time.time() and "requeued" not in record
+    _past_deadline(store, "popped")  # still unclaimed a deadline later: its worker is gone
+    lost = recovery.sweep_unclaimed("popped")
+    assert lost is not None and lost.message == message and lost.requeued == 0
+    store.client.delete(QUEUE, store.keys.call("popped"))
+    store.client.zrem(store.keys.pending, "popped")
+
+
+def test_a_call_the_sweep_fell_behind_gets_one_more_deadline_when_missing(live, store):
+    """A backlog outruns the sweep: a call first looked at long past its deadline, already
+    popped by a live worker about to claim it, is not copied; still unclaimed after one more
+    (shorter) deadline, it is."""
+    recovery = Recovery(store.records)
+    store.client.delete(QUEUE)
+    _create(store, "behind")
+    assert store.client.rpop(QUEUE) is not None
+    _past_deadline(store, "behind", by=60.0)  # nobody looked at it for a minute
+    assert recovery.sweep_unclaimed("behind") is None
+    assert "requeued" not in store.get_record("behind")
+    _past_deadline(store, "behind", by=60.0)  # once only: then it is taken
+    assert recovery.sweep_unclaimed("behind") is not None
+    store.client.delete(QUEUE, store.keys.call("behind"))
+    store.client.zrem(store.keys.pending, "behind")
 
 
 def test_a_taken_message_is_re_enqueued_once_per_deadline_then_fails(live, store):

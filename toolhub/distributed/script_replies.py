@@ -92,6 +92,7 @@ class SweepReply(StrEnum):
     EARLY = "early"
     WAITING = "waiting"
     TAKEN = "taken"
+    LEFT = "left"
 
 
 class ReenqueueReply(IntEnum):

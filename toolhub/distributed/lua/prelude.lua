@@ -56,7 +56,7 @@ local function finalize(call, events, channel, leases, state, cid, status, paylo
     redis.call('SET', call .. ':done:' .. run, '1', 'EX', keep)
   end
   redis.call('HDEL', call, 'message', 'qkey', 'claim_by', 'lease_until', 'handoff', 'fair',
-             'quota_held')
+             'quota_held', 'waited')
   redis.call('DEL', call .. ':payload')
   redis.call('ZREM', leases, cid)
   redis.call('ZREM', leases .. ':pending', cid)

@@ -11,6 +11,7 @@ local by = now() + tonumber(ARGV[4])
 redis.call('HSET', KEYS[1], 'qkey', KEYS[2], 'claim_by', fmt(by))
 redis.call('SET', KEYS[1] .. ':payload', ARGV[3], 'EX', math.max(redis.call('TTL', KEYS[1]), 1))
 redis.call('HINCRBY', KEYS[1], 'requeued', 1)
+redis.call('HDEL', KEYS[1], 'waited')
 redis.call('ZADD', KEYS[3], by, ARGV[1])
 redis.call('LPUSH', KEYS[2], ARGV[3])
 return 1

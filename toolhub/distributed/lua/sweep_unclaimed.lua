@@ -5,13 +5,23 @@
 -- lost it between its read and its unacked bookkeeping) with the stored message and how often
 -- that happened already, or 'gone' (no longer queued). The deadline moves on in every case, so
 -- concurrent sweeps act on a call once.
+-- A long queue keeps calls waiting past their deadline, and then a sweep falls behind them: a
+-- live worker pops such a call and claims it a moment later (or, prefetched, has its deadline
+-- moved on by its lease keeper within a sixth of a lease), and a sweep in between would copy
+-- it. So a missing call that this sweep saw waiting ('waited' 1), or that no sweep looked at
+-- within a claim deadline of its deadline (sweeps come every half claim deadline: they were
+-- behind), is 'left': half a claim deadline more, once ('waited' 0), then 'taken' if still
+-- unclaimed (its worker died holding it). A call the sweeps kept up with is 'taken' at once,
+-- as before. The scan starts at the tail, the end workers pop: a call past its deadline in a
+-- long queue is near it.
 -- Replies (toolhub.distributed.script_replies.SweepReply):
 --   GONE = 'gone'
 --   EARLY = 'early'
 --   WAITING = 'waiting'
 --   TAKEN = 'taken'
-local status, claim_by, qkey, message, requeued = unpack(redis.call('HMGET', KEYS[1], 'status',
-    'claim_by', 'qkey', 'message', 'requeued'))
+--   LEFT = 'left'
+local status, claim_by, qkey, message, requeued, waited = unpack(redis.call('HMGET', KEYS[1],
+    'status', 'claim_by', 'qkey', 'message', 'requeued', 'waited'))
 if status ~= 'queued' then
   redis.call('ZREM', KEYS[2], ARGV[1])
   return {'gone'}
@@ -25,5 +35,15 @@ local by = t + tonumber(ARGV[2])
 redis.call('HSET', KEYS[1], 'claim_by', fmt(by))
 redis.call('ZADD', KEYS[2], by, ARGV[1])
 local payload = redis.call('GET', KEYS[1] .. ':payload')
-if payload and qkey and redis.call('LPOS', qkey, payload) then return {'waiting'} end
+if payload and qkey and redis.call('LPOS', qkey, payload, 'RANK', -1) then
+  if waited ~= '1' then redis.call('HSET', KEYS[1], 'waited', '1') end
+  return {'waiting'}
+end
+local grace = tonumber(ARGV[2]) / 2
+local behind = t - tonumber(claim_by or '0') > tonumber(ARGV[2])
+if waited ~= '0' and (waited == '1' or behind) then
+  redis.call('HSET', KEYS[1], 'waited', '0', 'claim_by', fmt(t + grace))
+  redis.call('ZADD', KEYS[2], t + grace, ARGV[1])
+  return {'left'}
+end
 return {'taken', message or '', tonumber(requeued) or 0}
