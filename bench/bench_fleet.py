@@ -37,6 +37,7 @@ from redis import Redis
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from bench.bench_distributed import toolhub_round_trips  # noqa: E402
 from tests.distributed.plugin_tools import CONFIG, make_builder  # noqa: E402
 from tests.fixtures_stack import STACK_ENV, WorkerProcess  # noqa: E402
 from toolhub import Session  # noqa: E402
@@ -94,16 +95,6 @@ def idle_window(client: Redis, seconds: float, workers: list[WorkerProcess]) -> 
     }
 
 
-async def round_trips(session: Session, n: int, tag: str) -> list[float]:
-    samples = []
-    for i in range(n):
-        started = time.perf_counter()
-        result = await session.call("noop", {}, call_id=f"{tag}-{i}")
-        samples.append(time.perf_counter() - started)
-        assert not result.is_error, result.prompt_text
-    return samples
-
-
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--counts", default="2,20,100")
@@ -146,8 +137,10 @@ def main() -> int:
             boot = time.monotonic() - started
             time.sleep(args.settle)
             idle = idle_window(client, args.idle, workers)
-            loop.run_until_complete(round_trips(session, 20, f"warm{count}"))
-            samples = loop.run_until_complete(round_trips(session, args.calls, f"rt{count}"))
+            loop.run_until_complete(toolhub_round_trips(session, 20, f"warm{count}"))
+            samples = loop.run_until_complete(
+                toolhub_round_trips(session, args.calls, f"rt{count}")
+            )
             rss = sum(psutil.Process(w.pid).memory_info().rss for w in workers) / 2**20
             rows.append((count, idle, pct(samples, 0.5), pct(samples, 0.99), boot, rss))
             print(
