@@ -75,8 +75,8 @@ conformance: $(STAMP)
 chaos: $(STAMP)
 	$(PY) bench/chaos.py
 
-# The distributed and contract suites again, every Redis they start a valkey-server (make
-# test-long runs the failover tests on Valkey; this is the whole of it, about as long as make test).
+# The distributed and contract suites again, every Redis they start a valkey-server (make test
+# runs the failover tests on both; this is the whole of it, about as long as make test).
 test-valkey: $(STAMP)
 	TOOLHUB_REDIS_SERVER="$$($(PY) -c 'from tests.valkey import valkey_server; print(valkey_server())')" \
 		$(PY) -m pytest -q -n $(TEST_PROCESSES) --dist loadfile tests/distributed tests/contract

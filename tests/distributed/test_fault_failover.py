@@ -35,8 +35,9 @@ CONFIG = {"tools": [{"id": "Main:bash", "params": {"enabled_background": False}}
 RUN_S = 6
 
 
-# On Valkey in `make test-long` and `make test-valkey`.
-@pytest.fixture(scope="module", params=["redis", pytest.param("valkey", marks=pytest.mark.long)])
+# On Valkey too, in every `make test` (the Valkey run CI makes; `make test-valkey` runs the whole
+# distributed suite on it).
+@pytest.fixture(scope="module", params=["redis", "valkey"])
 def fleet(request: pytest.FixtureRequest) -> Iterator[tuple[SentinelSet, WorkerProcess]]:
     """The fleet on Redis, then on Valkey (its ``valkey-server`` and ``--sentinel``)."""
     binary = valkey_server() if request.param == "valkey" else None
