@@ -10,6 +10,7 @@ malformed one: the call then starts a trace of its own, and nothing else changes
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -51,16 +52,12 @@ def carrier_of_asgi(headers: Iterable[tuple[bytes, bytes]]) -> dict[str, str]:
     return carrier_of(wanted)
 
 
-_propagators: list[Any] = []
-
-
+@functools.cache
 def _propagator() -> Any:
     """The W3C Trace Context propagator (one per process: it holds no state)."""
-    if not _propagators:
-        from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-        _propagators.append(TraceContextTextMapPropagator())
-    return _propagators[0]
+    return TraceContextTextMapPropagator()
 
 
 def parent_context(trace_context: object) -> Context:
