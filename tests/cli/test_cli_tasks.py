@@ -48,7 +48,11 @@ def test_tasks_against_redis(request: pytest.FixtureRequest, tmp_path: Path) -> 
 
         followed = tasks("logs", lines, "--follow", env=env, cwd=tmp_path)
         assert followed.returncode == 0, followed.stderr
-        assert followed.stdout.splitlines() == ["line1", "line2", "line3"]
+        printed = followed.stdout.splitlines()
+        if "host lost" in followed.stderr:  # under heavy load the holder's lease can lapse:
+            assert printed[-3:] == ["line1", "line2", "line3"], followed  # a said restart
+        else:
+            assert printed == ["line1", "line2", "line3"]
 
         shown = tasks("show", lines, "--json", env=env, cwd=tmp_path)
         assert '"status": "exited"' in shown.stdout and '"exit_code": 0' in shown.stdout

@@ -52,18 +52,22 @@ def test_openai_agents_timeout(session: Session) -> None:
 
     from toolhub.integrations.openai_agents import ToolhubStreamEvent, function_tools
 
+    # Thirty seconds of ticks against a 3 s patience: on a busy machine the first tick of a
+    # connected call can take over a second to arrive, and it must arrive before the timeout.
+    slower = {"count": 300, "delay_ms": 100}
     model = ScriptedModel(
-        [[function_call(TICKS, SLOW, call_id="t1")], [assistant_message("gave up")]]
+        [[function_call(TICKS, slower, call_id="t1")], [assistant_message("gave up")]]
     )
     started: list[str] = []
 
     def on_stream(event: ToolhubStreamEvent) -> None:
         started.append(event.call_id)
 
-    tools = [replace(t, timeout_seconds=1.0) for t in function_tools(session, on_stream=on_stream)]
+    tools = [replace(t, timeout_seconds=3.0) for t in function_tools(session, on_stream=on_stream)]
     agent = Agent(name="coder", model=model, tools=tools)
     run = Runner.run(agent, "go", run_config=RunConfig(tracing_disabled=True))
     assert asyncio.run(run).final_output == "gave up"
+    assert started, "the tool's first progress never arrived within the 3 s timeout"
     assert_cancelled(session, started[0])
 
 
