@@ -118,7 +118,9 @@ def test_queued_call_is_cancelled_before_it_starts(live, connect, store):
         return result, took
 
     result, took = asyncio.run(asyncio.wait_for(go(), 60))
-    assert result.error.kind == "cancelled" and took < 0.5
+    # The blockers sleep 60 s: an answer in seconds is the cancel's, not a freed slot's (a busy
+    # machine's scheduling alone has taken over half a second here).
+    assert result.error.kind == "cancelled" and took < 10.0
     # Its message is still delivered once a slot frees up; the worker drops it unrun.
     wait_until(lambda: store.client.llen("toolhub.command") == 0, 10)
     time.sleep(0.3)

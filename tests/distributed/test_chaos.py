@@ -27,7 +27,10 @@ NOT_CAUGHT = "take-before-claim probe: no message was caught"
 def test_quick_chaos_run_meets_every_bar(tmp_path):
     # A call unanswered 30 s after the last fault is hung on an idle machine; a busy one (this
     # suite's other processes on 2 cores) gets the margin ``make chaos`` gives its big run.
-    profile = replace(PROFILES["quick"], hung_after=90.0)
+    # Likewise the probe's re-run: 3.1 s against a 3 s bound was seen beside a CPU burner. Six
+    # leases (9 s) still fail a call left to Celery's visibility timeout (minutes), the fault
+    # the bound is there to catch; ``make chaos`` keeps the tight bound.
+    profile = replace(PROFILES["quick"], hung_after=90.0, rerun_bound_leases=6.0)
     said: list[str] = []
     [score] = run(profile, tmp_path, say=said.append)
 
