@@ -10,7 +10,7 @@ import json
 import time
 from pathlib import Path
 
-from tests.distributed.helpers import wait_until
+from tests.distributed.helpers import async_wait_until, wait_until
 from toolhub.distributed.celery_app import EXECUTE_TASK, make_celery
 from toolhub.distributed.enqueue import Enqueuer, capture_send_task
 from toolhub.distributed.fair import NORMAL_FIELD, SUNK_FIELD, SUNK_PRIORITY, sunk_queue
@@ -91,9 +91,30 @@ def test_past_its_share_a_tenants_calls_sink_and_a_claim_gives_the_share_back(li
     client.delete(QUEUE, sunk)
 
 
-async def _backlog_and_single(connect, markers: Path) -> tuple[list, int, object]:
+#: The shared stack's worker slots (2 workers x 4 threads).
+SLOTS = 8
+
+
+async def _backlog_and_single(connect, store, markers: Path) -> tuple[list, int, object]:
+    """a's 300 calls queue behind blockers that hold every worker slot, so the backlog is whole
+    however fast this machine submits it (a busy one once submitted no faster than the workers
+    drained, and a backlog that never formed was waited for in vain); b's call is queued next,
+    then the blockers are cancelled and the slots pick the queues in their order."""
     a = connect(session_id="fair-a~backlog")
     b = connect(session_id="fair-b~single")
+    c = connect(session_id="fair-c~blockers")
+    blockers = [
+        asyncio.ensure_future(c.call("sleeper", {"seconds": 60}, call_id=f"fair-block{i}"))
+        for i in range(SLOTS)
+    ]
+
+    def running() -> bool:
+        return all(
+            (store.get_record(f"fair-block{i}") or {}).get("status") == "running"
+            for i in range(SLOTS)
+        )
+
+    await async_wait_until(running, 90)
     backlog = [
         asyncio.ensure_future(
             a.call("ticks", {"n": 1, "delay_ms": 100, "marker": str(markers / f"a{i}")},
@@ -101,20 +122,25 @@ async def _backlog_and_single(connect, markers: Path) -> tuple[list, int, object
         )
         for i in range(300)
     ]  # fmt: skip
-    while a.executor.store.client.zcard(a.executor.store.keys.fair_queued("fair-a")) < 200:
-        await asyncio.sleep(0.01)  # most of the backlog is queued before b calls
-    single = await b.call("ticks", {"n": 1}, call_id="b0")
+    queued = store.keys.fair_queued("fair-a")
+    await async_wait_until(lambda: store.client.zcard(queued) == 300, 90)
+    single = asyncio.ensure_future(b.call("ticks", {"n": 1}, call_id="b0"))
+    await async_wait_until(lambda: (store.get_record("b0") or {}).get("status") == "queued", 30)
+    for i in range(SLOTS):
+        await c.cancel(f"fair-block{i}")
+    await asyncio.gather(*blockers)
+    answer = await single
     unfinished = sum(not call.done() for call in backlog)
     results = await asyncio.gather(*backlog)
-    return results, unfinished, single
+    return results, unfinished, answer
 
 
 def test_a_tenants_single_call_overtakes_another_tenants_backlog(live, connect, store, tmp_path):
-    """300 calls of 0.1 s on 8 worker slots take seconds; b's one call, sent once most of them
+    """300 calls of 0.1 s on 8 worker slots take seconds; b's one call, sent once all of them
     are queued, finishes while most are still waiting (FIFO would run it after all of them),
     and every call of the backlog finishes, having run once (or, where the machine stalled a
     worker past its lease, as often as its record's attempts announce: never silently)."""
-    results, unfinished, single = asyncio.run(_backlog_and_single(connect, tmp_path))
+    results, unfinished, single = asyncio.run(_backlog_and_single(connect, store, tmp_path))
     assert not single.is_error, single.prompt_text
     assert unfinished >= 150, f"only {unfinished} of a's 300 calls were unfinished"
     assert all(not r.is_error for r in results), [r.prompt_text for r in results if r.is_error]
