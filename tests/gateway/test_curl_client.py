@@ -43,9 +43,7 @@ def session(url: str) -> str:
 
 
 def call(url: str, sid: str, payload: dict[str, object], *flags: str) -> Answer:
-    return curl(
-        "-H", AUTH, *flags, "--json", json.dumps(payload), f"{url}/v1/sessions/{sid}/calls"
-    )
+    return curl("-H", AUTH, *flags, "--json", json.dumps(payload), f"{url}/v1/sessions/{sid}/calls")
 
 
 def test_a_session_a_call_and_an_unknown_tool(url: str) -> None:
@@ -183,4 +181,3 @@ def test_a_body_not_sent_as_json_is_told_what_to_send(
 def test_parse_skips_a_100_continue() -> None:
     printed = "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\nhi"
     assert parse(printed) == Answer(200, {"content-type": "text/plain"}, "hi")
-

@@ -148,7 +148,12 @@ def test_2026_what_a_missing_header_costs(url: str) -> None:
 def handshake(url: str, session_id: str | None, body: dict[str, Any], token: str = TOKEN) -> Answer:
     headers = ["-H", f"Authorization: Bearer {token}", "-H", JSON, "-H", BOTH]
     if session_id is not None:
-        headers += ["-H", f"Mcp-Session-Id: {session_id}", "-H", f"MCP-Protocol-Version: {HANDSHAKE}"]
+        headers += [
+            "-H",
+            f"Mcp-Session-Id: {session_id}",
+            "-H",
+            f"MCP-Protocol-Version: {HANDSHAKE}",
+        ]
     return curl("-N", *headers, "-d", json.dumps(body), url)
 
 
@@ -187,7 +192,9 @@ def test_handshake_era_carries_the_session_id(url: str) -> None:
     assert called.status == 200 and called.headers["mcp-session-id"] == sid
     *progress, last = [e["data"] for e in sse(called.body)]
     assert progress and {p["method"] for p in progress} == {"notifications/progress"}
-    assert last["id"] == 2 and last["result"]["content"] == [{"type": "text", "text": '{"total":2}'}]
+    assert last["id"] == 2 and last["result"]["content"] == [
+        {"type": "text", "text": '{"total":2}'}
+    ]
 
     # The session is its opener's: another token's request finds no such session.
     foreign = handshake(url, sid, {**call, "id": 3}, token=OTHER)

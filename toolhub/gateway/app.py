@@ -199,7 +199,9 @@ async def _validation_failed(request: Request, exc: Exception) -> JSONResponse:
 def _is_json_media(media: str | None) -> bool:
     """What FastAPI parses as JSON: ``application/json`` or ``application/*+json``."""
     kind = (media or "").split(";", 1)[0].strip().lower()
-    return kind == "application/json" or (kind.startswith("application/") and kind.endswith("+json"))
+    return kind == "application/json" or (
+        kind.startswith("application/") and kind.endswith("+json")
+    )
 
 
 def _not_sent_as_json(media: str | None) -> dict[str, Any]:
