@@ -196,6 +196,12 @@ def test_handshake_era_carries_the_session_id(url: str) -> None:
         {"type": "text", "text": '{"total":2}'}
     ]
 
+    unknown = handshake(url, sid, {**call, "id": 6, "params": {"name": "ech", "arguments": {}}})
+    assert unknown.status == 200 and unknown.media == "text/event-stream"
+    [refused] = [e["data"] for e in sse(unknown.body)]
+    assert refused["id"] == 6 and refused["error"]["code"] == -32602
+    assert refused["error"]["data"] == {"suggestions": ["echo"]}
+
     # The session is its opener's: another token's request finds no such session.
     foreign = handshake(url, sid, {**call, "id": 3}, token=OTHER)
     assert foreign.status == 404 and foreign.json()["error"]["message"] == "Session not found"
