@@ -221,3 +221,14 @@ def test_the_bearer_token(url: str) -> None:
     assert missing.json() == {"detail": "missing bearer token"}
     wrong = curl("--oauth2-bearer", "nope", "-H", JSON, "-H", BOTH, "-d", "{}", url)
     assert wrong.status == 401 and wrong.json() == {"detail": "wrong bearer token"}
+
+
+@pytest.mark.parametrize("era", [MODERN, None], ids=["2026-07-28", "handshake"])
+def test_a_form_body_is_refused(url: str, era: str | None) -> None:
+    """``curl -d`` alone (a form ``Content-Type``, what a web page may post without a CORS
+    preflight) is refused on either era before anything is read as JSON-RPC."""
+    version = ("-H", f"MCP-Protocol-Version: {era}", "-H", "Mcp-Method: tools/list") if era else ()
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": ENVELOPE}}
+    refused = curl("-H", AUTH, "-H", BOTH, *version, "-d", json.dumps(body), url)
+    assert refused.status == 400 and refused.body == "Invalid Content-Type header"
+    assert "mcp-session-id" not in refused.headers
