@@ -181,3 +181,16 @@ def test_a_body_not_sent_as_json_is_told_what_to_send(
 def test_parse_skips_a_100_continue() -> None:
     printed = "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\nhi"
     assert parse(printed) == Answer(200, {"content-type": "text/plain"}, "hi")
+
+
+def test_no_cors_preflight_is_granted(url: str) -> None:
+    """A page of another origin may post JSON only after a preflight: none is granted."""
+    preflight = curl(
+        "-X", "OPTIONS",
+        "-H", "Origin: http://page.example",
+        "-H", "Access-Control-Request-Method: POST",
+        "-H", "Access-Control-Request-Headers: content-type",
+        f"{url}/v1/sessions",
+    )  # fmt: skip
+    assert preflight.status in (401, 405), preflight
+    assert not [h for h in preflight.headers if h.startswith("access-control-")]
