@@ -186,10 +186,39 @@ ECHO_CHARS = 200
 
 
 async def _validation_failed(request: Request, exc: Exception) -> JSONResponse:
-    """FastAPI's 422, with each refused ``input`` cut to ``ECHO_CHARS``."""
+    """FastAPI's 422, with each refused ``input`` cut to ``ECHO_CHARS``; a body refused because
+    it was not sent as JSON says so instead (``_not_sent_as_json``)."""
     assert isinstance(exc, RequestValidationError)
     errors = [{**e, "input": _short(e.get("input"))} if "input" in e else e for e in exc.errors()]
+    media = request.headers.get("content-type")
+    if not _is_json_media(media) and any(tuple(e.get("loc", ()))[:1] == ("body",) for e in errors):
+        errors = [_not_sent_as_json(media)]
     return JSONResponse({"detail": jsonable_encoder(errors)}, status_code=422)
+
+
+def _is_json_media(media: str | None) -> bool:
+    """What FastAPI parses as JSON: ``application/json`` or ``application/*+json``."""
+    kind = (media or "").split(";", 1)[0].strip().lower()
+    return kind == "application/json" or (
+        kind.startswith("application/") and kind.endswith("+json")
+    )
+
+
+def _not_sent_as_json(media: str | None) -> dict[str, Any]:
+    """The one error for a body sent without a JSON ``Content-Type``. curl's ``-d`` sends
+    ``application/x-www-form-urlencoded``; FastAPI then validates the raw text and answers
+    "Input should be a valid dictionary", about a body that is a JSON object. The body is not
+    read as JSON anyway: a browser page may post a form or ``text/plain`` to a loopback
+    gateway without asking first (no CORS preflight), so only ``application/json`` runs
+    anything."""
+    sent = f"`{_short(media)}`" if media else "no Content-Type"
+    return {
+        "type": "content_type",
+        "loc": ["header", "content-type"],
+        "msg": "The body must be JSON sent with `Content-Type: application/json` "
+        f"(curl: `--json BODY`, or `-H 'Content-Type: application/json'` with `-d`); got {sent}",
+        "input": media,
+    }
 
 
 async def _redis_unavailable(request: Request, exc: Exception) -> JSONResponse:
