@@ -17,7 +17,6 @@ schema code (issue 39): what each does with a toolhub schema, run, not assumed.
 from __future__ import annotations
 
 import copy
-import tempfile
 from collections.abc import Iterator
 from contextlib import ExitStack
 from typing import Any
@@ -41,12 +40,12 @@ STRICT = catalog_definitions(strict=True)
 
 
 @pytest.fixture(scope="module")
-def sessions() -> Iterator[dict[str, tuple[Session, str]]]:
+def sessions(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, tuple[Session, str]]]:
     """Each catalog tool's session (one per family) and client name, by tool id."""
     found: dict[str, tuple[Session, str]] = {}
     with ExitStack() as stack:
         for config in families():
-            session = stack.enter_context(Session.embedded(config, tempfile.mkdtemp()))
+            session = stack.enter_context(Session.embedded(config, tmp_path_factory.mktemp("ws")))
             for tool, listed in zip(config["tools"], session.definitions("mcp"), strict=True):
                 found[tool["id"]] = (session, listed["name"])
         yield found
