@@ -29,6 +29,7 @@ import pytest
 from tests.client_venvs import client_python
 from tests.http_process import serving
 from tests.mcp.stdio_support import TOOLHUB, toolhub_args, toolhub_env
+from tests.toolset.catalog_schemas import BOUNDS as CATALOG_BOUNDS
 from toolhub import Session
 from toolhub.ports import free_port
 
@@ -49,15 +50,7 @@ CALLS = [
     {"name": "read_file", "args": {"path": "big.txt", "limit": 0}},
 ]
 #: JSON Schema keywords that bound a value, and their names in google-genai's ``Schema``.
-BOUNDS = {
-    "minimum": "minimum",
-    "maximum": "maximum",
-    "minLength": "min_length",
-    "maxLength": "max_length",
-    "minItems": "min_items",
-    "maxItems": "max_items",
-    "enum": "enum",
-}
+BOUNDS = {**CATALOG_BOUNDS, "enum": "enum"}
 
 
 @pytest.fixture(scope="module")

@@ -54,6 +54,8 @@ def _ids(value: Any) -> list[str]:
 class TaskIdsArgs(BaseModel):
     task_ids: list[str] = Field(
         validation_alias=AliasChoices("task_ids", "task_id"),
+        min_length=1,
+        max_length=MAX_IDS,
         description="Task ids, as returned when the task was started.",
     )
 
