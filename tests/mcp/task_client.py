@@ -64,6 +64,8 @@ class TaskClient:
         #: Every ``notifications/tasks`` frame received, and the listen acks.
         self.task_notes = heard.task_notes
         self.acks = heard.acks
+        #: The server's answer to ``initialize`` (a handshake-era client only).
+        self.initialized: types.InitializeResult | None = None
 
     async def listen_tasks(self, task_ids: list[str], **kinds: bool) -> dict[str, Any]:
         """``subscriptions/listen`` naming ``task_ids`` (and list-change ``kinds``); returns
@@ -146,16 +148,22 @@ async def stdio_task_client(workspace: Path) -> AsyncIterator[TaskClient]:
 
 
 @asynccontextmanager
-async def task_client(url: str, token: str, *, declare: bool = True) -> AsyncIterator[TaskClient]:
+async def task_client(
+    url: str, token: str, *, declare: bool = True, handshake: bool = False
+) -> AsyncIterator[TaskClient]:
     """A 2026-07-28 client of ``url`` (``…/mcp``) with bearer ``token``, declaring the tasks
-    extension unless ``declare`` is false."""
+    extension unless ``declare`` is false; ``handshake``: a handshake-era client instead
+    (``initialize``, whose capabilities carry the same extensions)."""
     headers = {"Authorization": f"Bearer {token}"}
     async with (
         httpx2.AsyncClient(headers=headers, timeout=30) as http,
         streamable_http_client(url, http_client=http) as (read, write),
         _session(read, write, declare) as (session, client),
     ):
-        await discover(session)
+        if handshake:
+            client.initialized = await session.initialize()
+        else:
+            await discover(session)
         yield client
 
 

@@ -15,7 +15,7 @@ import pytest
 from mcp.shared.exceptions import MCPError
 
 from tests.gateway.support import make_builder
-from tests.mcp.task_client import TaskClient, stdio_task_client, task_client
+from tests.mcp.task_client import TASKS, TaskClient, stdio_task_client, task_client
 from toolhub import Session
 from toolhub.gateway import ThreadedServer
 from toolhub.mcp.transports import http_app
@@ -90,6 +90,24 @@ def test_a_client_without_the_extension_never_gets_a_task(url: str) -> None:
     answer, refused = asyncio.run(go())
     assert answer["structuredContent"] == {"slept": 1.3}
     assert refused.error.code == -32021  # tasks/* needs the declared capability
+
+
+def test_a_handshake_era_client_that_declares_the_extension_is_answered_directly(
+    url: str,
+) -> None:
+    """The same long call a 2026-07-28 client gets as a task is a direct result on a
+    2025-11-25 connection whose client names the extension at ``initialize``: the ``mcp`` SDK
+    delivers no extension result on a handshake-era wire, and its ``initialize`` answer does
+    not offer the extension, so the client is not led to expect tasks (docs/interfaces.md)."""
+
+    async def go() -> tuple[Any, dict[str, Any]]:
+        async with task_client(url, "token-alice", handshake=True) as client:
+            return client.initialized, await client.call("nap", {"seconds": 1.3})
+
+    initialized, answer = asyncio.run(go())
+    assert initialized is not None and initialized.protocol_version == "2025-11-25"
+    assert TASKS not in (initialized.capabilities.extensions or {})
+    assert "task" not in answer and answer["structuredContent"] == {"slept": 1.3}
 
 
 def test_another_principal_can_neither_see_nor_cancel_a_task(url: str) -> None:
