@@ -69,22 +69,6 @@ def parse(printed: str) -> Answer:
     return Answer(status, headers, body)
 
 
-def sse(body: str) -> list[dict[str, Any]]:
-    """The events of an SSE body as ``{event, id?, data}`` (``data`` parsed as JSON); comment
-    lines (``: keepalive``) left out. Either line ending (the MCP SDK writes CRLF)."""
-    events = []
-    for block in body.replace("\r\n", "\n").split("\n\n"):
-        fields: dict[str, Any] = {}
-        for line in block.splitlines():
-            if line and not line.startswith(":"):
-                name, _, value = line.partition(":")
-                fields[name] = value.removeprefix(" ")
-        if "data" in fields:
-            fields["data"] = json.loads(fields["data"])
-            events.append(fields)
-    return events
-
-
 @contextmanager
 def streaming(*args: str) -> Iterator[subprocess.Popen[str]]:
     """``curl -sS -N ARGS`` left running, its stdout readable line by line as events arrive;

@@ -116,20 +116,25 @@ def session_factory(tmp_path: Path) -> Callable[[ConfigSource, Path, str], Sessi
     return make
 
 
-def sse_events(text: str) -> list[dict[str, Any]]:
-    """Parse an SSE body into ``{id, event, data}`` dicts (comments skipped)."""
+def sse(body: str) -> list[dict[str, Any]]:
+    """The events of an SSE body as sent (``{event?, id?, data}``, ``data`` parsed as JSON);
+    comment lines (``: keepalive``) left out. Either line ending (the MCP SDK writes CRLF)."""
     import json
 
-    out: list[dict[str, Any]] = []
-    for block in text.split("\n\n"):
+    events = []
+    for block in body.replace("\r\n", "\n").split("\n\n"):
         fields: dict[str, Any] = {}
         for line in block.splitlines():
-            if not line or line.startswith(":"):
-                continue
-            key, _, value = line.partition(": ")
-            fields[key] = value
-        if "event" in fields:
-            fields["id"] = int(fields["id"])
+            if line and not line.startswith(":"):
+                name, _, value = line.partition(":")
+                fields[name] = value.removeprefix(" ")
+        if "data" in fields:
             fields["data"] = json.loads(fields["data"])
-            out.append(fields)
-    return out
+            events.append(fields)
+    return events
+
+
+def sse_events(text: str) -> list[dict[str, Any]]:
+    """The gateway's events of an SSE body: named ones, as ``{id, event, data}`` with ``id`` a
+    number."""
+    return [{**event, "id": int(event["id"])} for event in sse(text) if "event" in event]

@@ -15,8 +15,9 @@ import time
 
 import pytest
 
-from tests.curl import JSON, Answer, curl, needs_curl, parse, sse, streaming
+from tests.curl import JSON, Answer, curl, needs_curl, parse, streaming
 from tests.gateway.conftest import MakeGateway
+from tests.gateway.support import sse
 
 pytestmark = [needs_curl, pytest.mark.timeout(120)]
 

@@ -23,8 +23,8 @@ from typing import Any
 
 import pytest
 
-from tests.curl import BOTH, JSON, Answer, curl, needs_curl, sse
-from tests.gateway.support import make_builder
+from tests.curl import BOTH, JSON, Answer, curl, needs_curl
+from tests.gateway.support import make_builder, sse
 from toolhub import Session
 from toolhub.gateway import ThreadedServer
 from toolhub.mcp.transports import http_app

@@ -141,7 +141,7 @@ def test_jsonschema_and_toolhub_agree_on_arguments(
         expected = Draft202012Validator(plain).is_valid(arguments)
         assert toolhub_accepts(session, name, arguments) == expected, arguments
         verdicts.append(expected)
-    assert True in verdicts and False in verdicts
+    assert any(verdicts) and not all(verdicts), "one accepted and one refused case per tool"
     nulls = sample(strict, nulls=True)
     assert set(nulls) == set(strict["properties"])
     assert Draft202012Validator(strict).is_valid(nulls)
