@@ -36,7 +36,7 @@ from toolhub.tenancy import tenant_of_session
 from toolhub.toolset import Entry, ExternalTool, Prepared, ToolSet
 from toolhub.tracing.worker import span
 
-from .celery_dispatch import CeleryDispatch, _failure
+from .celery_dispatch import CeleryDispatch, dispatch_failure
 from .local import LocalExecutor, unknown_call
 
 logger = logging.getLogger("toolhub.executor.celery")
@@ -118,7 +118,7 @@ class CeleryExecutor(CeleryDispatch):
                 event = await self.store.terminal(cid, subscription, fresh=dispatched)
             except FollowLost as lost:
                 answered = True
-                return _failure(prepared, ErrorCode.REDIS_UNAVAILABLE, str(lost))
+                return dispatch_failure(prepared, ErrorCode.REDIS_UNAVAILABLE, str(lost))
             answered = True
             self._refresh_state(event.state_version)
             return cast(CallResult, event.item)  # ``terminal`` returns the CallResult's event
@@ -160,7 +160,7 @@ class CeleryExecutor(CeleryDispatch):
                         yield event.item
             except FollowLost as lost:
                 answered = True
-                yield _failure(prepared, ErrorCode.REDIS_UNAVAILABLE, str(lost))
+                yield dispatch_failure(prepared, ErrorCode.REDIS_UNAVAILABLE, str(lost))
         finally:
             subscription.close()
             self._left(cid, answered)

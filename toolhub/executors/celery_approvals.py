@@ -38,7 +38,7 @@ from toolhub.errors import ErrorCode
 from toolhub.toolset import Prepared
 
 from .celery import CeleryExecutor
-from .celery_dispatch import _failure
+from .celery_dispatch import dispatch_failure
 
 #: How often a waiting caller looks again at an approval its clock says expired but Redis's
 #: does not yet.
@@ -65,10 +65,12 @@ class CeleryApprovals:
         try:
             reply = self.approvals.ask(cid, self.session_id, fields, approval)
         except RedisError as exc:
-            return _failure(prepared, ErrorCode.REDIS_UNAVAILABLE, f"cannot reach Redis: {exc}")
+            return dispatch_failure(
+                prepared, ErrorCode.REDIS_UNAVAILABLE, f"cannot reach Redis: {exc}"
+            )
         if reply is AwaitApprovalReply.AWAITING:
             return None
-        return _failure(prepared, ErrorCode.CALL_ID_IN_USE, f"call id {cid!r} is taken")
+        return dispatch_failure(prepared, ErrorCode.CALL_ID_IN_USE, f"call id {cid!r} is taken")
 
     async def wait(
         self, prepared: Prepared, approval: dict[str, Any], cancel_on_exit: bool

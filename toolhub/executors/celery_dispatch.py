@@ -108,7 +108,9 @@ class CeleryDispatch:
             else:
                 created = self.store.records.create(cid, run_id, fields, quota)
         except RedisError as exc:
-            return _failure(prepared, ErrorCode.REDIS_UNAVAILABLE, f"cannot reach Redis: {exc}")
+            return dispatch_failure(
+                prepared, ErrorCode.REDIS_UNAVAILABLE, f"cannot reach Redis: {exc}"
+            )
         if isinstance(created, OverQuota):
             assert self.quotas is not None
             return CallResult.failure(
@@ -120,7 +122,7 @@ class CeleryDispatch:
         # ``create`` answers a subset of ``create_and_enqueue``'s replies, same names and values.
         if created not in (Created.CREATED, Created.CREATED_SUBSCRIBED):
             detail = "belongs to a call still running" if created == Created.IN_USE else "is taken"
-            return _failure(
+            return dispatch_failure(
                 prepared, ErrorCode.CALL_ID_IN_USE, f"call id {cid!r} {detail}: choose another"
             )
         if captured is not None:
@@ -129,7 +131,7 @@ class CeleryDispatch:
         try:
             self.app.send_task(EXECUTE_TASK, **options)
         except (OperationalError, KombuError, RedisError, OSError) as exc:
-            result = _failure(
+            result = dispatch_failure(
                 prepared, ErrorCode.BROKER_UNAVAILABLE, f"cannot enqueue the call: {exc}"
             )
             try:
@@ -217,7 +219,9 @@ class CeleryDispatch:
         return repr(shown)[:1024]
 
 
-def _failure(prepared: Prepared, code: str, detail: str) -> CallResult:
+def dispatch_failure(prepared: Prepared, code: str, detail: str) -> CallResult:
+    """The typed failure of a call the dispatcher could not queue (Redis unreachable, its id
+    taken): shared by ``CeleryExecutor`` and ``CeleryApprovals``."""
     return CallResult.failure(
         prepared.name,
         ToolError.custom(code, detail),
