@@ -3,10 +3,11 @@ trace from the Celery message's headers.
 
 The dispatcher puts the current W3C context (the caller's ``execute_tool`` span; its
 ``toolhub.enqueue`` span with phase spans) and the enqueue time into the message's headers
-(``message_headers``); the worker opens ``toolhub.worker {tool}`` under it (``delivered``).
-By default that is the worker's only span (a command's start adds ``toolhub.sandbox_start``):
-the queue wait is its attribute ``toolhub.call.queue_wait`` (seconds), the claim's answer and
-the attempt its attributes too, and a command started in the run gets its ``TRACEPARENT``
+(``message_headers``); the worker opens ``toolhub.worker {tool}`` under it (``delivered``;
+by default once the claim has answered, dated back to the delivery). By default that is the
+worker's only span (a command's start adds ``toolhub.sandbox_start``): the queue wait is its
+attribute ``toolhub.call.queue_wait`` (seconds), the claim's answer and the attempt its
+attributes too, and a command started in the run gets its ``TRACEPARENT``
 (``carriers.command_env``). Under
 ``TOOLHUB_TRACE_PHASES=1`` (``state.PHASES``) the phases are child spans instead:
 ``toolhub.queue_wait`` (enqueue to claim), ``toolhub.claim``, ``toolhub.run`` (the command's
@@ -76,7 +77,7 @@ def span(name: str, *, producer: bool = False) -> contextlib.AbstractContextMana
 
 def delivered(request: Any, message: Mapping[str, Any]) -> contextlib.AbstractContextManager[Any]:
     """The worker's span of one delivered message (Celery's ``task.request`` carries the
-    message's headers as attributes), current while it is handled."""
+    message's headers as attributes), current from its claim until the message is handled."""
     found = tracer()
     if found is None:
         return _NO_SPAN
@@ -143,9 +144,9 @@ class WorkerCall:
     the SDK's attribute handling costs more than the span, and each separate setting of them,
     or of its name, costs again. A message refused before its claim gets it as it ends.
 
-    Under the caller's span the worker's has the call id of the call's attributes: its parent
-    has the others (``SHARED``). Only a span that starts a trace (its dispatcher did not
-    trace) repeats them."""
+    Of the call's attributes, the worker's span has the call id when it is under the caller's
+    span, which has the others; one that starts a trace (its dispatcher did not trace) has
+    them all."""
 
     def __init__(self, tracer: Tracer, request: Any, message: Mapping[str, Any]) -> None:
         self.started_ns = time.time_ns()
