@@ -1,5 +1,6 @@
 -- prelude.lua: the helpers every call-protocol script runs after (toolhub/distributed/scripts.py):
--- now(), fmt(), field_of(), emit(), close_attempt(), finalize(), record_usage(). The loader
+-- now(), fmt(), field_of(), emit(), closed_attempts(), close_attempt(), finalize(),
+-- record_usage(). The loader
 -- puts the constants DONE_TTL, DONE_TTL_BACKGROUND and BACKGROUND_QUEUE before it (from
 -- Settings), and quota.lua (the tenant's quotas: what a call holds, ``quota_held``, is
 -- released here).
@@ -25,21 +26,31 @@ local function emit(call, events, channel, payload, version)
   redis.call('PUBLISH', channel, seq .. '|' .. version .. '|' .. payload)
   return seq
 end
-local function close_attempt(call, outcome, t)
+-- The record's attempts with the last one closed (its outcome and end), encoded; nil when
+-- there is none to close.
+local function closed_attempts(call, outcome, t)
   local raw = redis.call('HGET', call, 'attempts')
-  if not raw then return end
+  if not raw then return nil end
   local list = cjson.decode(raw)
   local last = list[#list]
   if last and not last['outcome'] then
     last['outcome'] = outcome
     last['finished_at'] = fmt(t)
-    redis.call('HSET', call, 'attempts', cjson.encode(list))
+    return cjson.encode(list)
   end
+  return nil
 end
-local function finalize(call, events, channel, leases, state, cid, status, payload, result, ttl, t)
+local function close_attempt(call, outcome, t)
+  local closed = closed_attempts(call, outcome, t)
+  if closed then redis.call('HSET', call, 'attempts', closed) end
+end
+-- ``attempts``: the record's attempts to write with the terminal (``closed_attempts``), or nil.
+local function finalize(call, events, channel, leases, state, cid, status, payload, result, ttl, t,
+                        attempts)
   local version = redis.call('HGET', state, '__v') or '0'
   local seq
-  if redis.call('EXISTS', events) == 1 then
+  local streamed = redis.call('EXISTS', events) == 1
+  if streamed then
     seq = emit(call, events, channel, payload, version)
   else
     -- No progress: no stream. The record's result is the terminal event (``state_v``, ``seq``),
@@ -47,8 +58,13 @@ local function finalize(call, events, channel, leases, state, cid, status, paylo
     seq = redis.call('HINCRBY', call, 'seq', 1)
     redis.call('PUBLISH', channel, seq .. '|' .. version .. '|' .. payload)
   end
-  redis.call('HSET', call, 'status', status, 'finished_at', fmt(t), 'result', result,
-             'state_v', version)
+  if attempts then
+    redis.call('HSET', call, 'status', status, 'finished_at', fmt(t), 'result', result,
+               'state_v', version, 'attempts', attempts)
+  else
+    redis.call('HSET', call, 'status', status, 'finished_at', fmt(t), 'result', result,
+               'state_v', version)
+  end
   local run, queue, held = unpack(redis.call('HMGET', call, 'run_id', 'queue', 'quota_held'))
   if held then redis.call('ZREM', held, cid) end
   if run then
@@ -61,7 +77,7 @@ local function finalize(call, events, channel, leases, state, cid, status, paylo
   redis.call('ZREM', leases, cid)
   redis.call('ZREM', leases .. ':pending', cid)
   redis.call('EXPIRE', call, ttl)
-  redis.call('EXPIRE', events, ttl)
+  if streamed then redis.call('EXPIRE', events, ttl) end
   redis.call('EXPIRE', call .. ':remote', ttl)
   return seq
 end
