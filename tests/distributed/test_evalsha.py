@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from redis import Redis
+from redis.commands.core import Script
 from redis.connection import AbstractConnection
 from redis.exceptions import NoScriptError, ResponseError
 
@@ -88,52 +89,13 @@ def test_a_batch_whose_connection_breaks_goes_again_through_a_pipeline(
     assert [client.get(f"k{i}") for i in range(1, 4)] == [b"v1", b"v2", b"v3"]
 
 
-def test_a_holding_thread_runs_every_script_on_one_connection(
-    client: Redis, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    script = client.register_script(ECHO)
+Counted = tuple[Script, list[int], list[int]]
+
+
+@pytest.fixture
+def counted(client: Redis, monkeypatch: pytest.MonkeyPatch) -> Counted:
+    """``ECHO``, loaded, and the pool's checkouts and releases, counted from now on."""
     client.script_load(ECHO)
-    taken, given = _count_checkouts(monkeypatch, client)
-
-    def scripts() -> list[Any]:
-        hold_connections()
-        return [run_script(client, script, ["k"], [f"v{i}", i]) for i in range(5)]
-
-    assert _in_thread(scripts) == [[b"k", f"v{i}".encode(), 2 * i] for i in range(5)]
-    assert (len(taken), len(given)) == (1, 0)  # checked out once, and kept
-    run_script(client, script, ["k"], ["here", 1])  # a thread that does not hold: out and back
-    assert (len(taken), len(given)) == (2, 1)
-    assert client.get("k") == b"here"
-
-
-def test_a_held_connection_that_breaks_is_given_back_and_the_next_script_runs(
-    client: Redis, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    script = client.register_script(ECHO)
-    client.script_load(ECHO)
-    taken, given = _count_checkouts(monkeypatch, client)
-
-    def scripts() -> list[Any]:
-        hold_connections()
-        replies = [run_script(client, script, ["k"], ["first", 1])]
-        with monkeypatch.context() as patch:
-            _break_read(patch, 1)  # the held connection dies between a command and its reply
-            replies.append(run_script(client, script, ["k"], ["second", 2]))
-        replies.append(run_script(client, script, ["k"], ["third", 3]))
-        return replies
-
-    assert _in_thread(scripts) == [
-        [b"k", b"first", 2],
-        [b"k", b"second", 4],
-        [b"k", b"third", 6],
-    ]
-    # The broken one went back to the pool; the third script took a fresh one, and keeps it
-    # (the stock path's retry of the second takes and gives back its own).
-    assert len(given) == len(taken) - 1 and client.get("k") == b"third"
-
-
-def _count_checkouts(monkeypatch: pytest.MonkeyPatch, client: Redis) -> tuple[list[int], list[int]]:
-    """Count the pool's checkouts and releases from now on."""
     pool = client.connection_pool
     get, release = pool.get_connection, pool.release
     taken: list[int] = []
@@ -149,15 +111,52 @@ def _count_checkouts(monkeypatch: pytest.MonkeyPatch, client: Redis) -> tuple[li
 
     monkeypatch.setattr(pool, "get_connection", counted_get)
     monkeypatch.setattr(pool, "release", counted_release)
-    return taken, given
+    return client.register_script(ECHO), taken, given
 
 
-def _in_thread(work: Callable[[], Any]) -> Any:
-    """``work()`` on a thread of its own (holding is per thread); its result or its error."""
+def test_a_holding_thread_runs_every_script_on_one_connection(
+    client: Redis, counted: Counted
+) -> None:
+    script, taken, given = counted
+    replies = _holding(lambda: [run_script(client, script, ["k"], [f"v{i}", i]) for i in range(5)])
+    assert replies == [[b"k", f"v{i}".encode(), 2 * i] for i in range(5)]
+    assert (len(taken), len(given)) == (1, 0)  # checked out once, and kept
+    run_script(client, script, ["k"], ["here", 1])  # a thread that does not hold: out and back
+    assert (len(taken), len(given)) == (2, 1)
+    assert client.get("k") == b"here"
+
+
+def test_a_held_connection_that_breaks_is_given_back_and_the_next_script_runs(
+    client: Redis, counted: Counted, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    script, taken, given = counted
+
+    def scripts() -> list[Any]:
+        replies = [run_script(client, script, ["k"], ["first", 1])]
+        with monkeypatch.context() as patch:
+            _break_read(patch, 1)  # the held connection dies between a command and its reply
+            replies.append(run_script(client, script, ["k"], ["second", 2]))
+        replies.append(run_script(client, script, ["k"], ["third", 3]))
+        return replies
+
+    assert _holding(scripts) == [
+        [b"k", b"first", 2],
+        [b"k", b"second", 4],
+        [b"k", b"third", 6],
+    ]
+    # The broken one went back to the pool; the third script took a fresh one, and keeps it
+    # (the stock path's retry of the second takes and gives back its own).
+    assert len(given) == len(taken) - 1 and client.get("k") == b"third"
+
+
+def _holding(work: Callable[[], Any]) -> Any:
+    """``work()`` on a thread of its own that holds its connections (``hold_connections`` is
+    per thread); its result, or its error raised here."""
     out: dict[str, Any] = {}
 
     def run() -> None:
         try:
+            hold_connections()
             out["result"] = work()
         except BaseException as exc:
             out["error"] = exc
