@@ -67,6 +67,14 @@ class Keys:
         return f"{self.leases}:pending"
 
     @property
+    def pushed(self) -> str:
+        """Hash queue list -> how many messages toolhub's scripts pushed onto it: a queued call
+        keeps its place among them (``qpos``), so the sweep tells a call still in its queue
+        from one a worker took without scanning the list (``lua/sweep_unclaimed.lua``). The
+        scripts read its name from the prelude's ``PUSHED`` (``scripts.py``)."""
+        return f"{self.prefix}pushed"
+
+    @property
     def deadletter(self) -> str:
         """List of queue items workers refused to run (``deadletter.py``), newest first."""
         return f"{self.prefix}deadletter"

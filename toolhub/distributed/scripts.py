@@ -2,10 +2,10 @@
 so it is atomic against every other dispatcher and worker: no read-modify-write races, and the
 event that announces a transition is appended in the same step as the transition itself.
 
-The index of queued calls' claim deadlines is ``<leases>:pending`` (``Keys.pending``), and a
-queued call's pushed message sits in ``<call>:payload``; the scripts reach both by those
-names. toolhub runs on one Redis (as kombu does), so keys a script derives need no cluster
-slot.
+The index of queued calls' claim deadlines is ``<leases>:pending`` (``Keys.pending``), and the
+count of messages the scripts pushed onto each queue list is ``PUSHED`` (``Keys.pushed``, a
+constant of the prelude); the scripts reach both by those names. toolhub runs on one Redis (as
+kombu does), so keys a script derives need no cluster slot.
 
 Each script is a file in ``lua/`` (its keys, arguments and named replies in its header
 comment), run after ``lua/quota.lua`` (a tenant's quotas, ``quota.py``) and
@@ -36,8 +36,16 @@ from redis import Redis
 from redis.commands.core import Script
 
 from .fair import lua_constants
+from .keys import Keys
 from .lua import source
 from .settings import QUEUES, Settings
+
+
+def lua_string(text: str) -> str:
+    """``text`` as a Lua string literal: any other byte than a letter, digit, ``:``, ``_``,
+    ``-`` or ``.`` escaped as decimal, so any prefix is safe."""
+    plain = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789:_-.")
+    return '"' + "".join(chr(b) if b in plain else f"\\{b:03d}" for b in text.encode()) + '"'
 
 
 class Scripts:
@@ -50,6 +58,7 @@ class Scripts:
                 f"local DONE_TTL = {settings.replay_marker_seconds('command')}\n"
                 f"local DONE_TTL_BACKGROUND = {settings.replay_marker_seconds('background')}\n"
                 f"local BACKGROUND_QUEUE = '{QUEUES['background']}'\n"
+                f"local PUSHED = {lua_string(Keys(settings.prefix).pushed)}\n"
             )
             + lua_constants(settings.fair_share)
             + source("quota")

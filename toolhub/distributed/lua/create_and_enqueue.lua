@@ -7,11 +7,10 @@
 -- retried dispatch (same run_id): the first run already queued the message, and a worker may
 -- have claimed or even finished it since (a turn's first writes run while the dispatcher is
 -- still preparing the rest, ``dispatch_batch.py``), so a record with this run id, in any
--- status, answers 1. The pushed bytes
--- are kept beside the record (``call:{cid}:payload``, and ``qkey`` on it) until the claim, so
--- the sweep can tell a call still waiting in its queue (LPOS) from one a dead worker took. A
--- key of their own: in the record, a value that large would move the whole hash to Redis's
--- larger encoding for good. The session's keys get their
+-- status, answers 1. The record names the list its message went to (``qkey``) and its place
+-- in that list's pushes (``qpos``: PUSHED counts every push of toolhub's scripts per list),
+-- until the claim, so the sweep can tell a call still waiting in its queue from one a dead
+-- worker took without scanning the list (``sweep_unclaimed.lua``). The session's keys get their
 -- TTL refreshed here, by use, at no extra round trip; 2 means the session's config expired,
 -- 3 that the id is another session's call (as in CREATE). 4 is 1 with the call's channel
 -- already subscribed when the message was queued (``PUBSUB NUMSUB``): the dispatcher's own
@@ -37,11 +36,6 @@ redis.call('EXPIRE', KEYS[8], ARGV[6])
 redis.call('DEL', KEYS[1], KEYS[2], KEYS[1] .. ':remote')
 local t = now()
 local by = t + tonumber(ARGV[4])
-redis.call('HSET', KEYS[1], 'status', 'queued', 'run_id', ARGV[1], 'seq', 0, 'attempt', 0,
-           'lost', 0, 'created_at', fmt(t), 'claim_by', fmt(by), 'qkey', KEYS[3],
-           'fair', KEYS[10], unpack(ARGV, 15))
-redis.call('EXPIRE', KEYS[1], ARGV[2])
-redis.call('ZADD', KEYS[4], by, ARGV[5])
 -- Fair dispatch (toolhub/distributed/fair.py): KEYS[10] indexes the tenant's calls queued and
 -- not yet claimed (call id -> when the entry lapses; claim.lua removes it, named by the record's
 -- 'fair'). At FAIR_SHARE or more (lapsed entries trimmed first) the message goes to its queue's
@@ -57,13 +51,16 @@ if FAIR_SHARE > 0 then
     if at and redis.call('ZCARD', fair) >= FAIR_SHARE then
       queue = KEYS[11]
       payload = string.sub(payload, 1, at - 1) .. SUNK_FIELD .. string.sub(payload, at + #NORMAL_FIELD)
-      redis.call('HSET', KEYS[1], 'qkey', queue)
     end
   end
   redis.call('ZADD', fair, t + tonumber(ARGV[2]), ARGV[5])
   redis.call('EXPIRE', fair, ARGV[2])
 end
-redis.call('SET', KEYS[1] .. ':payload', payload, 'EX', ARGV[2])
+redis.call('HSET', KEYS[1], 'status', 'queued', 'run_id', ARGV[1], 'seq', 0, 'attempt', 0,
+           'lost', 0, 'created_at', fmt(t), 'claim_by', fmt(by), 'qkey', queue,
+           'qpos', redis.call('HINCRBY', PUSHED, queue, 1), 'fair', KEYS[10], unpack(ARGV, 15))
+redis.call('EXPIRE', KEYS[1], ARGV[2])
+redis.call('ZADD', KEYS[4], by, ARGV[5])
 redis.call('LPUSH', queue, payload)
 if redis.call('PUBSUB', 'NUMSUB', KEYS[9])[2] > 0 then return 4 end
 return 1

@@ -1,7 +1,8 @@
 -- prelude.lua: the helpers every call-protocol script runs after (toolhub/distributed/scripts.py):
 -- now(), fmt(), field_of(), emit(), close_attempt(), finalize(), record_usage(). The loader
--- puts the constants DONE_TTL, DONE_TTL_BACKGROUND and BACKGROUND_QUEUE before it (from
--- Settings), and quota.lua (the tenant's quotas: what a call holds, ``quota_held``, is
+-- puts the constants DONE_TTL, DONE_TTL_BACKGROUND, BACKGROUND_QUEUE and PUSHED (the hash of
+-- how many messages toolhub's scripts pushed onto each queue list: ``Keys.pushed``) before it
+-- (from Settings), and quota.lua (the tenant's quotas: what a call holds, ``quota_held``, is
 -- released here).
 local function now()
   local t = redis.call('TIME')
@@ -55,9 +56,8 @@ local function finalize(call, events, channel, leases, state, cid, status, paylo
     local keep = queue == BACKGROUND_QUEUE and DONE_TTL_BACKGROUND or DONE_TTL
     redis.call('SET', call .. ':done:' .. run, '1', 'EX', keep)
   end
-  redis.call('HDEL', call, 'message', 'qkey', 'claim_by', 'lease_until', 'handoff', 'fair',
-             'quota_held', 'waited')
-  redis.call('DEL', call .. ':payload')
+  redis.call('HDEL', call, 'message', 'qkey', 'qpos', 'claim_by', 'lease_until', 'handoff',
+             'fair', 'quota_held', 'waited')
   redis.call('ZREM', leases, cid)
   redis.call('ZREM', leases .. ':pending', cid)
   redis.call('EXPIRE', call, ttl)
