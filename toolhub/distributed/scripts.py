@@ -4,7 +4,8 @@ event that announces a transition is appended in the same step as the transition
 
 The index of queued calls' claim deadlines is ``<leases>:pending`` (``Keys.pending``), and the
 count of messages the scripts pushed onto each queue list is ``PUSHED`` (``Keys.pushed``, a
-constant of the prelude); the scripts reach both by those names. toolhub runs on one Redis (as
+constant of the prelude, as is ``BACKLOG``, the prefix of ``Keys.backlog``); the scripts reach
+them by those names. toolhub runs on one Redis (as
 kombu does), so keys a script derives need no cluster slot.
 
 Each script is a file in ``lua/`` (its keys, arguments and named replies in its header
@@ -52,15 +53,17 @@ class Scripts:
     """The scripts, registered once per client (EVALSHA after the first call)."""
 
     def __init__(self, client: Redis, settings: Settings) -> None:
+        keys = Keys(settings.prefix)
         # How long a finished run's marker is kept, per kind of call (``finalize``).
         prelude = (
             (
                 f"local DONE_TTL = {settings.replay_marker_seconds('command')}\n"
                 f"local DONE_TTL_BACKGROUND = {settings.replay_marker_seconds('background')}\n"
                 f"local BACKGROUND_QUEUE = '{QUEUES['background']}'\n"
-                f"local PUSHED = {lua_string(Keys(settings.prefix).pushed)}\n"
+                f"local PUSHED = {lua_string(keys.pushed)}\n"
+                f"local BACKLOG = {lua_string(keys.backlog(''))}\n"
             )
-            + lua_constants(settings.fair_share)
+            + lua_constants(settings.fair_share, settings.backlog_window)
             + source("quota")
             + source("prelude")
         )
@@ -84,6 +87,7 @@ class Scripts:
         self.sweep_unclaimed = script("sweep_unclaimed")
         self.reenqueue = script("reenqueue")
         self.touch_reserved = script("touch_reserved")
+        self.promote = script("promote")
         # Approvals (``approvals.py``): an approval is checked and queued in one script.
         self.await_approval = script("await_approval")
         self.approve = client.register_script(
