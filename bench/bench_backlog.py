@@ -7,8 +7,9 @@ dispatches in flight at once: one pipeline a loop turn, ``dispatch_batch.py``), 
 running, so every call waits in the queue, far past its claim deadline (half a lease: 7.5 s).
 Then two ``toolhub worker`` processes (threads, concurrency 4, production lease of 15 s) drain
 it, their lease keepers sweeping all along and their promoters feeding the queue from its
-backlog (the calls past the sunk list's window wait there as ids: ``backlog.py``). The caller only dispatches (the dispatch half of
-``Session.call``: the record and its message in one script); nobody follows the results.
+backlog (the calls past the sunk list's window wait there as ids: ``backlog.py``). The caller
+only dispatches (the dispatch half of ``Session.call``: the record and its message in one
+script); nobody follows the results.
 
 Prints, with targets (issue 43):
 

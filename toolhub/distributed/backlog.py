@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from . import replies
 from .codec import unpack
 from .fair import sunk_queue
 from .records import CallRecords
@@ -59,7 +60,7 @@ class Backlogs:
         if not waiting or held > window // 2:
             return Promotion(waiting, 0)
         count = min(waiting, window - held, PROMOTE_BATCH)
-        ids = [i.decode() for i in reversed(self.client.lrange(backlog, -count, -1))]
+        ids = [i.decode() for i in reversed(replies.lrange(self.client, backlog, -count, -1))]
         pipe = self.client.pipeline(transaction=False)
         for cid in ids:
             pipe.hmget(self.keys.call(cid), "status", "qkey", "run_id", "message")
@@ -76,5 +77,6 @@ class Backlogs:
             args += [cid, run_id or b"", payload]
         if not calls:
             return Promotion(waiting, 0)
-        keys = [backlog, sunk, self.keys.pending, *(self.keys.call(c) for c in calls)]
+        keys: list[str | bytes] = [backlog, sunk, self.keys.pending]
+        keys += [self.keys.call(c) for c in calls]
         return Promotion(waiting, int(self.scripts.promote(keys=keys, args=args)))

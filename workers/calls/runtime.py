@@ -19,9 +19,9 @@ from celery import Celery
 from toolhub.backends.process import shared_cgroups
 from toolhub.core import CancelToken
 from toolhub.core.tool import HANDOFF, LEASE_LOST
+from toolhub.distributed.backlog import Backlogs
 from toolhub.distributed.celery_app import EXECUTE_TASK
 from toolhub.distributed.enqueue import Enqueuer
-from toolhub.distributed.backlog import Backlogs
 from toolhub.distributed.recovery import Recovery
 from toolhub.distributed.replication import ClaimReplication
 from toolhub.distributed.settings import Settings, queue_for

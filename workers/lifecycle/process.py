@@ -12,8 +12,9 @@ moment of Celery's worker life each belongs to.
   writer, the ``/metrics`` listener, and the warmer of the host's background holder
   (``holder/warmer.py``) when this worker takes background commands.
 * ``ready`` (the broker connection is up, Celery's ``worker_ready``): the lease keeper, the
-  control listener, the backlog promoter of its queues (``promoter.py``); the startup heap is frozen out of garbage collection
-  and full collections are spaced (``toolhub/process_heap.py``); heartbeat ``ready``.
+  control listener, the backlog promoter of its queues (``promoter.py``); the startup heap is
+  frozen out of garbage collection and full collections are spaced
+  (``toolhub/process_heap.py``); heartbeat ``ready``.
 * ``shutting_down`` (warm shutdown asked, ``worker_shutting_down``): heartbeat ``stopping``,
   and a timer that hands calls still running after ``TOOLHUB_SOFT_SHUTDOWN_SECONDS`` back to
   the queue.
@@ -122,9 +123,8 @@ class WorkerProcess:
     def ready(self) -> None:
         runtime = self.runtime()
         announce(self.refusals().keys)
-        self.services.start(
-            LeaseKeeper(runtime), ControlListener(runtime), BacklogPromoter(runtime, self.consumed())
-        )
+        promoter = BacklogPromoter(runtime, self.consumed())
+        self.services.start(LeaseKeeper(runtime), ControlListener(runtime), promoter)
         metrics.heap_frozen.set(freeze_startup_heap())
         space_full_collections()
         self.heartbeat.set("ready")

@@ -18,7 +18,7 @@ import threading
 
 from redis.exceptions import RedisError
 
-from toolhub.distributed.settings import Settings
+from toolhub.distributed.settings import DEFAULT_BACKLOG_WINDOW
 from workers.calls.runtime import WorkerRuntime
 
 logger = logging.getLogger("toolhub.worker.backlog")
@@ -34,7 +34,7 @@ class BacklogPromoter(threading.Thread):
         self.queues = queues
         self.stop_event = threading.Event()
         #: A worker set to no window still promotes what a dispatcher backlogged.
-        self.window = runtime.settings.backlog_window or Settings.backlog_window
+        self.window = runtime.settings.backlog_window or DEFAULT_BACKLOG_WINDOW
 
     def run(self) -> None:
         idle = self.runtime.settings.lease_seconds / 6
