@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 from collections.abc import Iterator
 
 import pytest
@@ -46,7 +47,8 @@ def _enqueue(store: RedisStore, cid: str) -> None:
     assert code == 1
 
 
-def _build(message: dict) -> bytes:
+def _build(message: dict, trace: dict | None = None) -> bytes:
+    """A stand-in level-0 message naming its call (the real one: kombu's, ``promoter.py``)."""
     return b'{"properties": {"priority": 0}, "call": "' + message["call_id"].encode() + b'"}'
 
 
@@ -63,13 +65,24 @@ def test_past_the_window_a_call_waits_as_its_id_until_promoted(small):
     assert b"claim_by" not in waiting and b"qpos" not in waiting  # no worker can take it
     assert client.zscore(keys.pending, "bl3") is None
     assert client.zcard(keys.fair_queued("bt")) == 8  # still counts in its tenant's share
+    # The dispatcher's trace context comes back with the stored message (tracing on).
+    context = {"traceparent": "00-" + "1" * 32 + "-" + "2" * 16 + "-01"}
+    client.hset(keys.call("bl3"), "trace", json.dumps(context))
+    assert "trace" not in small.get_record("bl3")  # bookkeeping, not shown
+    traces: dict[str, dict | None] = {}
+
+    def build(message: dict, trace: dict | None) -> bytes:
+        traces[message["call_id"]] = trace
+        return _build(message)
+
     # A call ended while backlogged leaves the backlog at its turn, unpromoted.
     assert small.records.cancel("bl4") == "cancelled"
     client.rpop(sunk)
     client.rpop(sunk)  # the sunk list drained: promote
     backlogs = Backlogs(small.records)
-    promoted = backlogs.promote(QUEUE, _build, WINDOW)
+    promoted = backlogs.promote(QUEUE, build, WINDOW)
     assert (promoted.waiting, promoted.taken) == (5, 2)  # bl3 promoted, bl4 dropped
+    assert traces == {"bl3": context}
     assert client.llen(sunk) == 1
     assert backlogs.promote(QUEUE, _build, WINDOW).taken == 1  # half the window: top up
     assert client.lrange(sunk, 0, -1) == [

@@ -18,6 +18,7 @@ finds the ids taken and stops.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -30,8 +31,9 @@ from .records import CallRecords
 #: Ids promoted per script: Redis runs each script whole, so a batch stays short.
 PROMOTE_BATCH = 500
 
-#: Builds the level-0 message (kombu's payload) of a call's stored message, or None.
-Build = Callable[[dict[str, Any]], bytes | None]
+#: Builds the level-0 message (kombu's payload) of a call's stored message, with the trace
+#: context the dispatcher stored beside it (``trace``: its message headers), or None.
+Build = Callable[[dict[str, Any], dict[str, Any] | None], bytes | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,13 +65,13 @@ class Backlogs:
         ids = [i.decode() for i in reversed(replies.lrange(self.client, backlog, -count, -1))]
         pipe = self.client.pipeline(transaction=False)
         for cid in ids:
-            pipe.hmget(self.keys.call(cid), "status", "qkey", "run_id", "message")
+            pipe.hmget(self.keys.call(cid), "status", "qkey", "run_id", "message", "trace")
         calls: list[str] = []
         args: list[Any] = [self.settings.claim_deadline_seconds]
-        for cid, (status, qkey, run_id, message) in zip(ids, pipe.execute(), strict=True):
+        for cid, (status, qkey, run_id, message, trace) in zip(ids, pipe.execute(), strict=True):
             payload = b""
             if status == b"queued" and qkey == backlog.encode() and message and run_id:
-                built = build(unpack(message))
+                built = build(unpack(message), json.loads(trace) if trace else None)
                 if built is None:
                     break  # this process cannot build messages: leave the rest waiting
                 payload = built

@@ -167,12 +167,15 @@ class WorkerRuntime:
         )
 
     def capture(
-        self, message: dict[str, Any], queue: str | None = None
+        self,
+        message: dict[str, Any],
+        queue: str | None = None,
+        headers: dict[str, Any] | None = None,
     ) -> tuple[bytes, bytes] | None:
         """The (queue key, payload) kombu would push for ``message`` (onto ``queue`` when
-        given), without pushing it."""
+        given, with ``headers`` beside Celery's: a trace context), without pushing it."""
         task, routed, kwargsrepr = _routing(message)
-        return self.enqueuer.message(task, queue or routed, message, kwargsrepr)
+        return self.enqueuer.message(task, queue or routed, message, kwargsrepr, headers)
 
     def close(self) -> None:
         with self._lock:

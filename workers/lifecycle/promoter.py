@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import random
 import threading
+from typing import Any
 
 from redis.exceptions import RedisError
 
@@ -54,12 +55,15 @@ class BacklogPromoter(threading.Thread):
     def promote(self, queue: str) -> int:
         """One round for ``queue``; returns how many ids its backlog held before it."""
         promotion = self.runtime.backlogs.promote(
-            queue, lambda message: self.build(message, queue), self.window
+            queue, lambda message, trace: self.build(message, trace, queue), self.window
         )
         return promotion.waiting
 
-    def build(self, message: dict[str, object], queue: str) -> bytes | None:
-        captured = self.runtime.capture(dict(message), queue)
+    def build(
+        self, message: dict[str, Any], trace: dict[str, Any] | None, queue: str
+    ) -> bytes | None:
+        """The call's level-0 message on ``queue``, with its trace context, as kombu builds it."""
+        captured = self.runtime.capture(message, queue, trace)
         if captured is None or captured[0] != queue.encode():
             return None
         return captured[1]

@@ -65,7 +65,7 @@ local function finalize(call, events, channel, leases, state, cid, status, paylo
     redis.call('SET', call .. ':done:' .. run, '1', 'EX', keep)
   end
   redis.call('HDEL', call, 'message', 'qkey', 'qpos', 'claim_by', 'lease_until', 'handoff',
-             'fair', 'quota_held', 'waited')
+             'fair', 'quota_held', 'waited', 'trace')
   redis.call('ZREM', leases, cid)
   redis.call('ZREM', leases .. ':pending', cid)
   redis.call('EXPIRE', call, ttl)
