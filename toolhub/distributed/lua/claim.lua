@@ -75,8 +75,7 @@ list[#list + 1] = {attempt = attempt, worker = ARGV[3], started_at = fmt(t)}
 redis.call('HSET', call, 'attempts', cjson.encode(list))
 redis.call('ZADD', leases, lease_until, cid)
 redis.call('ZREM', leases .. ':pending', cid)
-redis.call('HDEL', call, 'qkey', 'claim_by', 'fair', 'waited')
-redis.call('DEL', call .. ':payload')
+redis.call('HDEL', call, 'qkey', 'qpos', 'claim_by', 'fair', 'waited')
 if resumed == 1 then redis.call('HINCRBY', call, 'resumed', 1) end
 local lost = tonumber(redis.call('HGET', call, 'lost')) or 0
 return {'run', attempt, redis.call('HGETALL', state), lost, resumed}
