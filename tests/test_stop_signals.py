@@ -63,5 +63,5 @@ def test_wait_returns_after_the_signal_and_handlers_come_back() -> None:
         os.kill(os.getpid(), signal.SIGUSR2)
         started = time.monotonic()
         stop.wait()
-        assert time.monotonic() - started < 1
+        assert time.monotonic() - started < 10  # woken by the signal, not blocked for good
     assert signal.getsignal(signal.SIGUSR2) is before

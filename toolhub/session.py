@@ -46,7 +46,7 @@ from toolhub.toolset import (
     ToolSetBuilder,
 )
 from toolhub.tracing import TraceContext, tracer
-from toolhub.tracing.calls import CallSpan, start_call
+from toolhub.tracing.calls import CallSpan, session_attributes, start_call
 
 if TYPE_CHECKING:
     from toolhub.approvals.rules import OperatorPermissions
@@ -82,6 +82,7 @@ class Session(SyncTwins, SessionApprovals, SessionClose):
         self._closed = False
         self._sources = sources
         self._refused = RefusedCalls(session_id)
+        self._span_attributes: dict[str, str] | None = None  # made on the first traced call
         #: The hooks around each call (docs/hooks.md); ``before`` runs in ``_prepare``.
         self.hooks = SessionHooks.of(toolset.config.hooks, session_id)
 
@@ -223,9 +224,18 @@ class Session(SyncTwins, SessionApprovals, SessionClose):
         """The call's ``execute_tool`` span when tracing is on, else None."""
         if tracer() is None:
             return None
-        from toolhub.tenancy import tenant_of_session
+        return start_call(name, self._trace_attributes(), trace_context)
 
-        return start_call(name, self.session_id, tenant_of_session(self.session_id), trace_context)
+    def _trace_attributes(self) -> dict[str, str]:
+        """The attributes of every call's span of this session (made on its first traced
+        call)."""
+        found = self._span_attributes
+        if found is None:
+            from toolhub.tenancy import tenant_of_session
+
+            found = session_attributes(self.session_id, tenant_of_session(self.session_id))
+            self._span_attributes = found
+        return found
 
     def _prepare(self, name: str, arguments: Any, call_id: str | None) -> Prepared | CallResult:
         """The prepared call as the ``before`` hooks let it run, or the failed result of

@@ -83,7 +83,7 @@ def test_timeout_is_clamped_to_max(harness: Harness) -> None:
     harness.set_params(BashParams(max_timeout_ms=400))
     started = time.monotonic()
     res = bash(harness, "echo start; sleep 30", timeout=600_000)
-    assert time.monotonic() - started < 3
+    assert time.monotonic() - started < 20  # the clamp, not the command's 30 s
     assert res.output.killed == "timeout"
     assert res.text.startswith("exit: killed (timeout)\nstart")
 

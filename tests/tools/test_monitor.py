@@ -90,7 +90,7 @@ def test_timeout_ends_the_watch_and_the_command(root: Path) -> None:
     progress, out = watch(context(root), command=script, pattern="tick", timeout_ms=400)
     result = summary(out)
     assert result.ended == "timeout" and result.match_count == len(progress) > 2
-    assert time.monotonic() - started < 3
+    assert time.monotonic() - started < 20  # not the command's endless loop or 30 s sleep
     pid = int((root.parent / "pid").read_text())
     assert wait_until(lambda: not _alive(pid))
 
@@ -101,7 +101,7 @@ def test_cancel_kills_the_command(root: Path) -> None:
     started = time.monotonic()
     out = watch(ctx, command="echo $$ > ../pid; sleep 30", pattern="x")[1]
     assert out.error is not None and out.error.kind is ErrorKind.CANCELLED
-    assert time.monotonic() - started < 3
+    assert time.monotonic() - started < 20  # not the command's endless loop or 30 s sleep
     assert wait_until(lambda: not _alive(int((root.parent / "pid").read_text())))
 
 

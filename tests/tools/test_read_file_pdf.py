@@ -169,7 +169,7 @@ def test_invalid_page_specs_are_refused_naming_the_client_param(
 ) -> None:
     started = time.monotonic()
     res = harness.call(ReadFile, {"path": "doc.pdf", "pages": spec}, param_names={"pages": "pp"})
-    assert time.monotonic() - started < 1.0
+    assert time.monotonic() - started < 10  # refused up front: walking the pages takes minutes
     assert res.error is not None and res.error.kind is ErrorKind.INVALID_ARGUMENTS
     assert says in res.error.detail and "`pp`" in res.error.detail
 

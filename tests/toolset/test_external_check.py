@@ -63,7 +63,7 @@ def test_a_hostile_pattern_is_left_to_the_server(tmp_path: Path) -> None:
     with _session(tmp_path, schema, seen) as session:
         started = time.monotonic()
         result = session.call_sync("srv__add", {"s": "a" * 40 + "b"})
-        assert time.monotonic() - started < 2
+        assert time.monotonic() - started < 20  # the backtracking takes minutes
         assert result.error is None and len(seen) == 1
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 from tests.tracing.in_process import exporter, spans_of
 from toolhub import Session
@@ -47,10 +48,11 @@ def test_progress_events_are_bounded() -> None:
 
     found = tracer()
     assert found is not None
-    call = WorkerCall(found, {"traceparent": PARENT}, {"call_id": "c1", "tool": "t"})
-    for _ in range(MAX_PROGRESS_EVENTS + 5):
-        call.progress(Progress("text", text="a line"))
-    call.end()
+    request = SimpleNamespace(traceparent=PARENT)
+    with WorkerCall(found, request, {"call_id": "c1", "tool": "t"}) as call:
+        call.claim(lambda: SimpleNamespace(action="run", attempt=1))
+        for _ in range(MAX_PROGRESS_EVENTS + 5):
+            call.progress(Progress("text", text="a line"))
     (span,) = [s for s in spans_of(int(TRACE, 16)) if s.name == "toolhub.worker t"]
     assert len(span.events) == MAX_PROGRESS_EVENTS
     assert span.attributes["toolhub.progress.dropped"] == 5
@@ -68,3 +70,31 @@ def test_without_a_provider_no_opentelemetry_is_imported(tmp_path: Path) -> None
         "assert 'opentelemetry.trace' not in sys.modules, 'imported'\n"
     )
     subprocess.run([sys.executable, "-c", script], check=True, timeout=120)
+
+
+def test_the_plain_traceparent_is_read_as_the_propagator_reads_it() -> None:
+    """toolhub's own form (version 00, no tracestate) is parsed directly; the propagator's
+    reading is the reference, for it and for the forms handed to the propagator."""
+    from opentelemetry import context, trace
+    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+    from toolhub.tracing.carriers import parent_context
+
+    exporter()
+    propagator = TraceContextTextMapPropagator()
+    zeros = "0" * 32
+    for carrier in [
+        {"traceparent": PARENT},
+        {"traceparent": f"00-{TRACE}-b7ad6b7169203331-00"},
+        {"traceparent": f"00-{zeros}-b7ad6b7169203331-01"},
+        {"traceparent": f"00-{TRACE}-0000000000000000-01"},
+        {"traceparent": f"01-{TRACE}-b7ad6b7169203331-01-later"},
+        {"traceparent": PARENT.upper()},
+        {"traceparent": PARENT + "-extra"},
+        {"traceparent": PARENT, "tracestate": "k=v"},
+        {},
+    ]:
+        ours = trace.get_current_span(parent_context(carrier)).get_span_context()
+        reference = propagator.extract(carrier, context=context.Context())
+        assert ours == trace.get_current_span(reference).get_span_context(), carrier
+        assert ours.trace_state == trace.get_current_span(reference).get_span_context().trace_state

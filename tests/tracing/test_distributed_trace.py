@@ -163,6 +163,7 @@ def check_trace(
     assert worker.attributes["toolhub.claim.action"] == "run"
     assert worker.attributes["toolhub.call.queue_wait"] >= 0
     assert worker.attributes["gen_ai.tool.call.id"] == call.attributes["gen_ai.tool.call.id"]
+    assert not {"gen_ai.tool.name", "toolhub.session.id"} & set(worker.attributes)  # the call's
     assert {name for name, _ in worker.events} <= {"toolhub.progress"}  # the output's
     assert spans["toolhub.sandbox_start"].parent_id == worker.span_id
     assert not {"toolhub.run", "toolhub.claim", "toolhub.deliver"} & set(spans)
@@ -304,8 +305,8 @@ def test_a_background_command_joins_the_trace_through_the_holder(
     trace_id = f"{turn.get_span_context().trace_id:032x}"
 
     def workers() -> dict[str, Span]:
-        return {
-            s.attributes["toolhub.tool.id"]: s
+        return {  # named by the tool id; the attributes have only the call's id (its parent's)
+            s.name.removeprefix("toolhub.worker "): s
             for s in receiver.trace(trace_id)
             if s.name.startswith("toolhub.worker ")
         }

@@ -66,3 +66,20 @@ def probe(env: dict[str, str]) -> str:
 )
 def test_the_standard_variables_decide(env: dict[str, str], expected: str) -> None:
     assert probe(env) == expected
+
+
+def test_the_resource_hashes_as_the_sdk_s_computed_once() -> None:
+    """The providers' resource is the SDK's, its hash made once (the OTLP encoder looks it up
+    per span): equal to, and hashed as, the same attributes in a plain ``Resource``."""
+    from opentelemetry.sdk.resources import Resource
+
+    from toolhub.tracing.export import hashed_resource
+
+    plain = Resource.create({"service.name": "probe", "k": "v"})
+    hashed = hashed_resource(plain)
+    assert isinstance(hashed, Resource)
+    assert hashed == plain and plain == hashed
+    assert hash(hashed) == hash(plain)
+    assert {hashed: 1}[plain] == 1
+    assert dict(hashed.attributes) == dict(plain.attributes)
+    assert hashed.schema_url == plain.schema_url

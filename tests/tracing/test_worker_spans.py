@@ -17,24 +17,25 @@ from toolhub.tracing import command_env
 from toolhub.tracing import worker as tracing
 
 
-def deliver(claim: SimpleNamespace) -> tuple[int, str]:
-    """One message's handling as a worker does it; its trace id and the run's TRACEPARENT."""
+def deliver(claim: SimpleNamespace, *, traced: bool = True) -> tuple[int, str]:
+    """One message's handling as a worker does it; its trace id and the run's TRACEPARENT.
+    ``traced``: the message has its caller's context (else the worker's span starts a trace)."""
     exporter()
     trace_id, parent = secrets.token_hex(16), secrets.token_hex(8)
     request = SimpleNamespace(
-        traceparent=f"00-{trace_id}-{parent}-01",
+        traceparent=f"00-{trace_id}-{parent}-01" if traced else None,
         tracestate=None,
         toolhub_enqueued_ns=time.time_ns() - 5_000_000,
     )
     call_id = f"c-{secrets.token_hex(4)}"
     message = {"call_id": call_id, "tool": "Main:bash", "name": "bash", "session_id": "s"}
-    with tracing.delivered(request, message):
+    with tracing.delivered(request, message) as call:
         tracing.claim(call_id, lambda: claim)
         with tracing.running(call_id):
             env = command_env()
         with tracing.phase(call_id, "toolhub.deliver"):
             pass
-    return int(trace_id, 16), env["TRACEPARENT"]
+    return call.span.get_span_context().trace_id, env["TRACEPARENT"]
 
 
 def run_claim(**more: object) -> SimpleNamespace:
@@ -52,7 +53,22 @@ def test_one_span_per_attempt_with_its_phases_as_attributes() -> None:
     assert span.attributes["toolhub.call.attempt"] == 1
     assert span.attributes["toolhub.call.queue_wait"] >= 0.004
     assert not span.events  # no phase events either: the span's end is the delivery's
+    assert set(span.attributes) - {"toolhub.claim.action", "toolhub.call.attempt"} == {
+        "toolhub.call.queue_wait",
+        "gen_ai.tool.call.id",  # the call's other attributes are its parent's
+    }
+    assert span.start_time is not None and span.start_time <= time.time_ns()
     assert traceparent == f"00-{trace_id:032x}-{span.context.span_id:016x}-01"
+
+
+def test_a_worker_span_that_starts_the_trace_has_the_call_s_attributes() -> None:
+    trace_id, _ = deliver(run_claim(), traced=False)
+    (span,) = spans_of(trace_id)
+    assert span.parent is None
+    assert span.attributes["gen_ai.tool.name"] == "bash"
+    assert span.attributes["toolhub.tool.id"] == "Main:bash"
+    assert span.attributes["toolhub.session.id"] == "s"
+    assert span.attributes["gen_ai.tool.call.id"].startswith("c-")
 
 
 def test_phase_spans_when_asked(monkeypatch: pytest.MonkeyPatch) -> None:

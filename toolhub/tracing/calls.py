@@ -33,12 +33,18 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
-def start_call(name: str, session_id: str, tenant: str, trace_context: object) -> CallSpan | None:
-    """The span of a call of tool ``name`` (its client name), or None when tracing is off."""
+def session_attributes(session_id: str, tenant: str) -> dict[str, str]:
+    """The attributes every call of a session has (its id, its tenant): made once a session."""
+    return {attr.SESSION: session_id, attr.TENANT: tenant}
+
+
+def start_call(name: str, session: dict[str, str], trace_context: object) -> CallSpan | None:
+    """The span of a call of tool ``name`` (its client name) in the session whose attributes
+    are ``session`` (``session_attributes``), or None when tracing is off."""
     found = tracer()
     if found is None:
         return None
-    return CallSpan(found, name, session_id, tenant, parent_context(trace_context))
+    return CallSpan(found, name, session, parent_context(trace_context))
 
 
 class CallSpan:
@@ -53,9 +59,7 @@ class CallSpan:
         "started_ns", "tracer",
     )  # fmt: skip
 
-    def __init__(
-        self, tracer: Tracer, name: str, session_id: str, tenant: str, parent: Context
-    ) -> None:
+    def __init__(self, tracer: Tracer, name: str, session: dict[str, str], parent: Context) -> None:
         self.tracer = tracer
         self.started = time.perf_counter()
         self.started_ns = time.time_ns()
@@ -66,7 +70,7 @@ class CallSpan:
             attr.TOOL_NAME: name,
             attr.TOOL_TYPE: attr.FUNCTION,
         }
-        self.extra: dict[str, Any] = {attr.SESSION: session_id, attr.TENANT: tenant}
+        self.extra: dict[str, Any] = dict(session)
         self.ended = False
         if PHASES:
             self._start()

@@ -11,6 +11,7 @@ malformed one: the call then starts a trace of its own, and nothing else changes
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +26,9 @@ TRACESTATE = "tracestate"
 #: Longest values taken (a traceparent is 55 characters; W3C asks to pass at least 512 of a
 #: tracestate).
 MAX_LENGTHS = {TRACEPARENT: 128, TRACESTATE: 1024}
+
+#: The ``traceparent`` toolhub writes (``inject``): version 00, lower-case, nothing after it.
+PLAIN_TRACEPARENT = re.compile(r"00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})")
 
 #: A W3C trace context carrier: ``traceparent`` and optionally ``tracestate``.
 TraceContext = Mapping[str, str]
@@ -66,16 +70,16 @@ def parent_context(trace_context: object) -> Context:
     names (an empty or malformed one: a new trace) — unless the current span is of the
     carrier's trace already: a server library that continued it (FastAPI's, the MCP SDK's
     request span) is then the parent, below the caller's span."""
-    otel_context, otel_trace = context_api(), api()
-    empty: type[Context] = otel_context.Context
-
+    otel_context = context_api()
     current: Context = otel_context.get_current()
     if trace_context is None:
         return current
+    otel_trace, empty = api(), otel_context.Context
     if isinstance(trace_context, empty):
-        return trace_context
+        given: Context = trace_context
+        return given
     carrier = carrier_of(trace_context) if isinstance(trace_context, Mapping) else {}
-    extracted: Context = _propagator().extract(carrier, context=empty())
+    extracted = _extracted(carrier, empty)
     inside = otel_trace.get_current_span(current).get_span_context()
     if not inside.is_valid:  # a worker's thread, a server without a library's request span
         return extracted
@@ -83,6 +87,27 @@ def parent_context(trace_context: object) -> Context:
     if named.is_valid and inside.trace_id == named.trace_id:
         return current
     return extracted
+
+
+def _extracted(carrier: dict[str, str], empty: type[Context]) -> Context:
+    """The context ``carrier`` names, as the W3C propagator reads it. The form toolhub's own
+    dispatcher writes (version 00, no ``tracestate``: every worker's message) is read here, a
+    match and two ints; any other goes through the propagator, whose checks and objects cost
+    more than the span context itself."""
+    value = carrier.get(TRACEPARENT)
+    plain = PLAIN_TRACEPARENT.fullmatch(value) if value and TRACESTATE not in carrier else None
+    if plain is None:
+        extracted: Context = _propagator().extract(carrier, context=empty())
+        return extracted
+    trace_id, span_id = int(plain[1], 16), int(plain[2], 16)
+    if not (trace_id and span_id):
+        return empty()
+    otel_trace = api()
+    remote = otel_trace.SpanContext(
+        trace_id, span_id, is_remote=True, trace_flags=otel_trace.TraceFlags(int(plain[3], 16))
+    )
+    named: Context = otel_trace.set_span_in_context(otel_trace.NonRecordingSpan(remote), empty())
+    return named
 
 
 def captured() -> Context | None:

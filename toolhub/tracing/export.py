@@ -67,7 +67,7 @@ def setup_from_env(service_name: str) -> bool:
     named = os.environ.get("OTEL_SERVICE_NAME") or "service.name=" in os.environ.get(
         "OTEL_RESOURCE_ATTRIBUTES", ""
     )
-    resource = Resource.create({} if named else {"service.name": service_name})
+    resource = hashed_resource(Resource.create({} if named else {"service.name": service_name}))
     tracing = False
     if traces is not None and isinstance(
         otel_trace.get_tracer_provider(), otel_trace.ProxyTracerProvider
@@ -94,6 +94,25 @@ def setup_from_env(service_name: str) -> bool:
             _installed.append(meters)
     refresh()
     return tracing
+
+
+def hashed_resource(resource: Any) -> Any:
+    """``resource`` with its hash computed once. The OTLP encoder groups a batch's spans by
+    their resource, a dict lookup per span, and the SDK's ``Resource.__hash__`` serializes the
+    attributes to JSON every time: a third of a span's encoding. A resource is immutable (its
+    attributes cannot change once made), so the hash is the same every time; equality is the
+    SDK's own."""
+    from opentelemetry.sdk.resources import Resource
+
+    class HashedResource(Resource):
+        def __init__(self, attributes: Any, schema_url: str | None = None) -> None:
+            super().__init__(attributes, schema_url)
+            self._hash = super().__hash__()
+
+        def __hash__(self) -> int:
+            return self._hash
+
+    return HashedResource(resource.attributes, resource.schema_url)
 
 
 def _queue_size() -> int | None:

@@ -3,10 +3,11 @@ trace from the Celery message's headers.
 
 The dispatcher puts the current W3C context (the caller's ``execute_tool`` span; its
 ``toolhub.enqueue`` span with phase spans) and the enqueue time into the message's headers
-(``message_headers``); the worker opens ``toolhub.worker {tool}`` under it (``delivered``).
-By default that is the worker's only span (a command's start adds ``toolhub.sandbox_start``):
-the queue wait is its attribute ``toolhub.call.queue_wait`` (seconds), the claim's answer and
-the attempt its attributes too, and a command started in the run gets its ``TRACEPARENT``
+(``message_headers``); the worker opens ``toolhub.worker {tool}`` under it (``delivered``;
+by default once the claim has answered, dated back to the delivery). By default that is the
+worker's only span (a command's start adds ``toolhub.sandbox_start``): the queue wait is its
+attribute ``toolhub.call.queue_wait`` (seconds), the claim's answer and the attempt its
+attributes too, and a command started in the run gets its ``TRACEPARENT``
 (``carriers.command_env``). Under
 ``TOOLHUB_TRACE_PHASES=1`` (``state.PHASES``) the phases are child spans instead:
 ``toolhub.queue_wait`` (enqueue to claim), ``toolhub.claim``, ``toolhub.run`` (the command's
@@ -31,11 +32,12 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from toolhub.core import Progress
 
 from . import attributes as attr
-from .carriers import carrier_of, inject, parent_context
+from .carriers import TRACEPARENT, TRACESTATE, carrier_of, inject, parent_context
 from .metrics import QUEUE_WAIT, SANDBOX_START, record
 from .state import PHASES, api, context_api, tracer
 
 if TYPE_CHECKING:
+    from opentelemetry.context import Context
     from opentelemetry.trace import Span, Tracer
 
 C = TypeVar("C")
@@ -48,6 +50,7 @@ MAX_PROGRESS_EVENTS = 32
 _NO_SPAN = contextlib.nullcontext()
 _live: dict[str, WorkerCall] = {}
 _live_lock = threading.Lock()
+_events_lock = threading.Lock()  # progress counts (rare: one lock for every call here)
 
 
 def message_headers() -> dict[str, Any] | None:
@@ -74,14 +77,11 @@ def span(name: str, *, producer: bool = False) -> contextlib.AbstractContextMana
 
 def delivered(request: Any, message: Mapping[str, Any]) -> contextlib.AbstractContextManager[Any]:
     """The worker's span of one delivered message (Celery's ``task.request`` carries the
-    message's headers as attributes), current while it is handled."""
+    message's headers as attributes), current from its claim until the message is handled."""
     found = tracer()
     if found is None:
         return _NO_SPAN
-    headers = {
-        name: getattr(request, name, None) for name in ("traceparent", "tracestate", ENQUEUED)
-    }
-    return WorkerCall(found, headers, message)
+    return WorkerCall(found, request, message)
 
 
 def claim(call_id: str, take: Callable[[], C]) -> C:
@@ -137,46 +137,72 @@ def progress(call_id: str, item: Progress) -> None:
 
 class WorkerCall:
     """The spans of one delivered message; current, and found by its call id, while it is
-    handled (a context manager)."""
+    handled (a context manager).
 
-    def __init__(self, tracer: Tracer, headers: dict[str, Any], message: Mapping[str, Any]) -> None:
-        trace = api()
+    Without phase spans the span is made once the claim has answered, dated back to the
+    delivery, with its name and every attribute at once (as the caller's is, ``calls.py``):
+    the SDK's attribute handling costs more than the span, and each separate setting of them,
+    or of its name, costs again. A message refused before its claim gets it as it ends.
+
+    Of the call's attributes, the worker's span has the call id when it is under the caller's
+    span, which has the others; one that starts a trace (its dispatcher did not trace) has
+    them all."""
+
+    def __init__(self, tracer: Tracer, request: Any, message: Mapping[str, Any]) -> None:
+        self.started_ns = time.time_ns()
         self.tracer = tracer
         self.call_id = str(message.get("call_id", ""))
         self.tool = str(message.get("tool") or message.get("name") or "?")
-        enqueued = headers.pop(ENQUEUED, None)
+        enqueued = getattr(request, ENQUEUED, None)
         self.enqueued_ns = enqueued if isinstance(enqueued, int) and enqueued > 0 else None
-        self.span: Span = tracer.start_span(
-            f"toolhub.worker {self.tool}",
-            context=parent_context(carrier_of(headers)),
-            kind=trace.SpanKind.CONSUMER,
-            attributes={
-                attr.TOOL_NAME: str(message.get("name", "")),
-                attr.TOOL_ID: self.tool,
-                attr.TOOL_CALL_ID: self.call_id,
-                attr.SESSION: str(message.get("session_id", "")),
-            },
+        self.parent = parent_context(
+            carrier_of({name: getattr(request, name, None) for name in (TRACEPARENT, TRACESTATE)})
         )
-        self.context = trace.set_span_in_context(self.span)
+        self.attributes: dict[str, Any] = {attr.TOOL_CALL_ID: self.call_id}
+        if not api().get_current_span(self.parent).get_span_context().is_valid:
+            self.attributes.update(
+                {
+                    attr.TOOL_NAME: str(message.get("name", "")),
+                    attr.TOOL_ID: self.tool,
+                    attr.SESSION: str(message.get("session_id", "")),
+                }
+            )
+        self.span: Span | None = None
+        self.context: Context | None = None
         self.events = 0
         self.dropped = 0
-        self._lock = threading.Lock()
-        self._token: Any = None
+        self._token: object = None
+        if PHASES:
+            self._start(f"toolhub.worker {self.tool}", {})
+
+    def _start(self, name: str, found: dict[str, Any]) -> Span:
+        """The span, current from now until the message is handled."""
+        trace = api()
+        self.span = span = self.tracer.start_span(
+            name,
+            context=self.parent,
+            kind=trace.SpanKind.CONSUMER,
+            attributes={**self.attributes, **found},
+            start_time=self.started_ns,
+        )
+        self.context = trace.set_span_in_context(span)
+        self._token = context_api().attach(self.context)
+        return span
 
     def __enter__(self) -> WorkerCall:
-        otel_context = context_api()
-        self._token = otel_context.attach(self.context)
         with _live_lock:
             _live[self.call_id] = self
         return self
 
     def __exit__(self, *exc: object) -> None:
-        otel_context = context_api()
         with _live_lock:
             if _live.get(self.call_id) is self:
                 del _live[self.call_id]
-        otel_context.detach(self._token)
-        self.end()
+        span = self.span or self._start(f"toolhub.worker {self.tool}", {})
+        context_api().detach(self._token)
+        if self.dropped:
+            span.set_attribute(attr.PROGRESS_DROPPED, self.dropped)
+        span.end()
 
     def claim(self, take: Callable[[], C]) -> C:
         now = time.time_ns()
@@ -203,23 +229,25 @@ class WorkerCall:
         attempt = getattr(taken, "attempt", None)
         if isinstance(attempt, int):
             found[attr.ATTEMPT] = attempt
-        self.span.set_attributes(found)
+        name = f"toolhub.worker {self.tool}"
         if getattr(taken, "resumed", False):
-            self.span.update_name(f"toolhub.resume {self.tool}")
+            name = f"toolhub.resume {self.tool}"
         elif getattr(taken, "lost", 0):
-            self.span.update_name(f"toolhub.rerun {self.tool}")
+            name = f"toolhub.rerun {self.tool}"
+        if self.span is None:
+            self._start(name, found)
+        else:
+            self.span.set_attributes(found)
+            if not name.startswith("toolhub.worker "):
+                self.span.update_name(name)
         return taken
 
     def progress(self, item: Progress) -> None:
-        with self._lock:
+        with _events_lock:
             if self.events >= MAX_PROGRESS_EVENTS:
                 self.dropped += 1
                 return
             self.events += 1
         kind = item.kind if item.kind != "custom" else f"custom:{str(item.subkind)[:64]}"
-        self.span.add_event("toolhub.progress", {attr.PROGRESS_KIND: kind})
-
-    def end(self) -> None:
-        if self.dropped:
-            self.span.set_attribute(attr.PROGRESS_DROPPED, self.dropped)
-        self.span.end()
+        if self.span is not None:
+            self.span.add_event("toolhub.progress", {attr.PROGRESS_KIND: kind})

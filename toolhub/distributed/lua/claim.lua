@@ -84,7 +84,6 @@ else
 end
 redis.call('ZADD', leases, lease_until, cid)
 redis.call('ZREM', leases .. ':pending', cid)
-redis.call('HDEL', call, 'qkey', 'claim_by', 'fair', 'waited')
-redis.call('DEL', call .. ':payload')
+redis.call('HDEL', call, 'qkey', 'qpos', 'claim_by', 'fair', 'waited')
 if resumed == 1 then redis.call('HINCRBY', call, 'resumed', 1) end
 return {'run', attempt, redis.call('HGETALL', state), lost, resumed}

@@ -1,8 +1,10 @@
 -- prelude.lua: the helpers every call-protocol script runs after (toolhub/distributed/scripts.py):
--- now(), fmt(), field_of(), emit(), closed_attempts(), close_attempt(), finalize(),
+-- now(), fmt(), field_of(), sunk(), emit(), closed_attempts(), close_attempt(), finalize(),
 -- record_usage(). The loader
--- puts the constants DONE_TTL, DONE_TTL_BACKGROUND and BACKGROUND_QUEUE before it (from
--- Settings), and quota.lua (the tenant's quotas: what a call holds, ``quota_held``, is
+-- puts the constants DONE_TTL, DONE_TTL_BACKGROUND, BACKGROUND_QUEUE, PUSHED (the hash of how
+-- many messages toolhub's scripts pushed onto each queue list: ``Keys.pushed``), BACKLOG (the
+-- prefix of a queue's backlog, ``Keys.backlog``) and fair dispatch's (``fair.py``) before it
+-- (from Settings), and quota.lua (the tenant's quotas: what a call holds, ``quota_held``, is
 -- released here).
 local function now()
   local t = redis.call('TIME')
@@ -14,6 +16,13 @@ local function field_of(from, name)
     if ARGV[i] == name then return ARGV[i + 1] end
   end
   return false
+end
+-- A level-0 message kombu built, with its priority property rewritten to the sunk level's
+-- (fair.py), or false when it has no such property.
+local function sunk(payload)
+  local at = string.find(payload, NORMAL_FIELD, 1, true)
+  if not at then return false end
+  return string.sub(payload, 1, at - 1) .. SUNK_FIELD .. string.sub(payload, at + #NORMAL_FIELD)
 end
 local function emit(call, events, channel, payload, version)
   local seq = redis.call('HINCRBY', call, 'seq', 1)
@@ -71,9 +80,8 @@ local function finalize(call, events, channel, leases, state, cid, status, paylo
     local keep = queue == BACKGROUND_QUEUE and DONE_TTL_BACKGROUND or DONE_TTL
     redis.call('SET', call .. ':done:' .. run, '1', 'EX', keep)
   end
-  redis.call('HDEL', call, 'message', 'qkey', 'claim_by', 'lease_until', 'handoff', 'fair',
-             'quota_held', 'waited')
-  redis.call('DEL', call .. ':payload')
+  redis.call('HDEL', call, 'message', 'qkey', 'qpos', 'claim_by', 'lease_until', 'handoff',
+             'fair', 'quota_held', 'waited', 'trace')
   redis.call('ZREM', leases, cid)
   redis.call('ZREM', leases .. ':pending', cid)
   redis.call('EXPIRE', call, ttl)
