@@ -6,8 +6,10 @@ One redis-server; one caller enqueues ``--calls`` no-op calls as fast as it can 
 dispatches in flight at once: one pipeline a loop turn, ``dispatch_batch.py``), with no worker
 running, so every call waits in the queue, far past its claim deadline (half a lease: 7.5 s).
 Then two ``toolhub worker`` processes (threads, concurrency 4, production lease of 15 s) drain
-it, their lease keepers sweeping all along. The caller only dispatches (the dispatch half of
-``Session.call``: the record and its message in one script); nobody follows the results.
+it, their lease keepers sweeping all along and their promoters feeding the queue from its
+backlog (the calls past the sunk list's window wait there as ids: ``backlog.py``). The caller
+only dispatches (the dispatch half of ``Session.call``: the record and its message in one
+script); nobody follows the results.
 
 Prints, with targets (issue 43):
 
@@ -98,8 +100,10 @@ def main() -> int:
         enqueue_seconds = time.monotonic() - started
         memory1 = int(client.info("memory")["used_memory"])
         #: The queue and its priority lists (fair dispatch sinks a tenant's calls past its
-        #: share into a lower level: ``fair.py``).
+        #: share into a lower level: ``fair.py``), and the queue's backlog of call ids past
+        #: the sunk list's window (``backlog.py``).
         queues = [k for k in client.keys(base + "*") if client.type(k) == b"list"]
+        queues.append(session.executor.store.keys.backlog(base).encode())
         queued = backlog(client, queues)
         for worker in workers:
             worker.start()

@@ -4,16 +4,18 @@ connection that broke) goes through redis-py's own path and still answers."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from redis import Redis
+from redis.commands.core import Script
 from redis.connection import AbstractConnection
 from redis.exceptions import NoScriptError, ResponseError
 
-from toolhub.distributed.evalsha import run_script, run_scripts
+from toolhub.distributed.evalsha import hold_connections, run_script, run_scripts
 from toolhub.distributed.store import connect
 from toolhub.stack import RedisServer
 
@@ -85,6 +87,86 @@ def test_a_batch_whose_connection_breaks_goes_again_through_a_pipeline(
         [f"k{i}".encode(), f"v{i}".encode(), 2 * i] for i in range(1, 4)
     ]
     assert [client.get(f"k{i}") for i in range(1, 4)] == [b"v1", b"v2", b"v3"]
+
+
+Counted = tuple[Script, list[int], list[int]]
+
+
+@pytest.fixture
+def counted(client: Redis, monkeypatch: pytest.MonkeyPatch) -> Counted:
+    """``ECHO``, loaded, and the pool's checkouts and releases, counted from now on."""
+    client.script_load(ECHO)
+    pool = client.connection_pool
+    get, release = pool.get_connection, pool.release
+    taken: list[int] = []
+    given: list[int] = []
+
+    def counted_get(*args: Any, **kwargs: Any) -> Any:
+        taken.append(1)
+        return get(*args, **kwargs)
+
+    def counted_release(conn: Any) -> None:
+        given.append(1)
+        release(conn)
+
+    monkeypatch.setattr(pool, "get_connection", counted_get)
+    monkeypatch.setattr(pool, "release", counted_release)
+    return client.register_script(ECHO), taken, given
+
+
+def test_a_holding_thread_runs_every_script_on_one_connection(
+    client: Redis, counted: Counted
+) -> None:
+    script, taken, given = counted
+    replies = _holding(lambda: [run_script(client, script, ["k"], [f"v{i}", i]) for i in range(5)])
+    assert replies == [[b"k", f"v{i}".encode(), 2 * i] for i in range(5)]
+    assert (len(taken), len(given)) == (1, 0)  # checked out once, and kept
+    run_script(client, script, ["k"], ["here", 1])  # a thread that does not hold: out and back
+    assert (len(taken), len(given)) == (2, 1)
+    assert client.get("k") == b"here"
+
+
+def test_a_held_connection_that_breaks_is_given_back_and_the_next_script_runs(
+    client: Redis, counted: Counted, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    script, taken, given = counted
+
+    def scripts() -> list[Any]:
+        replies = [run_script(client, script, ["k"], ["first", 1])]
+        with monkeypatch.context() as patch:
+            _break_read(patch, 1)  # the held connection dies between a command and its reply
+            replies.append(run_script(client, script, ["k"], ["second", 2]))
+        replies.append(run_script(client, script, ["k"], ["third", 3]))
+        return replies
+
+    assert _holding(scripts) == [
+        [b"k", b"first", 2],
+        [b"k", b"second", 4],
+        [b"k", b"third", 6],
+    ]
+    # The broken one went back to the pool; the third script took a fresh one, and keeps it
+    # (the stock path's retry of the second takes and gives back its own).
+    assert len(given) == len(taken) - 1 and client.get("k") == b"third"
+
+
+def _holding(work: Callable[[], Any]) -> Any:
+    """``work()`` on a thread of its own that holds its connections (``hold_connections`` is
+    per thread); its result, or its error raised here."""
+    out: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            hold_connections()
+            out["result"] = work()
+        except BaseException as exc:
+            out["error"] = exc
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join(30)
+    if "error" in out:
+        raise out["error"]
+    return out["result"]
 
 
 def _break_read(monkeypatch: pytest.MonkeyPatch, nth: int) -> list[int]:

@@ -1,6 +1,7 @@
 """``read_fleet`` on real Redis: a call queued where no worker serves shows in its queue's depth
-and wait; a call running on a real worker shows under that worker; index entries without a
-record, or with a record a caller could not have written sanely, are skipped, never fatal."""
+and wait, the ids of a queue's backlog in its backlog and waiting count; a call running on a
+real worker shows under that worker; index entries without a record, or with a record a caller
+could not have written sanely, are skipped, never fatal."""
 
 from __future__ import annotations
 
@@ -51,12 +52,15 @@ def test_a_queued_call_shows_in_its_queue_with_its_wait(
         store.client.zadd(keys.leases, {"gone-call": 1})
         store.client.hset(keys.call("odd"), mapping={"queue": "x\x1b[2J", "created_at": "soon"})
         store.client.zadd(keys.pending, {"odd": 2})
+        store.client.lpush(keys.backlog("toolhub.command"), "b1", "b2")  # ids past the window
         view = read_fleet(store.client, keys, ALL_QUEUES)
         session.close()
         waiting.join(30)
     fast = {q.name: q for q in view.queues}["toolhub.fast"]
     assert (fast.depth, fast.sunk, fast.queued_calls) == (1, 0, 1)
     assert 0.3 <= fast.oldest_wait_s < 60
+    command = {q.name: q for q in view.queues}["toolhub.command"]
+    assert (command.depth, command.backlog, command.queued_calls) == (0, 2, 2)
     odd = {q.name: q for q in view.queues}["x\x1b[2J"]
     assert odd.queued_calls == 1 and odd.oldest_wait_s == 0.0
     assert view.running == []

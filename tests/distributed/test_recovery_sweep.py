@@ -41,6 +41,32 @@ def test_a_message_still_in_its_queue_is_never_re_enqueued(live, store):
     store.client.zrem(store.keys.pending, "waits")
 
 
+def test_the_sweep_reads_a_call_s_place_in_its_queue_without_scanning_it(live, store):
+    """Each queued call keeps its place among the pushes onto its list (``qpos``); the items
+    left are the newest pushes, so a place among the last LLEN is still waiting, an older one
+    was popped. No ``LPOS``: the check costs the same for a call deep in a long queue
+    (issue 43). An item pushed another way (kombu's own publish) only lengthens the list: a
+    taken call may look waiting a while longer, a waiting one never looks taken."""
+    recovery = Recovery(store.records)
+    store.client.delete(QUEUE)
+    calls = [f"place-{i}" for i in range(5)]
+    for cid in calls:
+        _create(store, cid)
+    store.client.rpop(QUEUE)  # the oldest two were popped by workers (and never claimed)
+    store.client.rpop(QUEUE)
+    store.client.lpush(QUEUE, b"kombu's own publish")
+    store.client.config_resetstat()
+    for cid in calls:
+        _past_deadline(store, cid)
+        store.client.hset(store.keys.call(cid), "waited", "0")  # already given its extra time
+    taken = {cid for cid in calls if recovery.sweep_unclaimed(cid) is not None}
+    assert taken == {"place-0"}  # place-1 looks waiting: one uncounted item is still queued
+    assert "cmdstat_lpos" not in store.client.info("commandstats")
+    assert store.client.lrange(QUEUE, 0, -1)[-3:] == [b"payload-1"] * 3  # nothing copied
+    store.client.delete(QUEUE, *(store.keys.call(cid) for cid in calls))
+    store.client.zrem(store.keys.pending, *calls)
+
+
 def test_a_call_seen_waiting_gets_one_more_deadline_when_it_leaves_its_queue(live, store):
     """A long queue keeps a call past its claim deadline; a worker then pops it and claims it
     a moment later. A sweep in between must not copy it (issue 43): having seen it waiting,
@@ -107,7 +133,7 @@ def test_a_taken_message_is_re_enqueued_once_per_deadline_then_fails(live, store
     assert store.client.zscore(store.keys.pending, "taken") is None
     # What only a live call needs is dropped with the terminal (retention).
     raw = store.client.hgetall(store.keys.call("taken"))
-    assert not {b"message", b"payload", b"qkey", b"claim_by"} & set(raw)
+    assert not {b"message", b"qkey", b"qpos", b"claim_by"} & set(raw)
     # A stale re-enqueue (another run id) is refused.
     assert not recovery.reenqueue("taken", "run-other", QUEUE, b"x")
     assert store.client.llen(QUEUE) == 0
@@ -120,7 +146,7 @@ def test_a_claimed_call_leaves_the_pending_index(live, store):
     claim = store.records.claim(message, "test-worker")
     assert claim.action == "run" and claim.lost == 0
     assert store.client.zscore(store.keys.pending, "claimed") is None
-    assert store.client.hget(store.keys.call("claimed"), "payload") is None
+    assert store.client.hmget(store.keys.call("claimed"), "qkey", "qpos") == [None, None]
     store.client.delete(QUEUE, store.keys.call("claimed"), store.keys.events("claimed"))
     store.client.zrem(store.keys.leases, "claimed")
 

@@ -18,8 +18,9 @@ from toolhub.distributed.lua import reply_names, source
 from toolhub.distributed.script_replies import REPLIES
 
 ROOT = Path(__file__).resolve().parents[2]
-#: Scripts without reply codes: the prelude and quota helpers, ``handoff`` (the message or nil).
-NO_CODES = {"prelude", "quota", "handoff"}
+#: Scripts without reply codes: the prelude and quota helpers, ``handoff`` (the message or nil),
+#: ``promote`` (how many ids it took off the backlog).
+NO_CODES = {"prelude", "quota", "handoff", "promote"}
 
 
 def _lua_files() -> set[str]:

@@ -126,7 +126,7 @@ def _queues(fleet: FleetView) -> Table:
         table.add_row(
             Text(clean(queue.name)),
             str(queue.depth),
-            str(queue.sunk),
+            str(queue.sunk + queue.backlog),  # past their tenant's share: messages and ids
             str(queue.queued_calls),
             _duration(queue.oldest_wait_s) if queue.queued_calls else "-",
         )

@@ -33,10 +33,14 @@ class Claim:
     resumed: bool = False
 
 
+#: The script's reply word -> its action (a dict read, not the enum's lookup by value).
+_ACTIONS = {action.value.encode(): action for action in ClaimAction}
+
+
 def decode_claim(reply: list[Any]) -> Claim:
     """The claim script's reply, ``{action, attempt}`` and for ``run`` also ``state`` (flat
     hash), ``lost`` and ``resumed`` (header of ``lua/claim.lua``)."""
-    action, attempt = ClaimAction(reply[0].decode()), int(reply[1])
+    action, attempt = _ACTIONS[reply[0]], int(reply[1])
     if action is not ClaimAction.RUN:
         return Claim(action, attempt)
     flat, lost, resumed = reply[2], int(reply[3]), reply[4] == 1

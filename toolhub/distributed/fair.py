@@ -24,6 +24,13 @@ tenant its priority for a bounded time, never forever. A sunk message carries ko
 had not started puts it back on the sunk list. toolhub's recovery sweeps re-enqueue a lost call
 at level 0: it already waited its turn once.
 
+A long burst does not keep a Celery message per call: past ``Settings.backlog_window``
+messages in the sunk list (or while a backlog already waits), the script pushes only the call
+id onto the queue's backlog (``Keys.backlog``, a list toolhub owns; the record keeps the
+message), and the workers of that queue promote the oldest ids into the sunk list as it drains
+(``backlog.py``). The sunk list and its backlog are one FIFO, so nothing changes in who runs
+first; a waiting call costs its record and a list entry instead of a ~1.4 KB message.
+
 Threat: a tenant that floods the queues; the set is keyed by the tenant read from the stored
 session id, which no client chooses (``toolhub.tenancy.principal``).
 """
@@ -44,10 +51,12 @@ def sunk_queue(queue_key: bytes) -> bytes:
     return queue_key + PRIORITY_SEP + str(SUNK_PRIORITY).encode()
 
 
-def lua_constants(fair_share: int) -> str:
-    """The constants the create-and-enqueue script reads (``scripts.py`` puts them first)."""
+def lua_constants(fair_share: int, backlog_window: int) -> str:
+    """The constants the create-and-enqueue and promote scripts read (``scripts.py`` puts
+    them first; ``BACKLOG``, the backlog keys' prefix, comes with the other key names)."""
     return (
         f"local FAIR_SHARE = {int(fair_share)}\n"
+        f"local BACKLOG_WINDOW = {int(backlog_window)}\n"
         f"local NORMAL_FIELD = '{NORMAL_FIELD}'\n"
         f"local SUNK_FIELD = '{SUNK_FIELD}'\n"
     )

@@ -29,11 +29,14 @@ _FIELDS = ("tool", "queue", "worker", "session_id", "created_at", "started_at")
 
 @dataclass(slots=True)
 class QueueView:
-    """One queue: messages in its lists (level 0 and sunk), and the queued calls' waits."""
+    """One queue: messages in its lists (level 0 and sunk), the call ids in its backlog
+    (``backlog.py``), and the queued calls' waits (``queued_calls`` counts the backlog's ids
+    too; the oldest wait is a queued call's with a message: the backlog is younger)."""
 
     name: str
     depth: int = 0
     sunk: int = 0
+    backlog: int = 0
     queued_calls: int = 0
     oldest_wait_s: float = 0.0
 
@@ -72,13 +75,15 @@ def read_fleet(
     for name in queues:
         pipe.llen(name)
         pipe.llen(sunk_queue(name.encode()))
+        pipe.llen(keys.backlog(name))
     pipe.zrange(keys.pending, 0, limit - 1)
     pipe.zrange(keys.leases, 0, limit - 1)
     *lengths, pending, leased = pipe.execute()
     view = FleetView(now)
     by_name: dict[str, QueueView] = {}
     for index, name in enumerate(queues):
-        queue = QueueView(name, depth=int(lengths[2 * index]), sunk=int(lengths[2 * index + 1]))
+        depth, sunk, backlog = (int(n) for n in lengths[3 * index : 3 * index + 3])
+        queue = QueueView(name, depth=depth, sunk=sunk, backlog=backlog, queued_calls=backlog)
         by_name[name] = queue
         view.queues.append(queue)
     for _, record in _records(client, keys, pending):

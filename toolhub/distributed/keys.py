@@ -66,6 +66,20 @@ class Keys:
         from ``leases`` (``scripts.py``), so its name must stay ``leases + ':pending'``."""
         return f"{self.leases}:pending"
 
+    def backlog(self, queue: str) -> str:
+        """List of the ids of calls past their tenant's share that wait behind ``queue``'s
+        sunk list, newest first: the workers of ``queue`` promote them into it as it drains
+        (``backlog.py``). The scripts build it from the prelude's ``BACKLOG`` and the queue."""
+        return f"{self.prefix}backlog:{queue}"
+
+    @property
+    def pushed(self) -> str:
+        """Hash queue list -> how many messages toolhub's scripts pushed onto it: a queued call
+        keeps its place among them (``qpos``), so the sweep tells a call still in its queue
+        from one a worker took without scanning the list (``lua/sweep_unclaimed.lua``). The
+        scripts read its name from the prelude's ``PUSHED`` (``scripts.py``)."""
+        return f"{self.prefix}pushed"
+
     @property
     def deadletter(self) -> str:
         """List of queue items workers refused to run (``deadletter.py``), newest first."""

@@ -25,7 +25,7 @@ def decode_record(raw: dict[bytes, bytes]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in raw.items():
         name = key.decode()
-        if name in {"message", "payload", "qkey", "quota_held", "fair"}:
+        if name in {"message", "qkey", "qpos", "trace", "quota_held", "fair"}:
             continue
         if name == "result":
             out[name] = unpack(value)

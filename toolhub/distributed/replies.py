@@ -46,6 +46,10 @@ def zrangebyscore(client: Redis, key: str, high: float, limit: int) -> list[byte
     return cast("list[bytes]", client.zrangebyscore(key, "-inf", high, start=0, num=limit))
 
 
+def lrange(client: Redis, key: str, start: int, end: int) -> list[bytes]:
+    return cast("list[bytes]", client.lrange(key, start, end))
+
+
 def blpop(client: Redis, key: str, timeout: float) -> tuple[bytes, bytes] | None:
     return cast("tuple[bytes, bytes] | None", client.blpop([key], timeout=timeout))
 

@@ -2,10 +2,11 @@
 so it is atomic against every other dispatcher and worker: no read-modify-write races, and the
 event that announces a transition is appended in the same step as the transition itself.
 
-The index of queued calls' claim deadlines is ``<leases>:pending`` (``Keys.pending``), and a
-queued call's pushed message sits in ``<call>:payload``; the scripts reach both by those
-names. toolhub runs on one Redis (as kombu does), so keys a script derives need no cluster
-slot.
+The index of queued calls' claim deadlines is ``<leases>:pending`` (``Keys.pending``), and the
+count of messages the scripts pushed onto each queue list is ``PUSHED`` (``Keys.pushed``, a
+constant of the prelude, as is ``BACKLOG``, the prefix of ``Keys.backlog``); the scripts reach
+them by those names. toolhub runs on one Redis (as
+kombu does), so keys a script derives need no cluster slot.
 
 Each script is a file in ``lua/`` (its keys, arguments and named replies in its header
 comment), run after ``lua/quota.lua`` (a tenant's quotas, ``quota.py``) and
@@ -36,22 +37,33 @@ from redis import Redis
 from redis.commands.core import Script
 
 from .fair import lua_constants
+from .keys import Keys
 from .lua import source
 from .settings import QUEUES, Settings
+
+
+def lua_string(text: str) -> str:
+    """``text`` as a Lua string literal: any other byte than a letter, digit, ``:``, ``_``,
+    ``-`` or ``.`` escaped as decimal, so any prefix is safe."""
+    plain = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789:_-.")
+    return '"' + "".join(chr(b) if b in plain else f"\\{b:03d}" for b in text.encode()) + '"'
 
 
 class Scripts:
     """The scripts, registered once per client (EVALSHA after the first call)."""
 
     def __init__(self, client: Redis, settings: Settings) -> None:
+        keys = Keys(settings.prefix)
         # How long a finished run's marker is kept, per kind of call (``finalize``).
         prelude = (
             (
                 f"local DONE_TTL = {settings.replay_marker_seconds('command')}\n"
                 f"local DONE_TTL_BACKGROUND = {settings.replay_marker_seconds('background')}\n"
                 f"local BACKGROUND_QUEUE = '{QUEUES['background']}'\n"
+                f"local PUSHED = {lua_string(keys.pushed)}\n"
+                f"local BACKLOG = {lua_string(keys.backlog(''))}\n"
             )
-            + lua_constants(settings.fair_share)
+            + lua_constants(settings.fair_share, settings.backlog_window)
             + source("quota")
             + source("prelude")
         )
@@ -75,6 +87,7 @@ class Scripts:
         self.sweep_unclaimed = script("sweep_unclaimed")
         self.reenqueue = script("reenqueue")
         self.touch_reserved = script("touch_reserved")
+        self.promote = script("promote")
         # Approvals (``approvals.py``): an approval is checked and queued in one script.
         self.await_approval = script("await_approval")
         self.approve = client.register_script(

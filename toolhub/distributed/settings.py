@@ -22,6 +22,8 @@ QUEUES = {
     "background": "toolhub.background",
 }
 ALL_QUEUES = tuple(QUEUES.values())
+#: How many messages a queue's sunk list holds before calls wait in its backlog (``backlog.py``).
+DEFAULT_BACKLOG_WINDOW = 1000
 
 
 #: How far apart dispatcher, worker and Redis clocks may be without reopening a replay window.
@@ -109,6 +111,11 @@ class Settings:
     #: claimed, at the normal priority; its further calls queue at the sunk one, behind every
     #: other tenant's (``fair.py``). 0 turns fair dispatch off (one FIFO for all).
     fair_share: int = 4
+    #: ``TOOLHUB_BACKLOG_WINDOW``: how many messages a queue's sunk list holds at most; a call
+    #: past its tenant's share beyond them waits as its id in the queue's backlog, a Redis
+    #: list toolhub's workers promote from as the sunk list drains (``backlog.py``). 0: no
+    #: backlog, every such call's message goes to the sunk list at once.
+    backlog_window: int = DEFAULT_BACKLOG_WINDOW
     #: ``TOOLHUB_CLAIM_REPLICAS``: how many replicas must hold a claim before its call runs
     #: (``replication.py``); default 1 for a Sentinel URL, else 0 (no wait).
     claim_replicas: int = 0
@@ -146,6 +153,7 @@ class Settings:
             visibility_override=_int("TOOLHUB_VISIBILITY_TIMEOUT", 0) or None,
             message_age_override=_float("TOOLHUB_MESSAGE_MAX_AGE_SECONDS", 0.0) or None,
             fair_share=max(0, _int("TOOLHUB_FAIR_SHARE", 4)),
+            backlog_window=max(0, _int("TOOLHUB_BACKLOG_WINDOW", DEFAULT_BACKLOG_WINDOW)),
             claim_replicas=max(0, _int("TOOLHUB_CLAIM_REPLICAS", 1 if sentinel else 0)),
             claim_replica_wait_ms=max(1, _int("TOOLHUB_CLAIM_REPLICA_WAIT_MS", 500)),
         )

@@ -11,6 +11,7 @@ terminal result instead (Redis or the broker unreachable, over quota, its call i
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -86,6 +87,7 @@ class CeleryDispatch:
         headers = message_headers()  # the call's trace context; None when tracing is off
         if headers is not None:
             options["headers"] = headers
+            fields["trace"] = json.dumps(headers)  # for a message built later (backlog.py)
         try:
             captured = self.enqueuer.message(
                 EXECUTE_TASK, queue, message, options["kwargsrepr"], headers

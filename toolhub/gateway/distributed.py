@@ -94,12 +94,15 @@ class Readiness:
 
 
 def queue_depths(store: RedisStore) -> dict[str, int]:
+    """Calls waiting in each queue: its messages (every priority level) and the call ids in
+    its backlog (``toolhub/distributed/backlog.py``)."""
     pipe = store.client.pipeline()
     for queue in ALL_QUEUES:
         for suffix in PRIORITY_SUFFIXES:
             pipe.llen(queue + suffix)
+        pipe.llen(store.keys.backlog(queue))
     counts = pipe.execute()
-    step = len(PRIORITY_SUFFIXES)
+    step = len(PRIORITY_SUFFIXES) + 1
     return {q: sum(counts[i * step : (i + 1) * step]) for i, q in enumerate(ALL_QUEUES)}
 
 

@@ -36,7 +36,9 @@ class _QueueCollector(Collector):
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         family = GaugeMetricFamily(
-            "toolhub_queue_depth", "Messages waiting in each toolhub queue.", labels=["queue"]
+            "toolhub_queue_depth",
+            "Calls waiting in each toolhub queue (its messages and its backlog's ids).",
+            labels=["queue"],
         )
         try:
             for queue, depth in sorted(self.depths().items()):

@@ -103,9 +103,31 @@ def after_for_message(message: dict[str, Any]) -> CallAfter:
             logger.warning(
                 "call %s: hook %r is not one tenants may enable; not run", info.call_id, name
             )
-        hooks = resolve_all([*policy.always, *extras], policy)
+        hooks = _resolved(policy, (*policy.always, *extras))
     except ConfigError as err:
         logger.error("call %s: cannot set up its hooks: %s", info.call_id, err)
         reason = "; ".join(v.message for v in err.violations)
         return CallAfter([], info, notes, failed=HookFailed("(setup)", reason))
     return CallAfter(hooks, info, notes)
+
+
+#: The hooks a worker resolved, by policy and names: every call of a session asks for the same
+#: ones, and resolving builds each hook's grant anew (a resolved hook holds no call's state).
+#: Keyed by the policy object's identity, which ``current_policy`` keeps while its file is
+#: unchanged; a few entries (policies seen, and the sessions' extras under each).
+_RESOLVED: dict[tuple[int, tuple[str, ...]], tuple[HookPolicy, list[BoundHook]]] = {}
+_RESOLVED_MAX = 64
+
+
+def _resolved(policy: HookPolicy, names: tuple[str, ...]) -> list[BoundHook]:
+    """``resolve_all(names, policy)``, once per policy and names (a ``ConfigError`` is not
+    kept: the next call says it again)."""
+    key = (id(policy), names)
+    found = _RESOLVED.get(key)
+    if found is not None and found[0] is policy:
+        return found[1]
+    hooks = resolve_all(list(names), policy)
+    if len(_RESOLVED) >= _RESOLVED_MAX:
+        _RESOLVED.clear()
+    _RESOLVED[key] = (policy, hooks)
+    return hooks

@@ -17,6 +17,7 @@ rather than the busiest: a counter must never change its labels, or its rate wou
 from __future__ import annotations
 
 import threading
+from typing import NamedTuple
 
 from prometheus_client import CollectorRegistry, Counter
 
@@ -59,6 +60,8 @@ class UsageCounters:
         self._lock = threading.Lock()
         self._tenants = _Bounded(max_tenants)
         self._tools = _Bounded(max_tools)
+        #: (tenant, tool) label values -> their counters: as bounded as the label values.
+        self._children: dict[tuple[str, str], _Children] = {}
         labels = ["tenant", "tool"]
 
         def counter(name: str, what: str) -> Counter:
@@ -77,9 +80,30 @@ class UsageCounters:
     def count(self, call: CallUsage, *, failed: bool) -> None:
         with self._lock:
             tenant, tool = self._tenants.label(call.tenant), self._tools.label(call.tool)
-        self.calls.labels(tenant, tool).inc()
+            children = self._children.get((tenant, tool))
+            if children is None:
+                children = _Children(
+                    *(
+                        c.labels(tenant, tool)
+                        for c in (self.calls, self.cpu, self.wall, self.output)
+                    )
+                )
+                self._children[(tenant, tool)] = children
+        children.calls.inc()
         if failed:
             self.errors.labels(tenant, tool).inc()
-        self.cpu.labels(tenant, tool).inc(max(call.cpu_seconds, 0.0))
-        self.wall.labels(tenant, tool).inc(max(call.wall_seconds, 0.0))
-        self.output.labels(tenant, tool).inc(max(call.output_bytes, 0))
+        if call.cpu_seconds > 0:  # a call that ran no command: nothing to add (each inc locks)
+            children.cpu.inc(call.cpu_seconds)
+        children.wall.inc(max(call.wall_seconds, 0.0))
+        if call.output_bytes > 0:
+            children.output.inc(call.output_bytes)
+
+
+class _Children(NamedTuple):
+    """The counters every finished call of one (tenant, tool) adds to, labelled once: a
+    counter's ``labels`` builds, hashes and locks its key on every use."""
+
+    calls: Counter
+    cpu: Counter
+    wall: Counter
+    output: Counter

@@ -14,6 +14,7 @@ from typing import Any
 from celery import Celery, Task
 
 from toolhub.distributed.celery_app import BACKGROUND_TASK, EXECUTE_TASK, MCP_TOOLS_TASK
+from toolhub.distributed.evalsha import hold_connections
 from toolhub.errors import ErrorCode
 from toolhub.logs import call_context
 from toolhub.tracing.worker import delivered
@@ -44,6 +45,7 @@ def register_tasks(
     tasks: dict[str, Task] = {}
 
     def run(name: str, body: Body, message: dict[str, Any]) -> str:
+        hold_connections()  # a pool thread: it claims and finishes calls all its life
         with (
             call_context(message["call_id"], message.get("session_id"), tool_label(message)),
             delivered(tasks[name].request, message),  # the call's trace, from the headers

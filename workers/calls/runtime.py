@@ -19,6 +19,7 @@ from celery import Celery
 from toolhub.backends.process import shared_cgroups
 from toolhub.core import CancelToken
 from toolhub.core.tool import HANDOFF, LEASE_LOST
+from toolhub.distributed.backlog import Backlogs
 from toolhub.distributed.celery_app import EXECUTE_TASK
 from toolhub.distributed.enqueue import Enqueuer
 from toolhub.distributed.recovery import Recovery
@@ -47,6 +48,7 @@ class WorkerRuntime:
         self.store = RedisStore.from_settings(settings)
         self.records = self.store.records
         self.recovery = Recovery(self.records)
+        self.backlogs = Backlogs(self.records)
         self.replication = ClaimReplication(
             self.store.client,
             self.store.keys.replication_marker,
@@ -164,10 +166,16 @@ class WorkerRuntime:
             task, kwargs=message, queue=queue, ignore_result=True, kwargsrepr=kwargsrepr
         )
 
-    def capture(self, message: dict[str, Any]) -> tuple[bytes, bytes] | None:
-        """The (queue key, payload) kombu would push for ``message``, without pushing it."""
-        task, queue, kwargsrepr = _routing(message)
-        return self.enqueuer.message(task, queue, message, kwargsrepr)
+    def capture(
+        self,
+        message: dict[str, Any],
+        queue: str | None = None,
+        headers: dict[str, Any] | None = None,
+    ) -> tuple[bytes, bytes] | None:
+        """The (queue key, payload) kombu would push for ``message`` (onto ``queue`` when
+        given, with ``headers`` beside Celery's: a trace context), without pushing it."""
+        task, routed, kwargsrepr = _routing(message)
+        return self.enqueuer.message(task, queue or routed, message, kwargsrepr, headers)
 
     def close(self) -> None:
         with self._lock:

@@ -12,8 +12,9 @@ moment of Celery's worker life each belongs to.
   writer, the ``/metrics`` listener, and the warmer of the host's background holder
   (``holder/warmer.py``) when this worker takes background commands.
 * ``ready`` (the broker connection is up, Celery's ``worker_ready``): the lease keeper, the
-  control listener; the startup heap is frozen out of garbage collection
-  and full collections are spaced (``toolhub/process_heap.py``); heartbeat ``ready``.
+  control listener, the backlog promoter of its queues (``promoter.py``); the startup heap is
+  frozen out of garbage collection and full collections are spaced
+  (``toolhub/process_heap.py``); heartbeat ``ready``.
 * ``shutting_down`` (warm shutdown asked, ``worker_shutting_down``): heartbeat ``stopping``,
   and a timer that hands calls still running after ``TOOLHUB_SOFT_SHUTDOWN_SECONDS`` back to
   the queue.
@@ -35,7 +36,7 @@ import time
 from celery import Celery
 
 from toolhub.distributed.messages import PoisonMessage
-from toolhub.distributed.settings import QUEUES, Settings
+from toolhub.distributed.settings import ALL_QUEUES, QUEUES, Settings
 from toolhub.process_heap import freeze_startup_heap, space_full_collections
 from toolhub.tracing import setup_from_env, shutdown
 from workers.calls.refusals import Refusals, announce, worker_fleet_keys
@@ -49,6 +50,7 @@ from .control import ControlListener
 from .heartbeat import HeartbeatWriter
 from .leases import LeaseKeeper
 from .metrics import MetricsListener, metrics
+from .promoter import BacklogPromoter
 from .services import Services, Timer
 
 logger = logging.getLogger("toolhub.worker")
@@ -112,13 +114,17 @@ class WorkerProcess:
         a worker of the fast or command queue alone (the chart runs one deployment per queue)
         never hands a command over, and its pod would carry an idle holder for nothing. Celery
         has selected the worker's queues before its bootsteps start."""
-        consumed = self.app.amqp.queues.consume_from
-        return not consumed or QUEUES["background"] in consumed
+        return QUEUES["background"] in self.consumed()
+
+    def consumed(self) -> tuple[str, ...]:
+        """The queues this worker takes calls from (every queue when Celery names none)."""
+        return tuple(self.app.amqp.queues.consume_from or ALL_QUEUES)
 
     def ready(self) -> None:
         runtime = self.runtime()
         announce(self.refusals().keys)
-        self.services.start(LeaseKeeper(runtime), ControlListener(runtime))
+        promoter = BacklogPromoter(runtime, self.consumed())
+        self.services.start(LeaseKeeper(runtime), ControlListener(runtime), promoter)
         metrics.heap_frozen.set(freeze_startup_heap())
         space_full_collections()
         self.heartbeat.set("ready")

@@ -40,6 +40,7 @@ local t = now()
 if status == 'running' and tonumber(r[4]) > t then return {'duplicate', attempt} end
 local resumed = 0
 local bare = ARGV[6] == ''
+local lost = tonumber(r[9]) or 0
 if status == 'running' then
   resumed = redis.call('EXISTS', call .. ':remote')
   if r[6] == '1' then
@@ -48,11 +49,11 @@ if status == 'running' then
   elseif r[8] == 'fail' and r[5] ~= '1' and resumed == 0 then
     return {'lost_fail', attempt}
   else
-    if bare and (r[5] == '1' or (tonumber(r[9]) or 0) + 1 >= (tonumber(r[7]) or 3)) then
+    if bare and (r[5] == '1' or lost + 1 >= (tonumber(r[7]) or 3)) then
       return {'terminal', attempt}
     end
     close_attempt(call, 'worker_lost', t)
-    local lost = redis.call('HINCRBY', call, 'lost', 1)
+    lost = redis.call('HINCRBY', call, 'lost', 1)
     if r[5] ~= '1' and lost >= (tonumber(r[7]) or 3) then
       finalize(call, events, channel, leases, state, cid, 'failed', ARGV[6], ARGV[7], ARGV[5], t)
       return {'exhausted', attempt}
@@ -65,18 +66,24 @@ if r[5] == '1' then
   return {'cancelled', attempt}
 end
 attempt = attempt + 1
-local lease_until = t + tonumber(ARGV[4])
-redis.call('HSET', call, 'status', 'running', 'attempt', attempt, 'worker', ARGV[3],
-           'lease_until', fmt(lease_until), 'handoff', '0')
-redis.call('HSETNX', call, 'started_at', fmt(t))
-local raw = redis.call('HGET', call, 'attempts')
-local list = raw and cjson.decode(raw) or {}
-list[#list + 1] = {attempt = attempt, worker = ARGV[3], started_at = fmt(t)}
-redis.call('HSET', call, 'attempts', cjson.encode(list))
+local lease_until, started = t + tonumber(ARGV[4]), fmt(t)
+local entry = {attempt = attempt, worker = ARGV[3], started_at = started}
+if attempt == 1 then
+  -- The call's first attempt (a record starts at attempt 0, with no attempts listed): one
+  -- write, its start the call's.
+  redis.call('HSET', call, 'status', 'running', 'attempt', attempt, 'worker', ARGV[3],
+             'lease_until', fmt(lease_until), 'handoff', '0', 'started_at', started,
+             'attempts', cjson.encode({entry}))
+else
+  local raw = redis.call('HGET', call, 'attempts')
+  local list = raw and cjson.decode(raw) or {}
+  list[#list + 1] = entry
+  redis.call('HSET', call, 'status', 'running', 'attempt', attempt, 'worker', ARGV[3],
+             'lease_until', fmt(lease_until), 'handoff', '0', 'attempts', cjson.encode(list))
+  redis.call('HSETNX', call, 'started_at', started)
+end
 redis.call('ZADD', leases, lease_until, cid)
 redis.call('ZREM', leases .. ':pending', cid)
-redis.call('HDEL', call, 'qkey', 'claim_by', 'fair', 'waited')
-redis.call('DEL', call .. ':payload')
+redis.call('HDEL', call, 'qkey', 'qpos', 'claim_by', 'fair', 'waited')
 if resumed == 1 then redis.call('HINCRBY', call, 'resumed', 1) end
-local lost = tonumber(redis.call('HGET', call, 'lost')) or 0
 return {'run', attempt, redis.call('HGETALL', state), lost, resumed}

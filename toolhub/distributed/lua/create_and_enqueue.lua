@@ -7,11 +7,10 @@
 -- retried dispatch (same run_id): the first run already queued the message, and a worker may
 -- have claimed or even finished it since (a turn's first writes run while the dispatcher is
 -- still preparing the rest, ``dispatch_batch.py``), so a record with this run id, in any
--- status, answers 1. The pushed bytes
--- are kept beside the record (``call:{cid}:payload``, and ``qkey`` on it) until the claim, so
--- the sweep can tell a call still waiting in its queue (LPOS) from one a dead worker took. A
--- key of their own: in the record, a value that large would move the whole hash to Redis's
--- larger encoding for good. The session's keys get their
+-- status, answers 1. The record names the list its message went to (``qkey``) and its place
+-- in that list's pushes (``qpos``: PUSHED counts every push of toolhub's scripts per list),
+-- until the claim, so the sweep can tell a call still waiting in its queue from one a dead
+-- worker took without scanning the list (``sweep_unclaimed.lua``). The session's keys get their
 -- TTL refreshed here, by use, at no extra round trip; 2 means the session's config expired,
 -- 3 that the id is another session's call (as in CREATE). 4 is 1 with the call's channel
 -- already subscribed when the message was queued (``PUBSUB NUMSUB``): the dispatcher's own
@@ -36,34 +35,45 @@ redis.call('EXPIRE', KEYS[7], ARGV[6])
 redis.call('EXPIRE', KEYS[8], ARGV[6])
 redis.call('DEL', KEYS[1], KEYS[2], KEYS[1] .. ':remote')
 local t = now()
-local by = t + tonumber(ARGV[4])
-redis.call('HSET', KEYS[1], 'status', 'queued', 'run_id', ARGV[1], 'seq', 0, 'attempt', 0,
-           'lost', 0, 'created_at', fmt(t), 'claim_by', fmt(by), 'qkey', KEYS[3],
-           'fair', KEYS[10], unpack(ARGV, 15))
-redis.call('EXPIRE', KEYS[1], ARGV[2])
-redis.call('ZADD', KEYS[4], by, ARGV[5])
 -- Fair dispatch (toolhub/distributed/fair.py): KEYS[10] indexes the tenant's calls queued and
 -- not yet claimed (call id -> when the entry lapses; claim.lua removes it, named by the record's
 -- 'fair'). At FAIR_SHARE or more (lapsed entries trimmed first) the message goes to its queue's
 -- sunk list (KEYS[11]), which workers pop only when no level-0 message waits, with kombu's
 -- priority property rewritten to match. FAIR_SHARE 0: no bookkeeping (the claim's ZREM finds
--- nothing), one FIFO.
+-- nothing), one FIFO. Past BACKLOG_WINDOW messages in the sunk list, or while its backlog is not
+-- empty (one FIFO: nothing overtakes it), only the call id is pushed, onto the queue's backlog:
+-- no message, no claim deadline (no worker can take it); the record, which keeps the message,
+-- names the backlog in 'qkey' until a worker of the queue promotes it (promote.lua).
 local queue, payload = KEYS[3], ARGV[3]
 if FAIR_SHARE > 0 then
   local fair = KEYS[10]
   if redis.call('ZCARD', fair) >= FAIR_SHARE then
     redis.call('ZREMRANGEBYSCORE', fair, '-inf', t)
-    local at = string.find(payload, NORMAL_FIELD, 1, true)
-    if at and redis.call('ZCARD', fair) >= FAIR_SHARE then
-      queue = KEYS[11]
-      payload = string.sub(payload, 1, at - 1) .. SUNK_FIELD .. string.sub(payload, at + #NORMAL_FIELD)
-      redis.call('HSET', KEYS[1], 'qkey', queue)
+    local low = sunk(payload)
+    if low and redis.call('ZCARD', fair) >= FAIR_SHARE then
+      local backlog = BACKLOG .. KEYS[3]
+      if BACKLOG_WINDOW > 0 and (redis.call('LLEN', backlog) > 0
+          or redis.call('LLEN', KEYS[11]) >= BACKLOG_WINDOW) then
+        queue, payload = backlog, false
+      else
+        queue, payload = KEYS[11], low
+      end
     end
   end
   redis.call('ZADD', fair, t + tonumber(ARGV[2]), ARGV[5])
   redis.call('EXPIRE', fair, ARGV[2])
 end
-redis.call('SET', KEYS[1] .. ':payload', payload, 'EX', ARGV[2])
-redis.call('LPUSH', queue, payload)
+local fields = {'status', 'queued', 'run_id', ARGV[1], 'seq', 0, 'attempt', 0, 'lost', 0,
+                'created_at', fmt(t), 'qkey', queue, 'fair', KEYS[10]}
+if payload then
+  local by, n = t + tonumber(ARGV[4]), #fields
+  fields[n + 1], fields[n + 2] = 'claim_by', fmt(by)
+  fields[n + 3], fields[n + 4] = 'qpos', redis.call('HINCRBY', PUSHED, queue, 1)
+  redis.call('ZADD', KEYS[4], by, ARGV[5])
+end
+for i = 15, #ARGV do fields[#fields + 1] = ARGV[i] end
+redis.call('HSET', KEYS[1], unpack(fields))
+redis.call('EXPIRE', KEYS[1], ARGV[2])
+redis.call('LPUSH', queue, payload or ARGV[5])
 if redis.call('PUBSUB', 'NUMSUB', KEYS[9])[2] > 0 then return 4 end
 return 1

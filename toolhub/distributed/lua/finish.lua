@@ -7,8 +7,7 @@
 local r = redis.call('HMGET', KEYS[1], 'status', 'attempt')
 if r[1] ~= 'running' or r[2] ~= ARGV[2] then return -1 end
 local t = now()
-close_attempt(KEYS[1], ARGV[7], t)
 local seq = finalize(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], ARGV[1], ARGV[3], ARGV[4],
-                     ARGV[5], ARGV[6], t)
+                     ARGV[5], ARGV[6], t, closed_attempts(KEYS[1], ARGV[7], t))
 if KEYS[6] then record_usage(KEYS[1], KEYS[6], ARGV[3], 8) end
 return seq

@@ -1,7 +1,10 @@
 -- prelude.lua: the helpers every call-protocol script runs after (toolhub/distributed/scripts.py):
--- now(), fmt(), field_of(), emit(), close_attempt(), finalize(), record_usage(). The loader
--- puts the constants DONE_TTL, DONE_TTL_BACKGROUND and BACKGROUND_QUEUE before it (from
--- Settings), and quota.lua (the tenant's quotas: what a call holds, ``quota_held``, is
+-- now(), fmt(), field_of(), sunk(), emit(), closed_attempts(), close_attempt(), finalize(),
+-- record_usage(). The loader
+-- puts the constants DONE_TTL, DONE_TTL_BACKGROUND, BACKGROUND_QUEUE, PUSHED (the hash of how
+-- many messages toolhub's scripts pushed onto each queue list: ``Keys.pushed``), BACKLOG (the
+-- prefix of a queue's backlog, ``Keys.backlog``) and fair dispatch's (``fair.py``) before it
+-- (from Settings), and quota.lua (the tenant's quotas: what a call holds, ``quota_held``, is
 -- released here).
 local function now()
   local t = redis.call('TIME')
@@ -14,6 +17,13 @@ local function field_of(from, name)
   end
   return false
 end
+-- A level-0 message kombu built, with its priority property rewritten to the sunk level's
+-- (fair.py), or false when it has no such property.
+local function sunk(payload)
+  local at = string.find(payload, NORMAL_FIELD, 1, true)
+  if not at then return false end
+  return string.sub(payload, 1, at - 1) .. SUNK_FIELD .. string.sub(payload, at + #NORMAL_FIELD)
+end
 local function emit(call, events, channel, payload, version)
   local seq = redis.call('HINCRBY', call, 'seq', 1)
   if version then
@@ -25,21 +35,31 @@ local function emit(call, events, channel, payload, version)
   redis.call('PUBLISH', channel, seq .. '|' .. version .. '|' .. payload)
   return seq
 end
-local function close_attempt(call, outcome, t)
+-- The record's attempts with the last one closed (its outcome and end), encoded; nil when
+-- there is none to close.
+local function closed_attempts(call, outcome, t)
   local raw = redis.call('HGET', call, 'attempts')
-  if not raw then return end
+  if not raw then return nil end
   local list = cjson.decode(raw)
   local last = list[#list]
   if last and not last['outcome'] then
     last['outcome'] = outcome
     last['finished_at'] = fmt(t)
-    redis.call('HSET', call, 'attempts', cjson.encode(list))
+    return cjson.encode(list)
   end
+  return nil
 end
-local function finalize(call, events, channel, leases, state, cid, status, payload, result, ttl, t)
+local function close_attempt(call, outcome, t)
+  local closed = closed_attempts(call, outcome, t)
+  if closed then redis.call('HSET', call, 'attempts', closed) end
+end
+-- ``attempts``: the record's attempts to write with the terminal (``closed_attempts``), or nil.
+local function finalize(call, events, channel, leases, state, cid, status, payload, result, ttl, t,
+                        attempts)
   local version = redis.call('HGET', state, '__v') or '0'
   local seq
-  if redis.call('EXISTS', events) == 1 then
+  local streamed = redis.call('EXISTS', events) == 1
+  if streamed then
     seq = emit(call, events, channel, payload, version)
   else
     -- No progress: no stream. The record's result is the terminal event (``state_v``, ``seq``),
@@ -47,21 +67,25 @@ local function finalize(call, events, channel, leases, state, cid, status, paylo
     seq = redis.call('HINCRBY', call, 'seq', 1)
     redis.call('PUBLISH', channel, seq .. '|' .. version .. '|' .. payload)
   end
-  redis.call('HSET', call, 'status', status, 'finished_at', fmt(t), 'result', result,
-             'state_v', version)
+  if attempts then
+    redis.call('HSET', call, 'status', status, 'finished_at', fmt(t), 'result', result,
+               'state_v', version, 'attempts', attempts)
+  else
+    redis.call('HSET', call, 'status', status, 'finished_at', fmt(t), 'result', result,
+               'state_v', version)
+  end
   local run, queue, held = unpack(redis.call('HMGET', call, 'run_id', 'queue', 'quota_held'))
   if held then redis.call('ZREM', held, cid) end
   if run then
     local keep = queue == BACKGROUND_QUEUE and DONE_TTL_BACKGROUND or DONE_TTL
     redis.call('SET', call .. ':done:' .. run, '1', 'EX', keep)
   end
-  redis.call('HDEL', call, 'message', 'qkey', 'claim_by', 'lease_until', 'handoff', 'fair',
-             'quota_held', 'waited')
-  redis.call('DEL', call .. ':payload')
+  redis.call('HDEL', call, 'message', 'qkey', 'qpos', 'claim_by', 'lease_until', 'handoff',
+             'fair', 'quota_held', 'waited', 'trace')
   redis.call('ZREM', leases, cid)
   redis.call('ZREM', leases .. ':pending', cid)
   redis.call('EXPIRE', call, ttl)
-  redis.call('EXPIRE', events, ttl)
+  if streamed then redis.call('EXPIRE', events, ttl) end
   redis.call('EXPIRE', call .. ':remote', ttl)
   return seq
 end

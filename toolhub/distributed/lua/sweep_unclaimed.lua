@@ -12,16 +12,22 @@
 -- within a claim deadline of its deadline (sweeps come every half claim deadline: they were
 -- behind), is 'left': half a claim deadline more, once ('waited' 0), then 'taken' if still
 -- unclaimed (its worker died holding it). A call the sweeps kept up with is 'taken' at once,
--- as before. The scan starts at the tail, the end workers pop: a call past its deadline in a
--- long queue is near it.
+-- as before.
+-- Still in its queue, without scanning it: the record keeps the list (``qkey``) and the call's
+-- place among the pushes onto it (``qpos``, from PUSHED). Workers pop the oldest first (LPUSH,
+-- BRPOP), so the LLEN items left are the newest pushes: the call waits while its place is
+-- among the last LLEN of PUSHED. A push that was not counted (a hand-back, a rerun or a
+-- background command: kombu's own publish) only lengthens the list, so the check can call a
+-- taken call waiting a while longer (until those items are popped), never a waiting one taken.
+-- A place above PUSHED (the counter was reset) reads as missing: a copy is wasted, none lost.
 -- Replies (toolhub.distributed.script_replies.SweepReply):
 --   GONE = 'gone'
 --   EARLY = 'early'
 --   WAITING = 'waiting'
 --   TAKEN = 'taken'
 --   LEFT = 'left'
-local status, claim_by, qkey, message, requeued, waited = unpack(redis.call('HMGET', KEYS[1],
-    'status', 'claim_by', 'qkey', 'message', 'requeued', 'waited'))
+local status, claim_by, qkey, qpos, message, requeued, waited = unpack(redis.call('HMGET',
+    KEYS[1], 'status', 'claim_by', 'qkey', 'qpos', 'message', 'requeued', 'waited'))
 if status ~= 'queued' then
   redis.call('ZREM', KEYS[2], ARGV[1])
   return {'gone'}
@@ -34,8 +40,9 @@ end
 local by = t + tonumber(ARGV[2])
 redis.call('HSET', KEYS[1], 'claim_by', fmt(by))
 redis.call('ZADD', KEYS[2], by, ARGV[1])
-local payload = redis.call('GET', KEYS[1] .. ':payload')
-if payload and qkey and redis.call('LPOS', qkey, payload, 'RANK', -1) then
+local place = tonumber(qpos or '')
+local pushed = place and qkey and tonumber(redis.call('HGET', PUSHED, qkey) or '0')
+if pushed and place <= pushed and place > pushed - redis.call('LLEN', qkey) then
   if waited ~= '1' then redis.call('HSET', KEYS[1], 'waited', '1') end
   return {'waiting'}
 end
