@@ -53,11 +53,15 @@ test: lint
 	wait $$checking; checked=$$?; cat $(VENV)/typecheck.log; \
 	[ $$tested = 0 ] && [ $$checked = 0 ]
 
-# The long scenarios (`@pytest.mark.long`: each has a bounded sibling in make test) and the
-# gateway fuzz at its full size: run before merging a change to the distributed path.
+# The long scenarios (`@pytest.mark.long`: each has a bounded sibling in make test), the
+# gateway fuzz and the property tests at their full sizes (tests/fuzz_size.py): run before
+# merging a change to the distributed path.
+FUZZ_FILES := tests/distributed/test_message_fuzz.py tests/toolset/test_properties.py \
+	tests/toolset/test_strict_definitions.py
 test-long: $(STAMP)
 	$(PY) -m pytest -q -n $(TEST_PROCESSES) --dist loadfile -m long
 	TOOLHUB_FUZZ_EXAMPLES=20 $(PY) -m pytest -q tests/gateway/test_gateway_fuzz.py
+	TOOLHUB_FUZZ_LONG=1 $(PY) -m pytest -q -n $(TEST_PROCESSES) --dist loadfile $(FUZZ_FILES)
 
 demo: $(STAMP)
 	$(VENV)/bin/toolhub demo

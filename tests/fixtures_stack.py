@@ -145,11 +145,14 @@ class WorkerProcess:
             return None
 
     def stop(self) -> None:
-        if self.alive:
-            self.signal(signal.SIGTERM)
-            if self.wait(15) is None:
-                self.signal(signal.SIGKILL)
-                self.wait(5)
+        self.signal(signal.SIGTERM)
+        self.await_stop()
+
+    def await_stop(self) -> None:
+        """Wait for the exit a SIGTERM asked for; SIGKILL after 15 s."""
+        if self.alive and self.wait(15) is None:
+            self.signal(signal.SIGKILL)
+            self.wait(5)
 
     def tail(self, lines: int = 40) -> str:
         try:
@@ -199,8 +202,11 @@ class Stack:
         from toolhub.distributed.shared import close_shared_backends
 
         close_shared_backends()
+        # All at once: an idle worker takes a second or more to wind down.
         for worker in self.workers:
-            worker.stop()
+            worker.signal(signal.SIGTERM)
+        for worker in self.workers:
+            worker.await_stop()
         self.redis.stop()
         shutil.rmtree(self.home, ignore_errors=True)
 

@@ -7,7 +7,9 @@ them, not copied into a test by hand.
   (redis-server and ``toolhub worker`` processes);
 * each ``sh`` line that runs ``toolhub`` is run: a server command (``up``, ``worker``,
   ``serve``) must come up and stay up without a traceback, then it is stopped; ``mcp`` on stdio
-  must exit cleanly when its input ends. ``make`` lines are what CI itself runs.
+  must exit cleanly when its input ends. "Up" is what each says: ``serve`` answers ``/readyz``,
+  ``up`` prints its Ctrl-C line, a ``worker`` writes ``ready`` to its heartbeat file. ``make``
+  lines are what CI itself runs.
 * ``text`` blocks are usage synopses, not commands.
 """
 
@@ -137,6 +139,9 @@ def test_each_toolhub_command_line_runs(
     if sub == "serve":
         port = free_port()
         argv[argv.index("--port") + 1] = str(port)
+    heartbeat = workdir / "worker.heartbeat"
+    if sub == "worker":
+        env["TOOLHUB_HEARTBEAT_FILE"] = str(heartbeat)
     argv[0] = TOOLHUB
     if sub not in SERVERS:
         done = subprocess.run(
@@ -155,7 +160,7 @@ def test_each_toolhub_command_line_runs(
         elif sub == "up":
             _wait_for_line(proc, "Ctrl-C stops everything", 120)
         else:
-            time.sleep(5)
+            _wait_ready(heartbeat, proc)
         assert proc.poll() is None, "the server exited"
     finally:
         proc.send_signal(signal.SIGINT if sub == "up" else signal.SIGTERM)
@@ -174,6 +179,17 @@ def _wait_http(url: str, proc: subprocess.Popen[str], timeout: float = 60) -> No
             pass
         time.sleep(0.1)
     raise AssertionError(f"{url} never answered 200")
+
+
+def _wait_ready(heartbeat: Path, proc: subprocess.Popen[str], timeout: float = 120) -> None:
+    """Until the worker says it is ready (connected, serving) in its heartbeat file."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, "the worker exited"
+        if heartbeat.exists() and heartbeat.read_text().strip() == "ready":
+            return
+        time.sleep(0.1)
+    raise AssertionError("the worker never said it is ready")
 
 
 def _wait_for_line(proc: subprocess.Popen[str], text: str, timeout: float) -> None:

@@ -1,6 +1,8 @@
 """``toolhub approvals`` on a real fleet: the operator lists a waiting call, approves it (it
 runs once, on a worker, recorded as the operator's decision) or denies it (its caller gets
-the typed denial); a refused approval is one line on stderr and exit 1, no traceback."""
+the typed denial); a refused approval is one line on stderr and exit 1, no traceback. The
+commands run in this process (``tests/cli/in_process.py``: a CLI subprocess costs seconds of
+start-up on a busy machine), except the refusal, whose exit status a real process reports."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from tests.cli.in_process import run_cli
 from tests.fixtures_stack import TOOLHUB, shared_stack
 from toolhub import Session
 from toolhub.core import CallResult
@@ -25,8 +28,11 @@ pytestmark = pytest.mark.timeout(180)
 CONFIG = {"permissions": {"rules": [{"tool": ["bash"], "command": ["echo *"], "decision": "ask"}]}}
 
 
-def toolhub(url: str, *args: str) -> subprocess.CompletedProcess[str]:
+def toolhub(url: str, *args: str, real: bool = False) -> subprocess.CompletedProcess[str]:
+    """``toolhub approvals *args``: in this process, or a real ``toolhub`` process if ``real``."""
     env = {**os.environ, "TOOLHUB_REDIS_URL": url, "COLUMNS": "200"}
+    if not real:
+        return run_cli(["approvals", *args], env, Path.cwd())
     return subprocess.run(
         [TOOLHUB, "approvals", *args], env=env, capture_output=True, text=True, timeout=120
     )
@@ -73,7 +79,7 @@ def test_list_approve_and_deny_from_the_cli(request: pytest.FixtureRequest, tmp_
         record = session.record_sync("cli-1")
         assert record is not None and record["approval"]["decisions"][-1]["by"] == "operator:ops"
 
-        again = toolhub(stack.url, "approve", "cli-1")
+        again = toolhub(stack.url, "approve", "cli-1", real=True)
         assert again.returncode == 1 and "no longer awaits approval" in again.stderr
         assert "Traceback" not in again.stderr
         bad = toolhub(stack.url, "approve", "nope", "--arguments", "[1]")

@@ -27,12 +27,13 @@ from kombu.utils.json import dumps as kombu_dumps
 from kombu.utils.json import loads as kombu_loads
 
 from tests.distributed.helpers import CALL_MESSAGE, NO_WORKFLOW, queue_item
+from tests.fuzz_size import examples
 from toolhub.distributed.messages import PoisonMessage, _envelope, read_queue_item
 from toolhub.distributed.signing import FleetKey, FleetKeys, SignatureRefused
 
-#: Bounded: the whole module runs in a few seconds.
+#: Bounded in `make test`, twice as many in `make test-long` (``tests/fuzz_size.py``).
 FUZZ = settings(
-    max_examples=200,
+    max_examples=examples(100, 200),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
     database=None,

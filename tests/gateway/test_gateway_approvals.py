@@ -36,7 +36,8 @@ CONFIG = {
 
 
 class Gateway:
-    """One ``toolhub serve --redis`` process."""
+    """One ``toolhub serve --redis`` process, started here; ``wait_up`` waits until it answers
+    (so the replicas start side by side)."""
 
     def __init__(self, stack: Stack, root: Path, env: dict[str, str]) -> None:
         self.port = free_port()
@@ -49,6 +50,8 @@ class Gateway:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
+
+    def wait_up(self) -> None:
         deadline = time.monotonic() + 90
         while True:
             assert self.proc.poll() is None, "gateway exited early"
@@ -93,9 +96,13 @@ def replicas(
         "TOOLHUB_KEYS_FILE": str(keys.path),
     }
     gateways = [Gateway(stack, root, env) for _ in range(2)]
-    yield stack, root, gateways, made
-    for gateway in gateways:
-        gateway.stop()
+    try:
+        for gateway in gateways:
+            gateway.wait_up()
+        yield stack, root, gateways, made
+    finally:
+        for gateway in gateways:
+            gateway.stop()
     stack.heal()
 
 

@@ -3,7 +3,10 @@ names, and a gateway beyond loopback does not start unless something authenticat
 
 The attack (issue 13.1): a page on ``rebind.attacker.example`` re-points its name at
 127.0.0.1; the victim's browser then sends ``POST /v1/sessions`` and a ``bash`` call to the
-open local gateway, with ``Host: rebind.attacker.example``."""
+open local gateway, with ``Host: rebind.attacker.example``.
+
+A refused open bind is answered before anything is served, so those run in this process
+(``tests/cli/in_process.py``); the binds that start are real ``toolhub serve`` processes."""
 
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.cli.in_process import run_cli
 from tests.cli.test_cli_servers import wait_http
 from tests.gateway.conftest import TOOLHUB
 from toolhub.gateway import GatewaySettings
@@ -53,12 +57,8 @@ def test_beyond_loopback_without_a_token_does_not_start(
     env: dict[str, str], tmp_path: Path
 ) -> None:
     port = str(free_port())
-    refused = subprocess.run(
-        [TOOLHUB, "serve", "--host", "0.0.0.0", "--port", port, "--workspace", str(tmp_path)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
+    refused = run_cli(
+        ["serve", "--host", "0.0.0.0", "--port", port, "--workspace", str(tmp_path)], env, tmp_path
     )
     assert refused.returncode != 0
     assert "refusing to serve on 0.0.0.0 without a bearer token" in refused.stderr
@@ -131,12 +131,10 @@ def test_loopback_addresses() -> None:
 def test_the_mcp_http_server_beyond_loopback_without_a_token_does_not_start(
     env: dict[str, str], tmp_path: Path
 ) -> None:
-    refused = subprocess.run(
-        [TOOLHUB, "mcp", "--transport", "http", "--host", "0.0.0.0", "--workspace", str(tmp_path)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
+    refused = run_cli(
+        ["mcp", "--transport", "http", "--host", "0.0.0.0", "--workspace", str(tmp_path)],
+        env,
+        tmp_path,
     )
     assert refused.returncode != 0
     assert "refusing to serve on 0.0.0.0 without a bearer token" in refused.stderr

@@ -5,6 +5,7 @@ import string
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.fuzz_size import examples
 from tests.sample_tools import ALL, ReadA, ReadB
 from toolhub.toolset import ToolSetBuilder
 
@@ -12,7 +13,9 @@ BUILDER = ToolSetBuilder(plugins=False).register(*ALL, ReadA, ReadB)
 NAMES = st.text(string.ascii_letters + string.digits + "_-", min_size=1, max_size=12)
 
 
-@settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=examples(75, 150), deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 @given(st.dictionaries(st.sampled_from(["text", "times"]), NAMES, max_size=2), st.data())
 def test_client_to_canonical_to_client_is_the_identity(rename, data):
     if len(set(rename.values())) != len(rename) or set(rename.values()) & (
@@ -53,7 +56,9 @@ _ENTRY = st.fixed_dictionaries(
 )
 
 
-@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=examples(150, 300), deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 @given(
     st.one_of(
         _JSON,

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from mcp.types import Tool as MCPTool
 from pydantic_ai.profiles.openai import OpenAIJsonSchemaTransformer
 
+from tests.fuzz_size import examples
 from toolhub import Session
 from toolhub.core import ErrorKind
 from toolhub.core.schema import null_plan
@@ -350,7 +351,7 @@ _JSON = st.recursive(
 )
 
 
-@settings(max_examples=300, deadline=None, database=None)
+@settings(max_examples=examples(150, 300), deadline=None, database=None)
 @given(schema=st.dictionaries(_KEYS, _JSON, max_size=5), arguments=st.dictionaries(_KEYS, _JSON))
 def test_any_external_schema_gives_a_strict_form_or_none_never_an_error(
     schema: dict[str, Any], arguments: dict[str, Any]
