@@ -17,6 +17,7 @@ from toolhub.distributed.backlog import Backlogs
 from toolhub.distributed.codec import pack
 from toolhub.distributed.fair import NORMAL_FIELD, SUNK_FIELD, sunk_queue
 from toolhub.distributed.settings import Settings
+from toolhub.distributed.shared import close_shared_backends
 from toolhub.distributed.store import RedisStore
 
 QUEUE = "test.backlogged"
@@ -110,13 +111,18 @@ def test_a_backlog_on_real_workers_runs_every_call_once(live, connect, monkeypat
     """The dispatcher keeps at most 2 messages in the sunk list; the workers promote the rest
     as it drains, and each call runs once (no re-enqueue, no call left behind)."""
     monkeypatch.setenv("TOOLHUB_BACKLOG_WINDOW", str(WINDOW))
+    close_shared_backends()  # the scripts are made with the window: this test's, then the default
     session = connect(session_id="bl-tenant~burst")
 
     async def burst() -> list:
         calls = [session.call("noop", {}, call_id=f"bl-burst{i}") for i in range(40)]
         return await asyncio.gather(*calls)
 
-    results = asyncio.run(burst())
+    try:
+        results = asyncio.run(burst())
+    finally:
+        session.close()
+        close_shared_backends()
     assert all(not r.is_error for r in results), [r.prompt_text for r in results if r.is_error]
     for i in range(40):
         record = store.get_record(f"bl-burst{i}")

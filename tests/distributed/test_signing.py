@@ -20,6 +20,7 @@ import json
 import shutil
 import signal
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -36,6 +37,7 @@ from toolhub.distributed.celery_app import make_celery
 from toolhub.distributed.codec import pack, unpack
 from toolhub.distributed.enqueue import capture_send_task
 from toolhub.distributed.settings import Settings
+from toolhub.distributed.shared import close_shared_backends
 from toolhub.distributed.signing import FleetKey, FleetKeys
 from toolhub.distributed.store import RedisStore
 from toolhub.stack import RedisServer
@@ -203,6 +205,43 @@ def test_signed_calls_run(signed, tmp_path, monkeypatch):
             lambda: (r := signed.store.get_record(task_id)) and r["status"] == "succeeded" and r
         )
         assert record["status"] == "succeeded" and (ws / "bg.txt").read_text() == "bg\n"
+
+
+def test_a_backlogged_call_runs_with_the_dispatchers_signature(
+    signed, tmp_path, monkeypatch, request
+):
+    """A call past the sunk list's window waits as its id; the worker that promotes it builds
+    its message from the record's stored copy, signed by the dispatcher (a worker signs
+    nothing it reads from Redis), and the signed fleet runs every call once."""
+    monkeypatch.setenv("TOOLHUB_FLEET_KEY", FLEET_KEY)
+    monkeypatch.setenv("TOOLHUB_FAIR_SHARE", "1")
+    monkeypatch.setenv("TOOLHUB_BACKLOG_WINDOW", "2")
+    ws = tmp_path / "ws"
+    backlog = signed.store.keys.backlog("toolhub.command")
+    results: list[CallResult] = []
+    close_shared_backends()  # the scripts are made with the window: this test's, then the default
+    request.addfinalizer(close_shared_backends)  # after the session below has closed
+    with _connect(signed, ws, "signed-backlog") as session:
+
+        def call(i: int) -> None:
+            args = {"command": f"echo {i} >> ran.txt", "description": "t"}
+            results.append(session.call_sync("bash", args, call_id=f"sig-bl{i}"))
+
+        callers = [threading.Thread(target=call, args=(i,)) for i in range(8)]
+        signed.worker.signal(signal.SIGSTOP)  # nothing drains until the backlog holds calls
+        try:
+            for caller in callers:
+                caller.start()
+            wait_until(lambda: signed.store.client.llen(backlog) >= 3, 30)
+        finally:
+            signed.worker.signal(signal.SIGCONT)
+        for caller in callers:
+            caller.join(120)
+    assert len(results) == 8 and all(not r.is_error for r in results), [
+        r.prompt_text for r in results if r.is_error
+    ]
+    assert sorted((ws / "ran.txt").read_text().split()) == [str(i) for i in range(8)]
+    assert signed.store.client.llen(backlog) == 0
 
 
 def test_the_stored_message_keeps_the_dispatchers_signature(signed, tmp_path, monkeypatch):
