@@ -67,21 +67,19 @@ if r[5] == '1' then
 end
 attempt = attempt + 1
 local lease_until, started = t + tonumber(ARGV[4]), fmt(t)
-local entry = {attempt = attempt, worker = ARGV[3], started_at = started}
-if attempt == 1 then
-  -- The call's first attempt (a record starts at attempt 0, with no attempts listed): one
-  -- write, its start the call's.
-  redis.call('HSET', call, 'status', 'running', 'attempt', attempt, 'worker', ARGV[3],
-             'lease_until', fmt(lease_until), 'handoff', '0', 'started_at', started,
-             'attempts', cjson.encode({entry}))
-else
+-- A record starts at attempt 0 with no attempts listed: the first attempt's start is the
+-- call's, written with the rest (one write); a later one appends to the list.
+local list = {}
+if attempt > 1 then
   local raw = redis.call('HGET', call, 'attempts')
-  local list = raw and cjson.decode(raw) or {}
-  list[#list + 1] = entry
-  redis.call('HSET', call, 'status', 'running', 'attempt', attempt, 'worker', ARGV[3],
-             'lease_until', fmt(lease_until), 'handoff', '0', 'attempts', cjson.encode(list))
-  redis.call('HSETNX', call, 'started_at', started)
+  list = raw and cjson.decode(raw) or {}
 end
+list[#list + 1] = {attempt = attempt, worker = ARGV[3], started_at = started}
+local fields = {'status', 'running', 'attempt', attempt, 'worker', ARGV[3],
+                'lease_until', fmt(lease_until), 'handoff', '0', 'attempts', cjson.encode(list)}
+if attempt == 1 then fields[13], fields[14] = 'started_at', started end
+redis.call('HSET', call, unpack(fields))
+if attempt > 1 then redis.call('HSETNX', call, 'started_at', started) end
 redis.call('ZADD', leases, lease_until, cid)
 redis.call('ZREM', leases .. ':pending', cid)
 redis.call('HDEL', call, 'qkey', 'qpos', 'claim_by', 'fair', 'waited')

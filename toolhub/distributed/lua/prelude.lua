@@ -67,13 +67,9 @@ local function finalize(call, events, channel, leases, state, cid, status, paylo
     seq = redis.call('HINCRBY', call, 'seq', 1)
     redis.call('PUBLISH', channel, seq .. '|' .. version .. '|' .. payload)
   end
-  if attempts then
-    redis.call('HSET', call, 'status', status, 'finished_at', fmt(t), 'result', result,
-               'state_v', version, 'attempts', attempts)
-  else
-    redis.call('HSET', call, 'status', status, 'finished_at', fmt(t), 'result', result,
-               'state_v', version)
-  end
+  local fields = {'status', status, 'finished_at', fmt(t), 'result', result, 'state_v', version}
+  if attempts then fields[9], fields[10] = 'attempts', attempts end
+  redis.call('HSET', call, unpack(fields))
   local run, queue, held = unpack(redis.call('HMGET', call, 'run_id', 'queue', 'quota_held'))
   if held then redis.call('ZREM', held, cid) end
   if run then
