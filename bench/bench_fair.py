@@ -11,9 +11,10 @@ finished and B ran alone for two seconds more, A bursts again with fair dispatch
 comparison.
 
 B's calls are grouped by when they were sent: alone (before A's first burst), during the fair
-burst, during the FIFO burst. Prints their p50/p99 and B's p99 during the fair burst over B's
-p99 alone, with issue 38's target (<= 2x) and a PASS/MISS. Every call of A and B must succeed.
-docs/benchmarks.md records the numbers.
+burst, during the FIFO burst. Prints their p50/p95/p99 and B's p99 during the fair burst over
+B's p99 alone, with issue 38's target (<= 2x) and a PASS/MISS (and the same ratio of the p95s,
+for information: B sends about 100 calls during a burst, so its p99 is its second-slowest).
+Every call of A and B must succeed. docs/benchmarks.md records the numbers.
 """
 
 from __future__ import annotations
@@ -105,10 +106,11 @@ def main() -> int:
         "B during A's burst, fair dispatch": window(fair["start"], fair["end"]),
         "B during A's burst, FIFO (fair dispatch off)": window(fifo["start"], fifo["end"]),
     }
-    print("| tenant B's no-op round trip | calls | p50 | p99 |")
-    print("|---|---|---|---|")
+    print("| tenant B's no-op round trip | calls | p50 | p95 | p99 |")
+    print("|---|---|---|---|---|")
     for name, samples in groups.items():
-        print(f"| {name} | {len(samples)} | {ms(pct(samples, 0.5))} | {ms(pct(samples, 0.99))} |")
+        cells = " | ".join(ms(pct(samples, q)) for q in (0.5, 0.95, 0.99))
+        print(f"| {name} | {len(samples)} | {cells} |")
     for name, burst in (("fair", fair), ("FIFO", fifo)):
         spent = burst["end"] - burst["start"]
         print(
@@ -124,6 +126,11 @@ def main() -> int:
         f"from its own process; FIFO for comparison: {fifo_ratio:.1f}x B alone.\n"
     )
     ok = ratio <= TARGET and errors == 0
+    during_p95 = pct(groups["B during A's burst, fair dispatch"], 0.95)
+    print(
+        f"p95 (not the target; B's p99 is about its second-slowest call): "
+        f"{during_p95 / pct(groups['B alone'], 0.95):.2f}x B alone"
+    )
     print(
         f"B's p99 during A's {args.calls}-call burst / B's p99 alone: {ratio:.2f}x "
         f"({int(errors)} failed calls); target <= {TARGET}x: {'PASS' if ok else 'MISS'}"

@@ -22,7 +22,7 @@ from tests.deploy.deploy_helpers import (
     worker_deployments,
     workloads,
 )
-from toolhub.distributed.fair import sunk_queue
+from toolhub.distributed.fair import over_queue, sunk_queue
 
 K8S_VERSION = "1.34.0"
 HEALTH = ["python", "-m", "workers.lifecycle.healthcheck", "--max-age", "60"]
@@ -150,13 +150,15 @@ def test_keda_scaledobject_per_queue_with_cooldown_above_grace(cooldown: int) ->
         assert spec["cooldownPeriod"] > grace(target)
         assert spec["cooldownPeriod"] >= cooldown
         assert 0 <= spec["minReplicaCount"] <= spec["maxReplicaCount"]
-        level0, sunk = spec["triggers"]
+        level0, over, sunk = spec["triggers"]
         args = target["spec"]["template"]["spec"]["containers"][0]["args"]
         queue = args[args.index("--queues") + 1]
-        # Fair dispatch queues a burst at kombu's sunk priority: its list counts too.
+        # Fair dispatch queues calls past a tenant's share at kombu's over and sunk priorities:
+        # their lists count too.
         assert level0["metadata"]["listName"] == queue
+        assert over["metadata"]["listName"].encode() == over_queue(queue.encode())
         assert sunk["metadata"]["listName"].encode() == sunk_queue(queue.encode())
-        for trigger in (level0, sunk):
+        for trigger in (level0, over, sunk):
             assert trigger["type"] == "redis"
             meta = trigger["metadata"]
             assert meta["address"] == "rel-toolhub-redis:6379"

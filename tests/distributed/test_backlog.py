@@ -26,8 +26,10 @@ WINDOW = 2
 
 @pytest.fixture
 def small(live) -> Iterator[RedisStore]:
-    """A dispatcher's store with a fair share of 1 and a sunk-list window of 2."""
-    settings = dataclasses.replace(Settings.from_env(live.url), fair_share=1, backlog_window=WINDOW)
+    """A dispatcher's store with a fair share of 1 (no over level) and a sunk-list window of 2."""
+    settings = dataclasses.replace(
+        Settings.from_env(live.url), fair_share=1, fair_burst=1, backlog_window=WINDOW
+    )
     store = RedisStore.from_settings(settings)
     keys = store.keys
     store.client.delete(QUEUE, sunk_queue(QUEUE.encode()), keys.backlog(QUEUE))
@@ -111,6 +113,7 @@ def test_a_backlog_on_real_workers_runs_every_call_once(live, connect, monkeypat
     """The dispatcher keeps at most 2 messages in the sunk list; the workers promote the rest
     as it drains, and each call runs once (no re-enqueue, no call left behind)."""
     monkeypatch.setenv("TOOLHUB_BACKLOG_WINDOW", str(WINDOW))
+    monkeypatch.setenv("TOOLHUB_FAIR_BURST", "0")  # no over level: past the share, the sunk one
     close_shared_backends()  # the scripts are made with the window: this test's, then the default
     session = connect(session_id="bl-tenant~burst")
 

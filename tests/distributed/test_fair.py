@@ -1,5 +1,6 @@
-"""Fair dispatch (``toolhub/distributed/fair.py``) on the real stack: the script sinks a
-tenant's calls past its fair share with kombu's own priority, the claim gives the share back,
+"""Fair dispatch (``toolhub/distributed/fair.py``) on the real stack: the script queues a
+tenant's calls past its fair share at the over level and past its burst line at the sunk
+level, with kombu's own priority, the claim gives the share back,
 and on real workers one tenant's single call overtakes another tenant's backlog while every
 call of that backlog still runs exactly once."""
 
@@ -13,7 +14,15 @@ from pathlib import Path
 from tests.distributed.helpers import async_wait_until, wait_until
 from toolhub.distributed.celery_app import EXECUTE_TASK, make_celery
 from toolhub.distributed.enqueue import Enqueuer, capture_send_task
-from toolhub.distributed.fair import NORMAL_FIELD, SUNK_FIELD, SUNK_PRIORITY, sunk_queue
+from toolhub.distributed.fair import (
+    NORMAL_FIELD,
+    OVER_FIELD,
+    OVER_PRIORITY,
+    SUNK_FIELD,
+    SUNK_PRIORITY,
+    over_queue,
+    sunk_queue,
+)
 from toolhub.distributed.settings import Settings
 
 QUEUE = b"bench.fair"
@@ -39,6 +48,12 @@ def test_a_sunk_message_is_the_one_kombu_builds_at_the_sunk_priority(live):
     assert sunk[0] == sunk_queue(normal[0])
     rewritten = normal[1].replace(NORMAL_FIELD.encode(), SUNK_FIELD.encode())
     assert _envelope(rewritten) == _envelope(sunk[1])
+    over = capture_send_task(
+        app, EXECUTE_TASK, task_id="t", ignore_result=True, priority=OVER_PRIORITY, **options
+    )
+    assert over is not None and over[0] == over_queue(normal[0])
+    rewritten = normal[1].replace(NORMAL_FIELD.encode(), OVER_FIELD.encode())
+    assert _envelope(rewritten) == _envelope(over[1])
     templated = Enqueuer(app).message(EXECUTE_TASK, "toolhub.command", {"k": 1}, "r")
     assert templated is not None and templated[1].count(NORMAL_FIELD.encode()) == 1
 
@@ -57,9 +72,10 @@ def _claim(store, cid: str) -> None:
     store.records.claim({"call_id": cid, "session_id": "s", "run_id": "run"}, "w")
 
 
-def test_past_its_share_a_tenants_calls_sink_and_a_claim_gives_the_share_back(live, store):
+def test_past_its_share_a_tenants_calls_queue_over_and_a_claim_gives_the_share_back(live, store):
     client, share = store.client, store.settings.fair_share
-    sunk = sunk_queue(QUEUE)
+    assert store.settings.fair_burst > share + 4
+    sunk = over_queue(QUEUE)  # below the burst line, past the share: the over level
     client.delete(QUEUE, sunk, store.keys.fair_queued("a"), store.keys.fair_queued("b"))
     for i in range(share + 3):
         _enqueue(store, f"fair-a{i}", "a")
@@ -68,7 +84,7 @@ def test_past_its_share_a_tenants_calls_sink_and_a_claim_gives_the_share_back(li
     assert client.lindex(QUEUE, 0).endswith(b'"fair-b0"}}')
     assert client.llen(sunk) == 3
     for raw in client.lrange(sunk, 0, -1):
-        assert b'"priority": 9' in raw and b'"priority": 0' not in raw
+        assert b'"priority": 5' in raw and b'"priority": 0' not in raw
     record = store.get_record("fair-a5")
     assert record is not None and "fair" not in record  # internal, like the queue key
     assert client.hget(store.keys.call(f"fair-a{share}"), "qkey") == sunk
@@ -89,6 +105,25 @@ def test_past_its_share_a_tenants_calls_sink_and_a_claim_gives_the_share_back(li
     assert client.lindex(QUEUE, 0).endswith(b'"fair-c0"}}')
     assert client.zcard(key) == 1
     client.delete(QUEUE, sunk)
+
+
+def test_past_its_burst_line_a_tenants_calls_sink(live, store):
+    """From ``fair_burst`` queued calls on, a tenant's calls go to the sunk list, behind every
+    over one: a tenant whose few calls piled up (its share and a little more) never waits
+    behind another tenant's burst."""
+    client, share, burst = store.client, store.settings.fair_share, store.settings.fair_burst
+    over, sunk = over_queue(QUEUE), sunk_queue(QUEUE)
+    client.delete(QUEUE, over, sunk, store.keys.fair_queued("d"), store.keys.fair_queued("e"))
+    for i in range(burst + 2):
+        _enqueue(store, f"fair-d{i}", "d")
+    assert (client.llen(QUEUE), client.llen(over), client.llen(sunk)) == (share, burst - share, 2)
+    for raw in client.lrange(sunk, 0, -1):
+        assert b'"priority": 9' in raw and b'"priority": 0' not in raw
+    for i in range(share + 1):
+        _enqueue(store, f"fair-e{i}", "e")  # e's one call past its share: over, not sunk
+    assert client.lindex(over, 0).endswith(b'"fair-e' + str(share).encode() + b'"}}')
+    assert client.llen(sunk) == 2
+    client.delete(QUEUE, over, sunk)
 
 
 #: The shared stack's worker slots (2 workers x 4 threads).

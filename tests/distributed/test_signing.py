@@ -215,6 +215,7 @@ def test_a_backlogged_call_runs_with_the_dispatchers_signature(
     nothing it reads from Redis), and the signed fleet runs every call once."""
     monkeypatch.setenv("TOOLHUB_FLEET_KEY", FLEET_KEY)
     monkeypatch.setenv("TOOLHUB_FAIR_SHARE", "1")
+    monkeypatch.setenv("TOOLHUB_FAIR_BURST", "1")
     monkeypatch.setenv("TOOLHUB_BACKLOG_WINDOW", "2")
     ws = tmp_path / "ws"
     backlog = signed.store.keys.backlog("toolhub.command")

@@ -28,7 +28,7 @@ from urllib.parse import urlsplit
 from celery import Celery
 from redis.connection import parse_url
 
-from .fair import SUNK_PRIORITY
+from .fair import PRIORITY_STEPS
 from .redis_address import RedisAddress, parse_redis_url
 from .settings import ALL_QUEUES, QUEUES, Settings
 
@@ -86,11 +86,11 @@ def celery_config(settings: Settings) -> dict[str, Any]:
             "visibility_timeout": settings.visibility_timeout,
             "socket_connect_timeout": 5,
             "ack_emulation": False,
-            # Two levels: level 0, and the sunk level of a tenant's calls past its fair share
-            # (``fair.py``); a worker's BRPOP names every level-0 list first. kombu's default
-            # of four steps would make it name four lists per queue it serves, each message
-            # paying for the longer command in kombu and Redis.
-            "priority_steps": [0, SUNK_PRIORITY],
+            # Three levels: level 0, then the over and sunk levels of a tenant's calls past its
+            # fair share (``fair.py``); a worker's BRPOP names every level-0 list first, then
+            # every over list. kombu's default of four steps would make it name four lists per
+            # queue it serves, each message paying for the longer command in kombu and Redis.
+            "priority_steps": list(PRIORITY_STEPS),
             **sentinel_options,
         },
         "broker_connection_retry_on_startup": True,

@@ -39,11 +39,17 @@ from __future__ import annotations
 
 #: kombu's Redis priority of a call past its tenant's fair share (0 is served first).
 SUNK_PRIORITY = 9
+#: kombu's Redis priority of a call past its tenant's fair share but not its burst line: served
+#: after every level-0 call and before any sunk one.
+OVER_PRIORITY = 5
+#: kombu's priority steps on Redis: one list per step, popped in this order.
+PRIORITY_STEPS = (0, OVER_PRIORITY, SUNK_PRIORITY)
 #: kombu's Redis transport: between a queue's name and its priority step (``Channel.sep``).
 PRIORITY_SEP = b"\x06\x16"
 #: kombu's envelope property as it serializes it (``kombu.utils.json``), at level 0 and sunk.
 NORMAL_FIELD = '"priority": 0'
 SUNK_FIELD = f'"priority": {SUNK_PRIORITY}'
+OVER_FIELD = f'"priority": {OVER_PRIORITY}'
 
 
 def sunk_queue(queue_key: bytes) -> bytes:
@@ -51,15 +57,32 @@ def sunk_queue(queue_key: bytes) -> bytes:
     return queue_key + PRIORITY_SEP + str(SUNK_PRIORITY).encode()
 
 
-def lua_constants(fair_share: int, backlog_window: int) -> str:
+def over_queue(queue_key: bytes) -> bytes:
+    """The list kombu keeps for ``queue_key``'s messages at ``OVER_PRIORITY``."""
+    return queue_key + PRIORITY_SEP + str(OVER_PRIORITY).encode()
+
+
+def lua_constants(fair_share: int, fair_burst: int, backlog_window: int) -> str:
     """The constants the create-and-enqueue and promote scripts read (``scripts.py`` puts
     them first; ``BACKLOG``, the backlog keys' prefix, comes with the other key names)."""
     return (
         f"local FAIR_SHARE = {int(fair_share)}\n"
+        f"local FAIR_BURST = {int(fair_burst)}\n"
         f"local BACKLOG_WINDOW = {int(backlog_window)}\n"
         f"local NORMAL_FIELD = '{NORMAL_FIELD}'\n"
         f"local SUNK_FIELD = '{SUNK_FIELD}'\n"
+        f"local OVER_FIELD = '{OVER_FIELD}'\n"
     )
 
 
-__all__ = ["NORMAL_FIELD", "SUNK_FIELD", "SUNK_PRIORITY", "lua_constants", "sunk_queue"]
+__all__ = [
+    "NORMAL_FIELD",
+    "OVER_FIELD",
+    "OVER_PRIORITY",
+    "PRIORITY_STEPS",
+    "SUNK_FIELD",
+    "SUNK_PRIORITY",
+    "lua_constants",
+    "over_queue",
+    "sunk_queue",
+]

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from redis import Redis
 
 from . import replies
-from .fair import sunk_queue
+from .fair import over_queue, sunk_queue
 from .keys import Keys
 
 __all__ = ["DEFAULT_LIMIT", "FleetView", "QueueView", "RunningCall", "read_fleet"]
@@ -29,7 +29,8 @@ _FIELDS = ("tool", "queue", "worker", "session_id", "created_at", "started_at")
 
 @dataclass(slots=True)
 class QueueView:
-    """One queue: messages in its lists (level 0 and sunk), the call ids in its backlog
+    """One queue: messages in its lists (level 0, and ``sunk``: past their tenants' share, the
+    over and sunk levels), the call ids in its backlog
     (``backlog.py``), and the queued calls' waits (``queued_calls`` counts the backlog's ids
     too; the oldest wait is a queued call's with a message: the backlog is younger)."""
 
@@ -76,14 +77,17 @@ def read_fleet(
         pipe.llen(name)
         pipe.llen(sunk_queue(name.encode()))
         pipe.llen(keys.backlog(name))
+        pipe.llen(over_queue(name.encode()))
     pipe.zrange(keys.pending, 0, limit - 1)
     pipe.zrange(keys.leases, 0, limit - 1)
     *lengths, pending, leased = pipe.execute()
     view = FleetView(now)
     by_name: dict[str, QueueView] = {}
     for index, name in enumerate(queues):
-        depth, sunk, backlog = (int(n) for n in lengths[3 * index : 3 * index + 3])
-        queue = QueueView(name, depth=depth, sunk=sunk, backlog=backlog, queued_calls=backlog)
+        depth, sunk, backlog, over = (int(n) for n in lengths[4 * index : 4 * index + 4])
+        queue = QueueView(
+            name, depth=depth, sunk=sunk + over, backlog=backlog, queued_calls=backlog
+        )
         by_name[name] = queue
         view.queues.append(queue)
     for _, record in _records(client, keys, pending):

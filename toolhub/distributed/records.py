@@ -20,7 +20,7 @@ from . import replies
 from .claims import Claim, decode_claim
 from .codec import encode_item, pack, unpack
 from .evalsha import run_script
-from .fair import sunk_queue
+from .fair import over_queue, sunk_queue
 from .keys import Keys
 from .quota import NO_QUOTA, OverQuota, script_reply
 from .script_replies import (
@@ -156,6 +156,7 @@ class CallRecords:
             k.channel(cid),
             k.fair_queued(tenant),
             sunk_queue(queue_key),
+            over_queue(queue_key),
         ]
         args: list[Any] = [
             run_id,

@@ -63,7 +63,7 @@ class Scripts:
                 f"local PUSHED = {lua_string(keys.pushed)}\n"
                 f"local BACKLOG = {lua_string(keys.backlog(''))}\n"
             )
-            + lua_constants(settings.fair_share, settings.backlog_window)
+            + lua_constants(settings.fair_share, settings.fair_burst, settings.backlog_window)
             + source("quota")
             + source("prelude")
         )

@@ -111,11 +111,19 @@ class Settings:
     #: claimed, at the normal priority; its further calls queue at the sunk one, behind every
     #: other tenant's (``fair.py``). 0 turns fair dispatch off (one FIFO for all).
     fair_share: int = 4
+    #: ``TOOLHUB_FAIR_BURST``: from how many such calls on a tenant's further calls sink; from
+    #: ``fair_share`` up to this many they queue at the over level, behind every tenant's
+    #: level-0 calls but ahead of every sunk one (``fair.py``). At or below ``fair_share``: no
+    #: over level.
+    fair_burst: int = 32
     #: ``TOOLHUB_BACKLOG_WINDOW``: how many messages a queue's sunk list holds at most; a call
     #: past its tenant's share beyond them waits as its id in the queue's backlog, a Redis
     #: list toolhub's workers promote from as the sunk list drains (``backlog.py``). 0: no
     #: backlog, every such call's message goes to the sunk list at once.
     backlog_window: int = DEFAULT_BACKLOG_WINDOW
+    #: ``TOOLHUB_FAIR_HOLD_MS``: how long, at most, a worker holds the start of its sunk calls
+    #: while a call of the normal priority runs on it (``workers/calls/level_gate.py``); 0: never.
+    fair_hold_ms: int = 20
     #: ``TOOLHUB_CLAIM_REPLICAS``: how many replicas must hold a claim before its call runs
     #: (``replication.py``); default 1 for a Sentinel URL, else 0 (no wait).
     claim_replicas: int = 0
@@ -153,7 +161,9 @@ class Settings:
             visibility_override=_int("TOOLHUB_VISIBILITY_TIMEOUT", 0) or None,
             message_age_override=_float("TOOLHUB_MESSAGE_MAX_AGE_SECONDS", 0.0) or None,
             fair_share=max(0, _int("TOOLHUB_FAIR_SHARE", 4)),
+            fair_burst=max(0, _int("TOOLHUB_FAIR_BURST", 32)),
             backlog_window=max(0, _int("TOOLHUB_BACKLOG_WINDOW", DEFAULT_BACKLOG_WINDOW)),
+            fair_hold_ms=max(0, _int("TOOLHUB_FAIR_HOLD_MS", 20)),
             claim_replicas=max(0, _int("TOOLHUB_CLAIM_REPLICAS", 1 if sentinel else 0)),
             claim_replica_wait_ms=max(1, _int("TOOLHUB_CLAIM_REPLICA_WAIT_MS", 500)),
         )

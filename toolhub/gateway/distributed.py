@@ -29,9 +29,10 @@ from .sessions import SessionFactory, WorkspaceError, resolve_workspace
 logger = logging.getLogger("toolhub.gateway.distributed")
 
 #: kombu's Redis transport keeps one list per queue and priority step (``q``, ``q\x06\x163`` …).
-#: toolhub's own config has two, level 0 and the sunk level of fair dispatch (``celery_app.py``,
-#: ``\x06\x169``); the others, which a producer with kombu's defaults would fill, are counted too.
-PRIORITY_SUFFIXES = ("", "\x06\x163", "\x06\x166", "\x06\x169")
+#: toolhub's own config has three, level 0 and the over and sunk levels of fair dispatch
+#: (``celery_app.py``, ``\x06\x165``, ``\x06\x169``); kombu's default steps, which a producer
+#: with its defaults would fill, are counted too.
+PRIORITY_SUFFIXES = ("", "\x06\x163", "\x06\x165", "\x06\x166", "\x06\x169")
 WORKERS_OK_TTL_S = 10.0
 PING_TIMEOUT_S = 1.0
 

@@ -52,7 +52,8 @@ def register_tasks(
         ):
             gate, queue = refusals(), _queue(tasks[name])
             if gate.admit(name, message, queue):
-                ended = body(runtime(), message)
+                with runtime().level_gate.running(_priority(tasks[name])):
+                    ended = body(runtime(), message)
                 if ended.said == REPLAYED:  # the claim found the run finished: a replay
                     gate.replay(message, queue)
                     ended = Ended.custom(REFUSED, ErrorCode.MESSAGE_REFUSED)
@@ -77,6 +78,11 @@ def register_tasks(
     tasks[EXECUTE_TASK] = app.task(name=EXECUTE_TASK, **TASK_OPTIONS)(execute)
     tasks[BACKGROUND_TASK] = app.task(name=BACKGROUND_TASK, **TASK_OPTIONS)(background)
     tasks[MCP_TOOLS_TASK] = app.task(name=MCP_TOOLS_TASK, **TASK_OPTIONS)(mcp_tools)
+
+
+def _priority(task: Task) -> object:
+    """The kombu priority of the running message: its fair-dispatch level (``level_gate.py``)."""
+    return (task.request.delivery_info or {}).get("priority")
 
 
 def _queue(task: Task) -> str:

@@ -31,6 +31,7 @@ from toolhub.tenancy import OperatorPolicy
 from workers.holder.session_records import forget_ended
 from workers.lifecycle.metrics import metrics
 
+from .level_gate import LevelGate
 from .running import Running
 from .toolsets import ToolSets, worker_builder
 
@@ -56,6 +57,8 @@ class WorkerRuntime:
             settings.claim_replica_wait_ms,
         )
         self.enqueuer = Enqueuer(app)
+        #: Sunk calls start behind this worker's level-0 calls (``level_gate.py``).
+        self.level_gate = LevelGate(settings.fair_hold_ms / 1000)
         #: Where this host's command cgroups live: the sweep reaps those of dead processes.
         self.cgroups = shared_cgroups()
         self.name = f"{socket.gethostname()}:{os.getpid()}"

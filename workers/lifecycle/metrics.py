@@ -115,6 +115,12 @@ class WorkerMetrics:
             "replica was down or behind; a failover then could run the call twice).",
             registry=self.registry,
         )
+        self.sunk_held = Counter(
+            "toolhub_worker_sunk_held_seconds",
+            "Seconds calls past their tenant's fair share waited to start behind this worker's "
+            "level-0 calls (TOOLHUB_FAIR_HOLD_MS, docs/distributed.md: Fair dispatch).",
+            registry=self.registry,
+        )
         self.redis_full = Gauge(
             "toolhub_worker_redis_full",
             "1 while Redis refuses this worker's lease keeper writes for want of memory "

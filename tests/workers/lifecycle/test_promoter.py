@@ -34,7 +34,7 @@ def _message(cid: str) -> dict:
 
 def test_a_backlogged_call_is_promoted_as_kombus_message(runtime: WorkerRuntime) -> None:
     queue = f"test.promoted.{uuid.uuid4().hex[:6]}"
-    settings = dataclasses.replace(runtime.settings, fair_share=1, backlog_window=2)
+    settings = dataclasses.replace(runtime.settings, fair_share=1, fair_burst=1, backlog_window=2)
     store = RedisStore.from_settings(settings)
     store.client.set(store.keys.config("h"), "{}")
     calls = [f"p{i}" for i in range(4)]

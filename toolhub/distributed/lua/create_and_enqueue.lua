@@ -1,5 +1,6 @@
 -- create_and_enqueue.lua: runs after prelude.lua (toolhub/distributed/scripts.py).
--- KEYS: call, events, queue, pending, session, config, state, tasks, channel, fair, sunk queue
+-- KEYS: call, events, queue, pending, session, config, state, tasks, channel, fair, sunk queue,
+-- over queue
 -- ARGV: run_id, active_ttl, message, claim_seconds, cid, session_ttl, the 8 quota arguments
 -- (quota.lua), field, value, ...
 -- CREATE, then LPUSH the Celery message kombu built (``enqueue.py``) onto its queue: one round
@@ -44,18 +45,24 @@ local t = now()
 -- empty (one FIFO: nothing overtakes it), only the call id is pushed, onto the queue's backlog:
 -- no message, no claim deadline (no worker can take it); the record, which keeps the message,
 -- names the backlog in 'qkey' until a worker of the queue promotes it (promote.lua).
+-- Between FAIR_SHARE and FAIR_BURST queued calls the message goes to the over list (KEYS[12]),
+-- popped after every level-0 list and before any sunk one: a tenant whose few calls piled up
+-- while the workers were slow waits behind the level-0 calls, not behind a burst's thousands.
 local queue, payload = KEYS[3], ARGV[3]
 if FAIR_SHARE > 0 then
   local fair = KEYS[10]
   if redis.call('ZCARD', fair) >= FAIR_SHARE then
     redis.call('ZREMRANGEBYSCORE', fair, '-inf', t)
-    local low = sunk(payload)
-    if low and redis.call('ZCARD', fair) >= FAIR_SHARE then
+    local queued = redis.call('ZCARD', fair)
+    if queued >= FAIR_SHARE then
+      local low = sunk(payload, queued < FAIR_BURST and OVER_FIELD or SUNK_FIELD)
       local backlog = BACKLOG .. KEYS[3]
-      if BACKLOG_WINDOW > 0 and (redis.call('LLEN', backlog) > 0
+      if low and queued < FAIR_BURST then
+        queue, payload = KEYS[12], low
+      elseif low and BACKLOG_WINDOW > 0 and (redis.call('LLEN', backlog) > 0
           or redis.call('LLEN', KEYS[11]) >= BACKLOG_WINDOW) then
         queue, payload = backlog, false
-      else
+      elseif low then
         queue, payload = KEYS[11], low
       end
     end

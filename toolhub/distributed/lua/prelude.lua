@@ -17,12 +17,14 @@ local function field_of(from, name)
   end
   return false
 end
--- A level-0 message kombu built, with its priority property rewritten to the sunk level's
--- (fair.py), or false when it has no such property.
-local function sunk(payload)
+-- A level-0 message kombu built, with its priority property rewritten to another level's
+-- (``field``: SUNK_FIELD by default, or OVER_FIELD; fair.py), or false when it has no such
+-- property.
+local function sunk(payload, field)
   local at = string.find(payload, NORMAL_FIELD, 1, true)
   if not at then return false end
-  return string.sub(payload, 1, at - 1) .. SUNK_FIELD .. string.sub(payload, at + #NORMAL_FIELD)
+  return string.sub(payload, 1, at - 1) .. (field or SUNK_FIELD)
+         .. string.sub(payload, at + #NORMAL_FIELD)
 end
 local function emit(call, events, channel, payload, version)
   local seq = redis.call('HINCRBY', call, 'seq', 1)
