@@ -8,10 +8,12 @@ attempt (the claim's reply, the tool, the finish) waits for the GIL behind them:
 
 So while a level-0 call (its message's kombu ``priority`` 0, or none) younger than ``hold_s``
 runs on this worker, a call queued past its tenant's share (a higher priority) waits before it
-starts (before its claim) until the level-0 call ends, or at most until it is ``hold_s`` old.
-Calls already running go on; a level-0 call never waits here. The hold is bounded per level-0
-call, so a long one delays the others by ``hold_s`` at most, and a worker running only level-0
-calls (every tenant within its share) or only the others (a burst alone) never holds anything.
+starts (before its claim) until the level-0 call ends, or at most until it is ``hold_s`` old,
+and never longer than ``hold_s`` in all. Calls already running go on; a level-0 call never waits
+here. The hold is bounded per waiting call, so neither a long level-0 call nor a stream of
+them delays another start by more than ``hold_s`` (far inside its claim deadline), and a
+worker running only level-0 calls (every tenant within its share) or only the others (a burst
+alone) never holds anything.
 Nothing is claimed while held, so exactly-once is untouched: the message is the worker's,
 reserved, as it was.
 """
@@ -58,12 +60,14 @@ class LevelGate:
                 self._changed.notify_all()
 
     def wait_turn(self) -> None:
-        """Wait while a level-0 call younger than ``hold_s`` runs on this worker (the wait is
-        counted in ``toolhub_worker_sunk_held_seconds``)."""
+        """Wait while a level-0 call younger than ``hold_s`` runs on this worker, ``hold_s``
+        at most in all: level-0 calls that keep arriving never hold one call longer (the wait
+        is counted in ``toolhub_worker_sunk_held_seconds``)."""
         began, held = time.monotonic(), False
         with self._changed:
             while self._started:
-                left = max(self._started.values()) + self.hold_s - time.monotonic()
+                until = min(max(self._started.values()), began) + self.hold_s
+                left = until - time.monotonic()
                 if left <= 0:
                     break
                 self._changed.wait(left)

@@ -57,3 +57,31 @@ def test_a_hold_of_zero_turns_the_gate_off() -> None:
     with gate.running(0):
         _start_sunk(gate, started).join(timeout=30)
         assert started
+
+
+def test_level0_calls_that_keep_coming_hold_a_sunk_call_no_longer_than_the_hold() -> None:
+    gate = LevelGate(hold_s=0.3)
+    started: list[float] = []
+    stop = threading.Event()
+
+    def level0_stream() -> None:  # a new level-0 call every 50 ms, each overlapping the last
+        while not stop.is_set():
+            threading.Thread(target=lambda: _run_level0(gate, 0.1)).start()
+            time.sleep(0.05)
+
+    stream = threading.Thread(target=level0_stream)
+    stream.start()
+    try:
+        time.sleep(0.1)
+        began = time.monotonic()
+        _start_sunk(gate, started).join(timeout=30)
+        held = started[0] - began
+    finally:
+        stop.set()
+        stream.join(timeout=30)
+    assert held < 10  # the hold (0.3 s), not the stream's length (unbounded without it)
+
+
+def _run_level0(gate: LevelGate, seconds: float) -> None:
+    with gate.running(0):
+        time.sleep(seconds)
