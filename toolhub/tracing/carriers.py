@@ -64,14 +64,16 @@ def _propagator() -> Any:
     return TraceContextTextMapPropagator()
 
 
-def parent_context(trace_context: object) -> Context:
+def parent_context(trace_context: object, current: Context | None = None) -> Context:
     """The OTel context a call's span starts under: the current one when ``trace_context`` is
     None, the context itself when it is one (``captured``), else the parent a W3C carrier
     names (an empty or malformed one: a new trace) — unless the current span is of the
     carrier's trace already: a server library that continued it (FastAPI's, the MCP SDK's
-    request span) is then the parent, below the caller's span."""
+    request span) is then the parent, below the caller's span. ``current``: the context that
+    was current when the call arrived (default: the current one now)."""
     otel_context = context_api()
-    current: Context = otel_context.get_current()
+    if current is None:
+        current = otel_context.get_current()
     if trace_context is None:
         return current
     otel_trace, empty = api(), otel_context.Context
