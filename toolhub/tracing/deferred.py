@@ -67,4 +67,3 @@ class DeferredSpan(Span):
         escaped: bool = False,
     ) -> None:
         self.make().record_exception(exception, attributes, timestamp, escaped)
-
