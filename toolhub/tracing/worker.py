@@ -24,6 +24,7 @@ mis-parent or mis-time a span.
 from __future__ import annotations
 
 import contextlib
+import json
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -32,7 +33,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from toolhub.core import Progress
 
 from . import attributes as attr
-from .carriers import TRACEPARENT, TRACESTATE, carrier_of, inject, parent_context
+from .carriers import TRACEPARENT, TRACESTATE, inject, parent_context
 from .metrics import QUEUE_WAIT, SANDBOX_START, record
 from .state import PHASES, api, context_api, tracer
 
@@ -52,6 +53,7 @@ PROGRESS_EVENT = "toolhub.progress"
 _NO_SPAN = contextlib.nullcontext()
 _live: dict[str, WorkerCall] = {}
 _live_lock = threading.Lock()
+_deferred: Callable[[Callable[[], Span]], Span] | None = None
 
 
 def message_headers() -> dict[str, Any] | None:
@@ -63,6 +65,15 @@ def message_headers() -> dict[str, Any] | None:
         return None
     carrier[ENQUEUED] = time.time_ns()
     return carrier
+
+
+def headers_json(headers: Mapping[str, Any]) -> str:
+    """``message_headers``' answer as JSON (the record keeps it for a message built later),
+    written directly: the JSON encoder costs more than reading the trace context did. Only a
+    ``tracestate`` needs escaping; the ``traceparent`` toolhub writes is hex and dashes."""
+    text = f'{{"{TRACEPARENT}": "{headers[TRACEPARENT]}", "{ENQUEUED}": {headers[ENQUEUED]:d}'
+    state = headers.get(TRACESTATE)
+    return text + (f', "{TRACESTATE}": {json.dumps(state)}}}' if state is not None else "}")
 
 
 def span(name: str, *, producer: bool = False) -> contextlib.AbstractContextManager[Any]:
@@ -164,8 +175,12 @@ class WorkerCall:
         self.name = f"toolhub.worker {self.tool}"
         enqueued = getattr(request, ENQUEUED, None)
         self.enqueued_ns = enqueued if isinstance(enqueued, int) and enqueued > 0 else None
-        self.carrier = {name: getattr(request, name, None) for name in (TRACEPARENT, TRACESTATE)}
-        self.arrived: Context = context_api().get_current()
+        self.carrier = {
+            TRACEPARENT: getattr(request, TRACEPARENT, None),
+            TRACESTATE: getattr(request, TRACESTATE, None),
+        }
+        #: the context current before the span (at the claim; the delivery's own before it)
+        self.arrived: Context | None = None
         #: the attributes of the claim (its answer, the attempt, the queue wait)
         self.found: dict[str, Any] = {}
         self.queue_wait: float | None = None
@@ -193,7 +208,7 @@ class WorkerCall:
 
     def _make(self) -> Span:
         trace = api()
-        parent = parent_context(carrier_of(self.carrier), self.arrived)
+        parent = parent_context(self.carrier, self.arrived)  # which takes what is in bounds
         attributes: dict[str, Any] = {attr.TOOL_CALL_ID: self.call_id}
         if not trace.get_current_span(parent).get_span_context().is_valid:
             message = self.message
@@ -215,8 +230,10 @@ class WorkerCall:
 
     def _attach(self, span: Span) -> None:
         """``span`` current from now until the message is handled."""
-        self.context = api().set_span_in_context(span)
-        self._token = context_api().attach(self.context)
+        otel_context = context_api()
+        self.arrived = otel_context.get_current()
+        self.context = api().set_span_in_context(span, self.arrived)
+        self._token = otel_context.attach(self.context)
 
     def __enter__(self) -> WorkerCall:
         with _live_lock:
@@ -293,7 +310,10 @@ class WorkerCall:
 
 
 def deferred_span(make: Callable[[], Span]) -> Span:
-    """A ``DeferredSpan`` (imported here: its module imports the OpenTelemetry API)."""
-    from .deferred import DeferredSpan
+    """A ``DeferredSpan`` (its module imports the OpenTelemetry API: imported on first use)."""
+    global _deferred
+    if _deferred is None:
+        from .deferred import DeferredSpan
 
-    return DeferredSpan(make)
+        _deferred = DeferredSpan
+    return _deferred(make)
