@@ -98,3 +98,29 @@ def test_the_plain_traceparent_is_read_as_the_propagator_reads_it() -> None:
         reference = propagator.extract(carrier, context=context.Context())
         assert ours == trace.get_current_span(reference).get_span_context(), carrier
         assert ours.trace_state == trace.get_current_span(reference).get_span_context().trace_state
+
+
+def test_the_traceparent_toolhub_writes_is_the_propagator_s() -> None:
+    """``inject`` formats the carrier itself; the W3C propagator's is the reference (with and
+    without a ``tracestate``, sampled or not), and the record's JSON of the message headers
+    reads back as the headers."""
+    import json
+
+    from opentelemetry import trace
+    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+    from toolhub.tracing.carriers import inject
+    from toolhub.tracing.worker import ENQUEUED, headers_json
+
+    propagator = TraceContextTextMapPropagator()
+    for flags, state in [(1, None), (0, None), (1, trace.TraceState([("k", "v"), ("a", "b")]))]:
+        found = trace.SpanContext(
+            int(TRACE, 16), 0x00F067AA0BA902B7, True, trace.TraceFlags(flags), state
+        )
+        context = trace.set_span_in_context(trace.NonRecordingSpan(found))
+        reference: dict[str, str] = {}
+        propagator.inject(reference, context=context)
+        assert inject(context) == reference
+        headers = {**reference, ENQUEUED: 1765143000123456789}
+        assert json.loads(headers_json(headers)) == headers
+    assert json.loads(headers_json({"traceparent": PARENT, "tracestate": 'k="\\ü', ENQUEUED: 1}))

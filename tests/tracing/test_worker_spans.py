@@ -12,6 +12,7 @@ from types import SimpleNamespace
 import pytest
 
 from tests.tracing.in_process import exporter, spans_of
+from toolhub.core import Progress
 from toolhub.distributed.script_replies import ClaimAction
 from toolhub.tracing import command_env
 from toolhub.tracing import worker as tracing
@@ -95,3 +96,44 @@ def test_a_rerun_and_a_resume_are_named_so(claim: SimpleNamespace, name: str) ->
     (span,) = spans_of(trace_id)
     assert span.name == name
     assert span.attributes["toolhub.call.attempt"] == 2
+
+
+def test_the_span_is_made_when_the_run_first_needs_it_and_is_the_same() -> None:
+    """Without phase spans the span is recorded while the call runs: nothing reads its context
+    on a plain run, and it is made as the message's handling ends (after the reply), with the
+    progress events of the run at their times; a command's start makes it then, and the
+    command's ``TRACEPARENT`` names it."""
+    exporter()
+    trace_id, parent = secrets.token_hex(16), secrets.token_hex(8)
+    request = SimpleNamespace(
+        traceparent=f"00-{trace_id}-{parent}-01", tracestate=None, toolhub_enqueued_ns=None
+    )
+    message = {"call_id": f"c-{secrets.token_hex(4)}", "tool": "Main:bash", "session_id": "s"}
+    with tracing.delivered(request, message) as call:
+        tracing.claim(message["call_id"], run_claim)
+        before = time.time_ns()
+        tracing.progress(message["call_id"], Progress("text", text="a line"))
+        assert call.span is None  # recorded, not made
+        env = command_env()  # a command's start: the span is made now
+        assert call.span is not None
+        tracing.progress(message["call_id"], Progress("text", text="another"))
+    (span,) = spans_of(int(trace_id, 16))
+    assert env["TRACEPARENT"] == f"00-{trace_id}-{span.context.span_id:016x}-01"
+    assert span.parent is not None and f"{span.parent.span_id:016x}" == parent
+    assert [event.timestamp >= before for event in span.events] == [True, True]
+    assert span.start_time is not None and span.start_time < before
+
+
+def test_a_span_nothing_needed_is_made_after_the_run() -> None:
+    exporter()
+    trace_id = secrets.token_hex(16)
+    request = SimpleNamespace(traceparent=f"00-{trace_id}-{secrets.token_hex(8)}-01")
+    message = {"call_id": f"c-{secrets.token_hex(4)}", "tool": "Main:noop", "session_id": "s"}
+    with tracing.delivered(request, message) as call:
+        tracing.claim(message["call_id"], run_claim)
+        with tracing.running(message["call_id"]):
+            pass
+        assert call.span is None and spans_of(int(trace_id, 16)) == []
+    (span,) = spans_of(int(trace_id, 16))
+    assert span.name == "toolhub.worker Main:noop"
+    assert span.attributes["toolhub.claim.action"] == "run"

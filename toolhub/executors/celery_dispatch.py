@@ -11,7 +11,6 @@ terminal result instead (Redis or the broker unreachable, over quota, its call i
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -30,7 +29,7 @@ from toolhub.distributed.settings import queue_for
 from toolhub.distributed.signing import sign_message
 from toolhub.errors import ErrorCode
 from toolhub.toolset import Prepared
-from toolhub.tracing.worker import message_headers
+from toolhub.tracing.worker import headers_json, message_headers
 
 if TYPE_CHECKING:
     from celery import Celery
@@ -87,7 +86,7 @@ class CeleryDispatch:
         headers = message_headers()  # the call's trace context; None when tracing is off
         if headers is not None:
             options["headers"] = headers
-            fields["trace"] = json.dumps(headers)  # for a message built later (backlog.py)
+            fields["trace"] = headers_json(headers)  # for a message built later (backlog.py)
         try:
             captured = self.enqueuer.message(
                 EXECUTE_TASK, queue, message, options["kwargsrepr"], headers

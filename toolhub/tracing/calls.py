@@ -55,7 +55,7 @@ class CallSpan:
     span itself, and each separate setting of them costs again (docs/benchmarks.md)."""
 
     __slots__ = (
-        "attributes", "context", "ended", "extra", "name", "parent", "span", "started",
+        "attributes", "context", "ended", "name", "parent", "session", "span", "started",
         "started_ns", "tracer",
     )  # fmt: skip
 
@@ -65,26 +65,29 @@ class CallSpan:
         self.started_ns = time.time_ns()
         self.name = name
         self.parent = parent
+        #: the span's attributes that the duration metric has too
         self.attributes: dict[str, Any] = {
             attr.OPERATION: attr.EXECUTE_TOOL,
             attr.TOOL_NAME: name,
             attr.TOOL_TYPE: attr.FUNCTION,
         }
-        self.extra: dict[str, Any] = dict(session)
+        self.session = session
+        self.span: Span | None = None
         self.ended = False
         if PHASES:
-            self._start()
+            self._start({})
 
-    def _start(self) -> None:
+    def _start(self, found: dict[str, Any]) -> Span:
         trace = api()
-        self.span: Span = self.tracer.start_span(
+        self.span = span = self.tracer.start_span(
             f"{attr.EXECUTE_TOOL} {self.name}",
             context=self.parent,
             kind=trace.SpanKind.INTERNAL,
-            attributes={**self.attributes, **self.extra},
+            attributes={**self.attributes, **self.session, **found},
             start_time=self.started_ns,
         )
-        self.context: Context = trace.set_span_in_context(self.span, self.parent)
+        self.context: Context = trace.set_span_in_context(span, self.parent)
+        return span
 
     def prepare(self, prepare: Callable[[], T]) -> T:
         """``prepare()`` (lookup, remapping, validation) in the ``toolhub.validate`` span; a
@@ -96,9 +99,10 @@ class CallSpan:
             else:
                 prepared = prepare()
         except BaseException as exc:
-            self._started().fail(exc)
+            self.fail(exc)
             raise
         entry, ctx = getattr(prepared, "entry", None), getattr(prepared, "ctx", None)
+        found: dict[str, Any] = {}
         if entry is not None and ctx is not None:
             if entry.external:
                 self.attributes[attr.TOOL_TYPE] = attr.EXTENSION
@@ -107,19 +111,13 @@ class CallSpan:
                 attr.TOOL_ID: entry.fq_id,
                 attr.TOOL_TYPE: self.attributes[attr.TOOL_TYPE],
             }
-            if PHASES:
-                self.span.set_attributes(found)
-            else:
-                self.extra.update(found)
-        self._started()
+        if self.span is None:
+            self._start(found)
+        elif found:
+            self.span.set_attributes(found)
         if isinstance(prepared, CallResult):
             self.end(prepared)
         return prepared
-
-    def _started(self) -> CallSpan:
-        if not PHASES and not hasattr(self, "span"):
-            self._start()
-        return self
 
     def run(self, work: Callable[[], T]) -> T:
         """``work()`` with this span current (a sync call)."""
@@ -178,8 +176,9 @@ class CallSpan:
 
     def end(self, result: CallResult) -> None:
         kind = attr.error_type(result)
-        if kind is not None:
-            self.span.set_status(api().Status(api().StatusCode.ERROR, kind))
+        if kind is not None and not self.ended:
+            span = self.span or self._start({})
+            span.set_status(api().Status(api().StatusCode.ERROR, kind))
         self._close(kind)
 
     def fail(self, exc: BaseException) -> None:
@@ -190,11 +189,12 @@ class CallSpan:
         if self.ended:
             return
         self.ended = True
-        attributes = dict(self.attributes)
+        span = self.span or self._start({})
+        attributes = self.attributes  # not changed once the span has ended
         if kind is not None:
-            attributes[attr.ERROR_TYPE] = kind
-            self.span.set_attribute(attr.ERROR_TYPE, kind)
-        self.span.end()
+            attributes = {**attributes, attr.ERROR_TYPE: kind}
+            span.set_attribute(attr.ERROR_TYPE, kind)
+        span.end()
         record(TOOL_DURATION, time.perf_counter() - self.started, attributes)
 
 

@@ -30,6 +30,11 @@ MAX_LENGTHS = {TRACEPARENT: 128, TRACESTATE: 1024}
 #: The ``traceparent`` toolhub writes (``inject``): version 00, lower-case, nothing after it.
 PLAIN_TRACEPARENT = re.compile(r"00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})")
 
+#: The trace flags byte in hex, by value.
+_HEX = tuple(f"{value:02x}" for value in range(256))
+#: The trace flags a ``traceparent`` names (the W3C propagator makes one per message).
+_FLAGS: dict[str, Any] = {}
+
 #: A W3C trace context carrier: ``traceparent`` and optionally ``tracestate``.
 TraceContext = Mapping[str, str]
 
@@ -64,14 +69,16 @@ def _propagator() -> Any:
     return TraceContextTextMapPropagator()
 
 
-def parent_context(trace_context: object) -> Context:
+def parent_context(trace_context: object, current: Context | None = None) -> Context:
     """The OTel context a call's span starts under: the current one when ``trace_context`` is
     None, the context itself when it is one (``captured``), else the parent a W3C carrier
     names (an empty or malformed one: a new trace) — unless the current span is of the
     carrier's trace already: a server library that continued it (FastAPI's, the MCP SDK's
-    request span) is then the parent, below the caller's span."""
+    request span) is then the parent, below the caller's span. ``current``: the context that
+    was current when the call arrived (default: the current one now)."""
     otel_context = context_api()
-    current: Context = otel_context.get_current()
+    if current is None:
+        current = otel_context.get_current()
     if trace_context is None:
         return current
     otel_trace, empty = api(), otel_context.Context
@@ -103,9 +110,10 @@ def _extracted(carrier: dict[str, str], empty: type[Context]) -> Context:
     if not (trace_id and span_id):
         return empty()
     otel_trace = api()
-    remote = otel_trace.SpanContext(
-        trace_id, span_id, is_remote=True, trace_flags=otel_trace.TraceFlags(int(plain[3], 16))
-    )
+    flags = _FLAGS.get(plain[3])
+    if flags is None:
+        flags = _FLAGS[plain[3]] = otel_trace.TraceFlags(int(plain[3], 16))
+    remote = otel_trace.SpanContext(trace_id, span_id, is_remote=True, trace_flags=flags)
     named: Context = otel_trace.set_span_in_context(otel_trace.NonRecordingSpan(remote), empty())
     return named
 
@@ -123,13 +131,13 @@ def captured() -> Context | None:
 def inject(context: Context | None = None) -> dict[str, str]:
     """The W3C carrier of ``context`` (default: the current one); empty when it has no valid
     span. Formatted here as the propagator would (``traceparent`` version 00): this runs once
-    per call, and the propagator's setter and checks cost more than the string."""
+    per call, and the propagator's setter and checks cost more than the string (and a valid
+    id's bytes in hex cost half what formatting the int with a width does)."""
     found = api().get_current_span(context).get_span_context()
     if not found.is_valid:
         return {}
-    carrier = {
-        TRACEPARENT: f"00-{found.trace_id:032x}-{found.span_id:016x}-{found.trace_flags:02x}"
-    }
+    trace_id, span_id = found.trace_id.to_bytes(16, "big"), found.span_id.to_bytes(8, "big")
+    carrier = {TRACEPARENT: f"00-{trace_id.hex()}-{span_id.hex()}-{_HEX[found.trace_flags & 0xFF]}"}
     if found.trace_state:
         carrier[TRACESTATE] = found.trace_state.to_header()
     return carrier

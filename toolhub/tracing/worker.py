@@ -24,6 +24,7 @@ mis-parent or mis-time a span.
 from __future__ import annotations
 
 import contextlib
+import json
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -32,7 +33,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from toolhub.core import Progress
 
 from . import attributes as attr
-from .carriers import TRACEPARENT, TRACESTATE, carrier_of, inject, parent_context
+from .carriers import TRACEPARENT, TRACESTATE, inject, parent_context
 from .metrics import QUEUE_WAIT, SANDBOX_START, record
 from .state import PHASES, api, context_api, tracer
 
@@ -46,11 +47,13 @@ C = TypeVar("C")
 ENQUEUED = "toolhub_enqueued_ns"
 #: Progress items recorded as events of one attempt's span; later ones are only counted.
 MAX_PROGRESS_EVENTS = 32
+#: The name of a progress item's event.
+PROGRESS_EVENT = "toolhub.progress"
 
 _NO_SPAN = contextlib.nullcontext()
 _live: dict[str, WorkerCall] = {}
 _live_lock = threading.Lock()
-_events_lock = threading.Lock()  # progress counts (rare: one lock for every call here)
+_deferred: Callable[[Callable[[], Span]], Span] | None = None
 
 
 def message_headers() -> dict[str, Any] | None:
@@ -62,6 +65,15 @@ def message_headers() -> dict[str, Any] | None:
         return None
     carrier[ENQUEUED] = time.time_ns()
     return carrier
+
+
+def headers_json(headers: Mapping[str, Any]) -> str:
+    """``message_headers``' answer as JSON (the record keeps it for a message built later),
+    written directly: the JSON encoder costs more than reading the trace context did. Only a
+    ``tracestate`` needs escaping; the ``traceparent`` toolhub writes is hex and dashes."""
+    text = f'{{"{TRACEPARENT}": "{headers[TRACEPARENT]}", "{ENQUEUED}": {headers[ENQUEUED]:d}'
+    state = headers.get(TRACESTATE)
+    return text + (f', "{TRACESTATE}": {json.dumps(state)}}}' if state is not None else "}")
 
 
 def span(name: str, *, producer: bool = False) -> contextlib.AbstractContextManager[Any]:
@@ -139,10 +151,16 @@ class WorkerCall:
     """The spans of one delivered message; current, and found by its call id, while it is
     handled (a context manager).
 
-    Without phase spans the span is made once the claim has answered, dated back to the
-    delivery, with its name and every attribute at once (as the caller's is, ``calls.py``):
-    the SDK's attribute handling costs more than the span, and each separate setting of them,
-    or of its name, costs again. A message refused before its claim gets it as it ends.
+    Without phase spans the span is recorded, not made, while the call runs: the delivery
+    time, the claim's attributes, the span's name, progress events with their times. A
+    ``DeferredSpan`` stands for it in the OTel context from the claim on, and whatever needs
+    the span's context during the run (a command's start, a task message, an instrumented
+    library's span) makes it then (``made``); otherwise it is made as the message's handling
+    ends, after the reply is published: off the call's path. Made when it may, the span is
+    the same: dated back to the delivery, with its name, every attribute and event at once (as
+    the caller's is, ``calls.py``: the SDK's attribute handling costs more than the span, and
+    each separate setting of them, or of its name, costs again). A message refused before its
+    claim gets it as it ends.
 
     Of the call's attributes, the worker's span has the call id when it is under the caller's
     span, which has the others; one that starts a trace (its dispatcher did not trace) has
@@ -151,43 +169,71 @@ class WorkerCall:
     def __init__(self, tracer: Tracer, request: Any, message: Mapping[str, Any]) -> None:
         self.started_ns = time.time_ns()
         self.tracer = tracer
+        self.message = message
         self.call_id = str(message.get("call_id", ""))
         self.tool = str(message.get("tool") or message.get("name") or "?")
+        self.name = f"toolhub.worker {self.tool}"
         enqueued = getattr(request, ENQUEUED, None)
         self.enqueued_ns = enqueued if isinstance(enqueued, int) and enqueued > 0 else None
-        self.parent = parent_context(
-            carrier_of({name: getattr(request, name, None) for name in (TRACEPARENT, TRACESTATE)})
-        )
-        self.attributes: dict[str, Any] = {attr.TOOL_CALL_ID: self.call_id}
-        if not api().get_current_span(self.parent).get_span_context().is_valid:
-            self.attributes.update(
-                {
-                    attr.TOOL_NAME: str(message.get("name", "")),
-                    attr.TOOL_ID: self.tool,
-                    attr.SESSION: str(message.get("session_id", "")),
-                }
-            )
+        self.carrier = {
+            TRACEPARENT: getattr(request, TRACEPARENT, None),
+            TRACESTATE: getattr(request, TRACESTATE, None),
+        }
+        #: the context current before the span (at the claim; the delivery's own before it)
+        self.arrived: Context | None = None
+        #: the attributes of the claim (its answer, the attempt, the queue wait)
+        self.found: dict[str, Any] = {}
+        self.queue_wait: float | None = None
         self.span: Span | None = None
         self.context: Context | None = None
         self.events = 0
         self.dropped = 0
+        #: progress events (kind, time) recorded before the span is made
+        self.pending: list[tuple[str, int]] = []
+        self._lock = threading.Lock()
         self._token: object = None
         if PHASES:
-            self._start(f"toolhub.worker {self.tool}", {})
+            self._attach(self.made())
 
-    def _start(self, name: str, found: dict[str, Any]) -> Span:
-        """The span, current from now until the message is handled."""
+    def made(self) -> Span:
+        """The span, made now if it is not yet (once: a progress event may come from another
+        thread)."""
+        span = self.span
+        if span is not None:
+            return span
+        with self._lock:
+            if self.span is None:
+                self.span = self._make()
+            return self.span
+
+    def _make(self) -> Span:
         trace = api()
-        self.span = span = self.tracer.start_span(
-            name,
-            context=self.parent,
+        parent = parent_context(self.carrier, self.arrived)  # which takes what is in bounds
+        attributes: dict[str, Any] = {attr.TOOL_CALL_ID: self.call_id}
+        if not trace.get_current_span(parent).get_span_context().is_valid:
+            message = self.message
+            attributes[attr.TOOL_NAME] = str(message.get("name", ""))
+            attributes[attr.TOOL_ID] = self.tool
+            attributes[attr.SESSION] = str(message.get("session_id", ""))
+        attributes.update(self.found)
+        span: Span = self.tracer.start_span(
+            self.name,
+            context=parent,
             kind=trace.SpanKind.CONSUMER,
-            attributes={**self.attributes, **found},
+            attributes=attributes,
             start_time=self.started_ns,
         )
-        self.context = trace.set_span_in_context(span)
-        self._token = context_api().attach(self.context)
+        for kind, at in self.pending:
+            span.add_event(PROGRESS_EVENT, {attr.PROGRESS_KIND: kind}, timestamp=at)
+        self.pending.clear()
         return span
+
+    def _attach(self, span: Span) -> None:
+        """``span`` current from now until the message is handled."""
+        otel_context = context_api()
+        self.arrived = otel_context.get_current()
+        self.context = api().set_span_in_context(span, self.arrived)
+        self._token = otel_context.attach(self.context)
 
     def __enter__(self) -> WorkerCall:
         with _live_lock:
@@ -198,24 +244,31 @@ class WorkerCall:
         with _live_lock:
             if _live.get(self.call_id) is self:
                 del _live[self.call_id]
-        span = self.span or self._start(f"toolhub.worker {self.tool}", {})
-        context_api().detach(self._token)
-        if self.dropped:
-            span.set_attribute(attr.PROGRESS_DROPPED, self.dropped)
-        span.end()
+        if self._token is not None:
+            context_api().detach(self._token)
+        self.context = None  # the deferred span's way back here: no cycle left to collect
+        with self._lock:
+            earlier = self.span
+            if earlier is None and self.dropped:
+                self.found[attr.PROGRESS_DROPPED] = self.dropped
+        if earlier is not None and self.dropped:
+            earlier.set_attribute(attr.PROGRESS_DROPPED, self.dropped)
+        (earlier or self.made()).end()
+        if self.queue_wait is not None:
+            record(QUEUE_WAIT, self.queue_wait, {attr.TOOL_ID: self.tool})
 
     def claim(self, take: Callable[[], C]) -> C:
         now = time.time_ns()
         found: dict[str, Any] = {}
         if self.enqueued_ns is not None and self.enqueued_ns <= now:
+            self.queue_wait = (now - self.enqueued_ns) / 1e9
             if PHASES:
                 waited = self.tracer.start_span(
                     "toolhub.queue_wait", context=self.context, start_time=self.enqueued_ns
                 )
                 waited.end(end_time=now)
             else:
-                found[attr.QUEUE_WAIT] = (now - self.enqueued_ns) / 1e9
-            record(QUEUE_WAIT, (now - self.enqueued_ns) / 1e9, {attr.TOOL_ID: self.tool})
+                found[attr.QUEUE_WAIT] = self.queue_wait
         claimed = self.tracer.start_span("toolhub.claim", context=self.context) if PHASES else None
         try:
             taken = take()
@@ -229,25 +282,38 @@ class WorkerCall:
         attempt = getattr(taken, "attempt", None)
         if isinstance(attempt, int):
             found[attr.ATTEMPT] = attempt
-        name = f"toolhub.worker {self.tool}"
         if getattr(taken, "resumed", False):
-            name = f"toolhub.resume {self.tool}"
+            self.name = f"toolhub.resume {self.tool}"
         elif getattr(taken, "lost", 0):
-            name = f"toolhub.rerun {self.tool}"
-        if self.span is None:
-            self._start(name, found)
+            self.name = f"toolhub.rerun {self.tool}"
+        if self.span is None:  # without phase spans: recorded for the span, made when needed
+            self.found.update(found)
+            self._attach(deferred_span(self.made))
         else:
             self.span.set_attributes(found)
-            if not name.startswith("toolhub.worker "):
-                self.span.update_name(name)
+            if not self.name.startswith("toolhub.worker "):
+                self.span.update_name(self.name)
         return taken
 
     def progress(self, item: Progress) -> None:
-        with _events_lock:
+        kind = item.kind if item.kind != "custom" else f"custom:{str(item.subkind)[:64]}"
+        with self._lock:
             if self.events >= MAX_PROGRESS_EVENTS:
                 self.dropped += 1
                 return
             self.events += 1
-        kind = item.kind if item.kind != "custom" else f"custom:{str(item.subkind)[:64]}"
-        if self.span is not None:
-            self.span.add_event("toolhub.progress", {attr.PROGRESS_KIND: kind})
+            span = self.span
+            if span is None:
+                self.pending.append((kind, time.time_ns()))
+                return
+        span.add_event(PROGRESS_EVENT, {attr.PROGRESS_KIND: kind})
+
+
+def deferred_span(make: Callable[[], Span]) -> Span:
+    """A ``DeferredSpan`` (its module imports the OpenTelemetry API: imported on first use)."""
+    global _deferred
+    if _deferred is None:
+        from .deferred import DeferredSpan
+
+        _deferred = DeferredSpan
+    return _deferred(make)
