@@ -15,11 +15,16 @@ any one of them reached. Nothing here reads the kernel: it is plain bookkeeping.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from contextvars import ContextVar, Token
 from dataclasses import dataclass
+from typing import TypeVar
 
-__all__ = ["Usage", "UsageMeter", "current_meter", "metering"]
+__all__ = ["Usage", "UsageMeter", "current_meter", "metered_call", "metering"]
+
+A = TypeVar("A")
+R = TypeVar("R")
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,3 +91,13 @@ class _Opened:
 def metering(meter: UsageMeter | None = None) -> AbstractContextManager[UsageMeter]:
     """Open ``meter`` (a new one by default) for everything run inside."""
     return _Opened(meter if meter is not None else UsageMeter())
+
+
+def metered_call(meter: UsageMeter, fn: Callable[[A], R], arg: A) -> R:
+    """``fn(arg)`` with ``meter`` open: ``metering`` without a context manager, for the
+    embedded executor's inline run of a sync tool (every embedded call, the no-op's too)."""
+    token = _current.set(meter)
+    try:
+        return fn(arg)
+    finally:
+        _current.reset(token)

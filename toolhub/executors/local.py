@@ -30,7 +30,7 @@ from toolhub.core import (
     closing,
     drain,
 )
-from toolhub.core.usage import metering
+from toolhub.core.usage import metered_call, metering
 from toolhub.errors import ErrorCode
 from toolhub.hooks import SessionHooks
 from toolhub.toolset import Prepared, ToolSet
@@ -57,8 +57,7 @@ class LocalExecutor:
             return None
         started = time.time()
         metered = Metered()
-        with metering(metered.meter):
-            result = self.toolset.execute_sync(prepared)
+        result = metered_call(metered.meter, self.toolset.execute_sync, prepared)
         if self.hooks is not None:
             result = self.hooks.after(prepared).result(result)
         metered.charge_output(result)

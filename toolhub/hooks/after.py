@@ -36,7 +36,7 @@ class CallAfter:
         notes: list[str] | None = None,
         failed: HookFailed | None = None,
     ) -> None:
-        self.hooks = hooks if all(h.after is not None for h in hooks) else _after(hooks)
+        self.hooks = [h for h in hooks if h.after is not None]
         self.info = info
         self.notes = notes or []
         self.failed = failed
@@ -74,7 +74,7 @@ class CallAfter:
             return self._withheld(result)
         value = None if result.output is None else result.output.value
         error = None if result.error is None else result.error.to_dict()
-        content = [block.to_dict() for block in result.content]
+        content = [block.to_dict() for block in result.content] if result.content else []
         done = self._apply(
             AfterItem(self.info, "result", result.prompt_text, value, error, content)
         )
@@ -126,7 +126,7 @@ class CallAfter:
             item.state = self._states.setdefault(hook.name, {})
             try:
                 answer = hook.run(hook.after, item)
-                if answer is not None:
+                if answer is not None and not hook.inline:  # toolhub's own answer well
                     _check(hook.name, answer)
             except HookFailed as failure:
                 if hook.fails_open:
@@ -174,10 +174,6 @@ def _check(hook: str, answer: Any) -> None:
 
 
 _BLOCK_TYPES = ("text", "image", "resource")
-
-
-def _after(hooks: list[BoundHook]) -> list[BoundHook]:
-    return [h for h in hooks if h.after is not None]
 
 
 def _rebuilt(result: CallResult, item: AfterItem) -> CallResult:
