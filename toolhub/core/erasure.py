@@ -95,11 +95,16 @@ class ErasedTool:
         """Validate canonical arguments; errors name fields in the client's own parameter names
         and echo the client's original arguments (their text, or their object). An explicit
         ``null`` for an optional parameter that refuses it is taken as absent (``NullPlan``)."""
-        unknown = [k for k in arguments if k not in self._allowed]
-        if unknown:
+        if not self._allowed.issuperset(arguments):
+            unknown = [k for k in arguments if k not in self._allowed]
             names = ", ".join(f"`{_client(k, client_names)}`" for k in unknown)
             raise self._invalid(client_name, f"unknown argument(s) {names}", arguments, original)
-        values = arguments if self._nulls is None else self._nulls.apply(arguments)
+        nulls = self._nulls
+        values = (
+            arguments
+            if nulls is None or not nulls.may_change(arguments)
+            else nulls.apply(arguments)
+        )
         try:
             return self._validate(values)
         except ValidationError as exc:
@@ -138,7 +143,7 @@ class ErasedTool:
                     blocks_fn = getattr(type(out), "content_blocks", None)
                 text = text_fn(out) if text_fn is not None else default_model_text(value)
                 blocks = tuple(blocks_fn(out)) if blocks_fn is not None else ()
-                return Outcome(ToolOutput.typed(self.fq_id, out, value), text, blocks=blocks)
+                return Outcome(ToolOutput("tool", value, self.fq_id, out), text, blocks=blocks)
             if isinstance(out, str):
                 return Outcome(ToolOutput.plain_text(out, self.fq_id), out)
             json.dumps(out, allow_nan=False)

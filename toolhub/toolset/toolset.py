@@ -235,8 +235,9 @@ class ToolSet:
             return []
         notes: list[str] = []
         sources: list[Callable[[Container, Any], list[str]]] = [r.collect for r in self.reminders]
-        if entry.tool is not None:
-            sources.append(entry.tool.reminders)
+        tool = entry.tool
+        if tool is not None and type(tool).reminders is not Tool.reminders:  # the base has none
+            sources.append(tool.reminders)
         for collect in sources:
             try:
                 notes.extend(collect(self.container, outcome.output))
