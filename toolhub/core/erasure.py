@@ -143,7 +143,7 @@ class ErasedTool:
                     blocks_fn = getattr(type(out), "content_blocks", None)
                 text = text_fn(out) if text_fn is not None else default_model_text(value)
                 blocks = tuple(blocks_fn(out)) if blocks_fn is not None else ()
-                return Outcome(ToolOutput("tool", value, self.fq_id, out), text, blocks=blocks)
+                return Outcome(ToolOutput("tool", value, self.fq_id, out), text, None, blocks)
             if isinstance(out, str):
                 return Outcome(ToolOutput.plain_text(out, self.fq_id), out)
             json.dumps(out, allow_nan=False)

@@ -173,16 +173,18 @@ class ToolSet:
     def _prepared(
         self, entry: Entry, typed: Any, canonical: dict[str, Any], call_id: str
     ) -> Prepared:
+        # Positional, in the fields' order: with ten keywords the dataclass's ``__init__`` took
+        # twice as long, on every call.
         ctx = ToolContext(
-            call_id=call_id,
-            container=self.container,
-            renderer=self.renderer,
-            client_name=entry.client_name,
-            param_names=entry.to_client,
-            behavior_version=entry.version,
-            cancel=CancelToken(),
-            dispatch=None,
-            session_id=self.session_id,
+            call_id,
+            self.container,
+            self.renderer,
+            entry.client_name,
+            entry.to_client,
+            entry.version,
+            CancelToken(),
+            None,  # dispatch: set below, it needs the context
+            self.session_id,
         )
         ctx.dispatch = _Dispatcher(self, ctx)
         return Prepared(entry, typed, ctx, canonical)
