@@ -192,8 +192,9 @@ class LocalExecutor:
         call_id = prepared.ctx.call_id
         records = self.records
         finished = time.time() if result else None
+        if call_id in records:  # a streamed call's second write, or a call id used again
+            records.move_to_end(call_id)
         records[call_id] = (prepared.entry, started, finished, result, metered)
-        records.move_to_end(call_id)
         if len(records) > MAX_RECORDS:
             records.popitem(last=False)
 

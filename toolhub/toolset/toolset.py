@@ -105,6 +105,8 @@ class ToolSet:
         self.container = container
         self.renderer = renderer
         self.reminders = tuple(reminders)
+        #: Each reminder's ``collect``, bound once: every call's ``finalize`` runs them.
+        self._collectors = tuple(r.collect for r in self.reminders)
         self.warnings = tuple(warnings)
         self.session_id = session_id
         self._entries: dict[str, Entry] = {e.client_name: e for e in entries}
@@ -236,7 +238,7 @@ class ToolSet:
         if flag is not None and not flag.enabled:
             return []
         notes: list[str] = []
-        sources: list[Callable[[Container, Any], list[str]]] = [r.collect for r in self.reminders]
+        sources: list[Callable[[Container, Any], list[str]]] = list(self._collectors)
         tool = entry.tool
         if tool is not None and type(tool).reminders is not Tool.reminders:  # the base has none
             sources.append(tool.reminders)
