@@ -130,9 +130,12 @@ class InternalDispatch(Protocol):
     async def __call__(self, name: str, arguments: Mapping[str, Any]) -> CallResult: ...
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, weakref_slot=True)
 class ToolContext:
-    """What a tool gets besides its arguments. Resources live in ``container``."""
+    """What a tool gets besides its arguments. Resources live in ``container``.
+
+    Weakly referable: its ``dispatch`` refers back to it weakly, so a finished call's context
+    is freed by its reference count, not left for the cyclic garbage collector."""
 
     call_id: str
     container: Container
