@@ -243,7 +243,9 @@ def refuse_nan(value: Any) -> None:
     ``json.dumps(allow_nan=False)``, which builds two encoders each call: a tenth of a no-op
     call); a hit, or a string that only reads "NaN", is settled by the exact check."""
     written = to_json(value, inf_nan_mode="constants")
-    if b"NaN" in written or b"Infinity" in written:
+    # ``find``, not ``in``: CPython's ``bytes in bytes`` first tries the needle as an integer
+    # and formats a TypeError it then drops, twice a call (two thirds of this check's time).
+    if written.find(b"NaN") >= 0 or written.find(b"Infinity") >= 0:
         json.dumps(value, allow_nan=False)
 
 
