@@ -37,13 +37,17 @@ class Usage:
     output_bytes: int = 0
 
 
+#: The lock of every meter: its holders only add a few numbers, and a lock per meter was an
+#: allocation on every call (every embedded no-op opens a meter), freed when its record goes.
+_LOCK = threading.Lock()
+
+
 class UsageMeter:
     """Thread-safe running totals for one call."""
 
-    __slots__ = ("_cpu", "_lock", "_output", "_peak")
+    __slots__ = ("_cpu", "_output", "_peak")
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
         self._cpu = 0.0
         self._peak = 0
         self._output = 0
@@ -52,13 +56,13 @@ class UsageMeter:
         self, *, cpu_seconds: float = 0.0, peak_memory_bytes: int = 0, output_bytes: int = 0
     ) -> None:
         """Add one command's (or one piece of work's) use; negative amounts are ignored."""
-        with self._lock:
+        with _LOCK:
             self._cpu += max(0.0, cpu_seconds)
             self._peak = max(self._peak, peak_memory_bytes)
             self._output += max(0, output_bytes)
 
     def usage(self) -> Usage:
-        with self._lock:
+        with _LOCK:
             return Usage(self._cpu, self._peak, self._output)
 
 
