@@ -8,32 +8,23 @@ import weakref
 from pathlib import Path
 
 import pytest
-from pydantic import BaseModel
 
-from tests.sample_tools import ALL
+from tests.sample_tools import ALL, EchoArgs, EchoOutput
 from toolhub import Session, Tool, ToolContext, ToolKind, ToolSetBuilder
 from toolhub.executors import LocalExecutor, local
 
 CONTEXTS: list[weakref.ref[ToolContext]] = []
 
 
-class TextArgs(BaseModel):
-    text: str = ""
-
-
-class TextOutput(BaseModel):
-    text: str
-
-
-class Remember(Tool[TextArgs, TextOutput]):
-    """Keeps a weak reference to each call's context."""
+class Remember(Tool[EchoArgs, EchoOutput]):
+    """Echoes, and keeps a weak reference to each call's context."""
 
     id = "remember"
     kind = ToolKind.OTHER
 
-    def run(self, ctx: ToolContext, args: TextArgs) -> TextOutput:
+    def run(self, ctx: ToolContext, args: EchoArgs) -> EchoOutput:
         CONTEXTS.append(weakref.ref(ctx))
-        return TextOutput(text=args.text)
+        return EchoOutput(echoed=args.text)
 
 
 def test_a_finished_embedded_call_is_freed_without_the_garbage_collector(tmp_path: Path) -> None:
@@ -49,7 +40,7 @@ def test_a_finished_embedded_call_is_freed_without_the_garbage_collector(tmp_pat
         gc.disable()
         try:
             for i in range(20):
-                assert s.call_sync("remember", {"text": str(i)}).prompt_text == str(i)
+                assert s.call_sync("remember", {"text": str(i)}).output.value == {"echoed": str(i)}
                 assert CONTEXTS[-1]() is None
         finally:
             gc.enable()
