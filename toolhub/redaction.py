@@ -21,10 +21,13 @@ operator marks, so they are masked as ``${NAME}`` too.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import re
 import threading
+
+from pydantic_core import to_json
 
 #: Shorter values are not secrets worth masking, and masking them would garble text.
 MIN_SECRET_LENGTH = 6
@@ -78,10 +81,21 @@ _SHAPES = tuple(
 PRIVATE_KEY_BEGIN = re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----")
 PRIVATE_KEY_END = re.compile(r"-----END [A-Z0-9 ]*PRIVATE KEY-----")
 
+#: The case-sensitive shapes of ``TOKEN_SHAPES`` without their word boundaries (a character
+#: JSON writes escaped, such as a newline, is a word character's neighbour there), and the
+#: marker of a private key block: what ``may_change`` looks for, with the remembered values.
+#: None of these characters is written differently in JSON (no quote, backslash or control).
+SHAPE_CORES = (
+    r"gh[pousr]_[A-Za-z0-9]{20}|github_pat_\w{20}|sk-[A-Za-z0-9_-]{20}"
+    r"|xox[abposr]-[A-Za-z0-9-]{10}|(?:AKIA|ASIA)[0-9A-Z]{16}|PRIVATE KEY-----"
+)
+
 _lock = threading.Lock()
 _secrets: dict[str, str] = {}
 #: ``_secrets``, longest first (a value inside another is replaced after it); None: stale.
 _by_length: list[tuple[str, str]] | None = None
+#: ``SHAPE_CORES`` or a remembered value, as is or as JSON writes it; None: stale.
+_cores: re.Pattern[str] | None = None
 
 
 def remember(name: str, value: str) -> None:
@@ -89,10 +103,10 @@ def remember(name: str, value: str) -> None:
     on, in this process."""
     if len(value) < MIN_SECRET_LENGTH:
         return
-    global _by_length
+    global _by_length, _cores
     with _lock:
         _secrets[value] = name
-        _by_length = None
+        _by_length = _cores = None
 
 
 def redact(text: str) -> str:
@@ -123,6 +137,39 @@ def redact_secrets(text: str) -> str:
         text = pattern.sub(masked, text)
         lowered = None
     return text
+
+
+def may_change(text: str) -> bool:
+    """False only when ``redact_secrets`` gives ``text`` back as it is, and equally any string
+    whose JSON form (``pydantic_core.to_json``) is inside ``text``: so one call settles every
+    string of a JSON-written value. A True may be a false alarm (a remembered value's JSON form
+    met elsewhere, a marker in a dict key): the caller then redacts string by string.
+
+    Why it holds: a string ``redact_secrets`` changes holds a remembered value, a match of a
+    shape (each holds its part in ``SHAPE_CORES``, or the AWS secret's name in any case) or a
+    credential-like query parameter; and JSON writes a string character by character (only
+    quotes, backslashes and control characters differ), so each of these is in the string's
+    JSON form too, the value as JSON writes it."""
+    if _cores_pattern().search(text) is not None:
+        return True
+    if "aws_secret_access_key" in text.lower():
+        return True
+    return "=" in text and ("?" in text or "&" in text) and _QUERY_SECRET.search(text) is not None
+
+
+def _cores_pattern() -> re.Pattern[str]:
+    global _cores
+    found = _cores
+    if found is None:
+        with _lock:
+            forms = {SHAPE_CORES}
+            for value in _secrets:
+                forms.add(re.escape(value))
+                # A lone surrogate: JSON cannot write it, so no JSON text holds the value.
+                with contextlib.suppress(ValueError):
+                    forms.add(re.escape(to_json(value).decode()[1:-1]))
+            found = _cores = re.compile("|".join(sorted(forms)))
+    return found
 
 
 def redact_query(text: str) -> str:

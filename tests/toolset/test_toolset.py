@@ -201,6 +201,16 @@ def test_internal_dispatch_skips_reminders_and_records_effective_name(builder):
     assert bad.is_error and bad.error.kind == "not_found"
 
 
+def test_a_dispatcher_kept_past_its_call_answers_cancelled(builder):
+    """The dispatcher holds its context weakly (no cycle per call): once the call's context
+    is gone, a dispatcher something kept answers instead of running a tool for nobody."""
+    toolset = builder.build(CONFIG)
+    dispatch = toolset.prepare("count", {"n": 0}, "outer").ctx.dispatch
+    assert dispatch is not None
+    late = asyncio.run(dispatch("say", {"message": "z"}))
+    assert late.is_error and late.error.kind == "cancelled"
+
+
 def test_render_prompt_uses_client_names(builder):
     toolset = builder.build(CONFIG)
     assert toolset.render_prompt("Write with ${{ tools.by_kind.write }}") == "Write with put"

@@ -127,8 +127,9 @@ class Container:
     @overload
     def get(self, key: Key[T]) -> T | None: ...
     def get(self, key: Any) -> Any:
-        with self._lock:
-            return self._values.get(key)
+        # One dict read is whole under the GIL: the lock orders the writers (and the reads
+        # that take more than one step); this one runs on every call (reminders, approvals).
+        return self._values.get(key)
 
     @overload
     def require(self, key: TypedKey[T]) -> T: ...

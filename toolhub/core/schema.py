@@ -143,6 +143,11 @@ class NullPlan:
         self.absent = absent
         self.nested = nested
 
+    def may_change(self, value: Mapping[str, Any]) -> bool:
+        """False when ``apply`` would give ``value`` back as it is (no ``null`` at the top and
+        nothing deeper to look at): the common case, which then needs no copy."""
+        return bool(self.nested) or None in value.values()
+
     def apply(self, value: Mapping[str, Any]) -> dict[str, Any]:
         out: dict[str, Any] = {}
         for key, item in value.items():

@@ -48,18 +48,23 @@ REDIS_LOST = "redis_lost"
 INTERNAL_REASONS = frozenset({HANDOFF, LEASE_LOST, REDIS_LOST})
 
 
+#: The lock of every token: what it guards is a flag and a list, never a callback (those run
+#: after it is released), and a lock per token was an allocation on every call.
+_TOKENS_LOCK = threading.Lock()
+
+
 class CancelToken:
     """Cancellation that never waits on the tool: ``cancel()`` sets the flag and runs the
     registered callbacks (kill a process group, close a socket) at once, from any thread.
 
-    One is made per call, so it is deliberately cheap: a flag, a lock and a callback list."""
+    One is made per call, so it is deliberately cheap: a flag, a callback list and a lock
+    shared by all tokens."""
 
-    __slots__ = ("_callbacks", "_cancelled", "_lock", "reason")
+    __slots__ = ("_callbacks", "_cancelled", "reason")
 
     def __init__(self) -> None:
         self._cancelled = False
         self._callbacks: list[Callable[[], None]] = []
-        self._lock = threading.Lock()
         self.reason = "cancelled"
 
     @property
@@ -67,7 +72,7 @@ class CancelToken:
         return self._cancelled
 
     def cancel(self, reason: str = "cancelled") -> None:
-        with self._lock:
+        with _TOKENS_LOCK:
             if self._cancelled:
                 return
             self.reason = reason
@@ -78,7 +83,7 @@ class CancelToken:
 
     def on_cancel(self, callback: Callable[[], None]) -> Callable[[], None]:
         """Run ``callback`` on cancel (now, if already cancelled); returns an unregister."""
-        with self._lock:
+        with _TOKENS_LOCK:
             if not self._cancelled:
                 self._callbacks.append(callback)
                 return lambda: self._discard(callback)
@@ -86,7 +91,7 @@ class CancelToken:
         return lambda: None
 
     def _discard(self, callback: Callable[[], None]) -> None:
-        with self._lock, _suppress_value_error():
+        with _TOKENS_LOCK, _suppress_value_error():
             self._callbacks.remove(callback)
 
     def raise_if_cancelled(self) -> None:
@@ -130,9 +135,12 @@ class InternalDispatch(Protocol):
     async def __call__(self, name: str, arguments: Mapping[str, Any]) -> CallResult: ...
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, weakref_slot=True)
 class ToolContext:
-    """What a tool gets besides its arguments. Resources live in ``container``."""
+    """What a tool gets besides its arguments. Resources live in ``container``.
+
+    Weakly referable: its ``dispatch`` refers back to it weakly, so a finished call's context
+    is freed by its reference count, not left for the cyclic garbage collector."""
 
     call_id: str
     container: Container

@@ -15,11 +15,16 @@ any one of them reached. Nothing here reads the kernel: it is plain bookkeeping.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from contextvars import ContextVar, Token
 from dataclasses import dataclass
+from typing import TypeVar
 
-__all__ = ["Usage", "UsageMeter", "current_meter", "metering"]
+__all__ = ["Usage", "UsageMeter", "current_meter", "metered_call", "metering"]
+
+A = TypeVar("A")
+R = TypeVar("R")
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,13 +37,17 @@ class Usage:
     output_bytes: int = 0
 
 
+#: The lock of every meter: its holders only add a few numbers, and a lock per meter was an
+#: allocation on every call (every embedded no-op opens a meter), freed when its record goes.
+_LOCK = threading.Lock()
+
+
 class UsageMeter:
     """Thread-safe running totals for one call."""
 
-    __slots__ = ("_cpu", "_lock", "_output", "_peak")
+    __slots__ = ("_cpu", "_output", "_peak")
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
         self._cpu = 0.0
         self._peak = 0
         self._output = 0
@@ -47,13 +56,13 @@ class UsageMeter:
         self, *, cpu_seconds: float = 0.0, peak_memory_bytes: int = 0, output_bytes: int = 0
     ) -> None:
         """Add one command's (or one piece of work's) use; negative amounts are ignored."""
-        with self._lock:
+        with _LOCK:
             self._cpu += max(0.0, cpu_seconds)
             self._peak = max(self._peak, peak_memory_bytes)
             self._output += max(0, output_bytes)
 
     def usage(self) -> Usage:
-        with self._lock:
+        with _LOCK:
             return Usage(self._cpu, self._peak, self._output)
 
 
@@ -86,3 +95,13 @@ class _Opened:
 def metering(meter: UsageMeter | None = None) -> AbstractContextManager[UsageMeter]:
     """Open ``meter`` (a new one by default) for everything run inside."""
     return _Opened(meter if meter is not None else UsageMeter())
+
+
+def metered_call(meter: UsageMeter, fn: Callable[[A], R], arg: A) -> R:
+    """``fn(arg)`` with ``meter`` open: ``metering`` without a context manager, for the
+    embedded executor's inline run of a sync tool (every embedded call, the no-op's too)."""
+    token = _current.set(meter)
+    try:
+        return fn(arg)
+    finally:
+        _current.reset(token)

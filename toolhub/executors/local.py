@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections import OrderedDict
+from collections import deque
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -30,7 +30,7 @@ from toolhub.core import (
     closing,
     drain,
 )
-from toolhub.core.usage import metering
+from toolhub.core.usage import metered_call, metering
 from toolhub.errors import ErrorCode
 from toolhub.hooks import SessionHooks
 from toolhub.toolset import Prepared, ToolSet
@@ -50,15 +50,20 @@ class LocalExecutor:
         self.toolset = toolset
         self.hooks = hooks
         self._running: dict[str, CancelToken] = {}
-        self.records: OrderedDict[str, tuple[Any, ...]] = OrderedDict()
+        #: The latest ``MAX_RECORDS`` calls' records by call id: (entry, started, finished,
+        #: result, metered, call id).
+        self.records: dict[str, tuple[Any, ...]] = {}
+        #: Every record written, oldest first: eviction drops the oldest that is still current.
+        #: A dict and a deque cost less per call than an ``OrderedDict``, whose per-key links
+        #: are allocated on every call and freed, cold, 10,000 calls later.
+        self._writes: deque[tuple[Any, ...]] = deque()
 
     def call_sync(self, prepared: Prepared) -> CallResult | None:
         if not prepared.entry.handle.is_sync:
             return None
         started = time.time()
         metered = Metered()
-        with metering(metered.meter):
-            result = self.toolset.execute_sync(prepared)
+        result = metered_call(metered.meter, self.toolset.execute_sync, prepared)
         if self.hooks is not None:
             result = self.hooks.after(prepared).result(result)
         metered.charge_output(result)
@@ -189,21 +194,32 @@ class LocalExecutor:
         started: float,
         metered: Metered | None = None,
     ) -> None:
-        """Keep what ``record`` reports; cheap, because it runs on every call."""
+        """Keep what ``record`` reports; cheap, because it runs on every call. The calls
+        written last are kept: a call's second write (its result, after its start) counts as
+        its latest, like a call id used again."""
         call_id = prepared.ctx.call_id
-        records = self.records
+        records, writes = self.records, self._writes
         finished = time.time() if result else None
-        records[call_id] = (prepared.entry, started, finished, result, metered)
-        records.move_to_end(call_id)
-        if len(records) > MAX_RECORDS:
-            records.popitem(last=False)
+        record = (prepared.entry, started, finished, result, metered, call_id)
+        rewrite = call_id in records
+        records[call_id] = record
+        writes.append(record)
+        if rewrite:  # its earlier write stays in ``writes``, superseded, until it is dropped
+            if len(writes) > 2 * MAX_RECORDS:
+                self._writes = deque(w for w in writes if records.get(w[5]) is w)
+        elif len(records) > MAX_RECORDS:
+            while True:
+                oldest = writes.popleft()
+                if records.get(oldest[5]) is oldest:
+                    del records[oldest[5]]
+                    return
 
     def record(self, call_id: str) -> dict[str, Any] | None:
         """The call record (same shape as the distributed one), or None when unknown."""
         found = self.records.get(call_id)
         if found is None:
             return None
-        entry, started, finished, result, metered = found
+        entry, started, finished, result, metered, _ = found
         record = {
             "call_id": call_id,
             "session_id": self.toolset.session_id,

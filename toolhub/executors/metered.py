@@ -91,7 +91,8 @@ class Metered:
 
     def fold(self) -> None:
         """Stop, and count this call's CPU seconds and peak memory for the call it ran in."""
-        self.stop()
+        if self.wall is None:  # ``stop``, inline: every embedded call folds
+            self.wall = time.perf_counter() - self.started
         outer, self.outer = self.outer, None
         if outer is not None and outer is not self.meter:
             used = self.meter.usage()

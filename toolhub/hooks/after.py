@@ -27,7 +27,8 @@ logger = logging.getLogger("toolhub.hooks")
 
 
 class CallAfter:
-    """The ``after`` hooks of one call, with each hook's state for the call."""
+    """The ``after`` hooks of one call, with each hook's state for the call. ``hooks``: those
+    with an ``after`` stage (``after_hooks``)."""
 
     def __init__(
         self,
@@ -36,9 +37,9 @@ class CallAfter:
         notes: list[str] | None = None,
         failed: HookFailed | None = None,
     ) -> None:
-        self.hooks = hooks if all(h.after is not None for h in hooks) else _after(hooks)
+        self.hooks = hooks
         self.info = info
-        self.notes = notes or []
+        self.notes = notes if notes is not None else []
         self.failed = failed
         self._states: dict[str, dict[str, Any]] = {}
         self._lines: LineJoin | None = None  # made by the first progress item
@@ -74,18 +75,13 @@ class CallAfter:
             return self._withheld(result)
         value = None if result.output is None else result.output.value
         error = None if result.error is None else result.error.to_dict()
-        content = [block.to_dict() for block in result.content]
+        content = [block.to_dict() for block in result.content] if result.content else []
         done = self._apply(
             AfterItem(self.info, "result", result.prompt_text, value, error, content)
         )
         if done is None:
             return self._withheld(result)
-        if (done.text, done.output, done.error, done.content) == (
-            result.prompt_text,
-            value,
-            error,
-            content,
-        ):
+        if _same(done, result.prompt_text, value, error, content):
             return result  # unchanged: the typed output model stays
         return _rebuilt(result, done)
 
@@ -123,10 +119,13 @@ class CallAfter:
         """``item`` through every hook; None when one failed closed (``failed`` says which)."""
         for hook in self.hooks:
             assert hook.after is not None
-            item.state = self._states.setdefault(hook.name, {})
+            state = self._states.get(hook.name)
+            if state is None:
+                state = self._states[hook.name] = {}
+            item.state = state
             try:
                 answer = hook.run(hook.after, item)
-                if answer is not None:
+                if answer is not None and not hook.inline:  # a shipped hook answers well
                     _check(hook.name, answer)
             except HookFailed as failure:
                 if hook.fails_open:
@@ -176,8 +175,17 @@ def _check(hook: str, answer: Any) -> None:
 _BLOCK_TYPES = ("text", "image", "resource")
 
 
-def _after(hooks: list[BoundHook]) -> list[BoundHook]:
+def after_hooks(hooks: list[BoundHook]) -> list[BoundHook]:
+    """Those of ``hooks`` with an ``after`` stage."""
     return [h for h in hooks if h.after is not None]
+
+
+def _same(item: AfterItem, text: str, output: Any, error: Any, content: Any) -> bool:
+    """Whether ``item`` holds these values: the very objects (a hook that found nothing to
+    change hands them on), or equal ones."""
+    if item.output is output and item.error is error and item.content is content:
+        return item.text == text
+    return (item.text, item.output, item.error, item.content) == (text, output, error, content)
 
 
 def _rebuilt(result: CallResult, item: AfterItem) -> CallResult:

@@ -17,8 +17,10 @@ from typing import Any, Literal, Protocol
 
 __all__ = ["AfterItem", "BeforeCall", "CallInfo", "Decision", "Hook"]
 
+_set = object.__setattr__
 
-@dataclass(frozen=True, slots=True)
+
+@dataclass(frozen=True, slots=True, init=False)
 class CallInfo:
     """The call a hook runs around."""
 
@@ -27,6 +29,15 @@ class CallInfo:
     tenant: str
     tool: str
     name: str
+
+    def __init__(self, call_id: str, session_id: str, tenant: str, tool: str, name: str) -> None:
+        # The generated ``__init__`` of a frozen class looks ``object.__setattr__`` up once
+        # per field; one is made for every call that runs ``after`` hooks.
+        _set(self, "call_id", call_id)
+        _set(self, "session_id", session_id)
+        _set(self, "tenant", tenant)
+        _set(self, "tool", tool)
+        _set(self, "name", name)
 
     def to_dict(self) -> dict[str, str]:
         return {

@@ -21,7 +21,7 @@ from toolhub.tenancy.hook_policy import HookPolicy
 from toolhub.tenancy.session_quotas import current_policy
 from toolhub.toolset import Prepared, ToolSet
 
-from .after import CallAfter
+from .after import CallAfter, after_hooks
 from .api import CallInfo
 from .before import run_before
 from .bounded import BoundHook, HookFailed
@@ -41,7 +41,7 @@ class SessionHooks:
         self.session_id = session_id
         self.tenant = tenant_of_session(session_id)
         self.has_before = any(h.before is not None for h in hooks)
-        self.after_hooks = [h for h in hooks if h.after is not None]
+        self.after_hooks = after_hooks(hooks)
 
     @classmethod
     def of(
@@ -108,7 +108,7 @@ def after_for_message(message: dict[str, Any]) -> CallAfter:
         logger.error("call %s: cannot set up its hooks: %s", info.call_id, err)
         reason = "; ".join(v.message for v in err.violations)
         return CallAfter([], info, notes, failed=HookFailed("(setup)", reason))
-    return CallAfter(hooks, info, notes)
+    return CallAfter(after_hooks(hooks), info, notes)
 
 
 #: The hooks a worker resolved, by policy and names: every call of a session asks for the same

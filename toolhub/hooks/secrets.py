@@ -6,8 +6,12 @@ values this process expanded from ``${VAR}`` references, and the shapes of commo
 (``toolhub.redaction.redact_secrets``), in every string of a progress item or a result: text,
 structured output, error and content blocks. A private key block cut across progress items
 (its ``BEGIN`` line in one, its ``END`` in a later one) is masked whole: the hook remembers,
-for the call, that it is inside one. The threat: a command that prints a credential it can
-read (``env``, ``cat ~/.aws/credentials``) into the record, the stream, a log or the model.
+for the call, that it is inside one. Every call's output passes here, so an item with nothing to
+mask costs one JSON write of it and one scan of that text (``may_change``); only an item where
+that finds something is walked string by string.
+
+The threat: a command that prints a credential it can read (``env``, ``cat
+~/.aws/credentials``) into the record, the stream, a log or the model.
 """
 
 from __future__ import annotations
@@ -18,7 +22,15 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from toolhub.redaction import PRIVATE_KEY_BEGIN, PRIVATE_KEY_END, redact_secrets, remember
+from pydantic_core import to_json
+
+from toolhub.redaction import (
+    PRIVATE_KEY_BEGIN,
+    PRIVATE_KEY_END,
+    may_change,
+    redact_secrets,
+    remember,
+)
 
 from .api import AfterItem
 
@@ -39,6 +51,8 @@ class SecretsRedaction:
 
     def after(self, item: AfterItem) -> AfterItem:
         state = item.state
+        if not state.get(_IN_KEY) and _nothing_to_mask(item):
+            return item
         if item.text is not None:
             item.text = _mask(item.text, state)
         item.output = _walk(item.output, state)
@@ -46,6 +60,16 @@ class SecretsRedaction:
             item.error = _walk(item.error, state)
         item.content = _walk(item.content, state)
         return item
+
+
+def _nothing_to_mask(item: AfterItem) -> bool:
+    """True when no string of ``item`` can hold anything to mask: its text, output, error and
+    content written as one JSON text, scanned once."""
+    try:
+        written = to_json([item.text, item.output, item.error, item.content])
+    except Exception:  # what JSON cannot write (a lone surrogate, an unknown type): walked
+        return False
+    return not may_change(written.decode())
 
 
 def _walk(value: Any, state: dict[str, Any]) -> Any:

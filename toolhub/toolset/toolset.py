@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 import logging
 import threading
+import weakref
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -105,6 +106,8 @@ class ToolSet:
         self.container = container
         self.renderer = renderer
         self.reminders = tuple(reminders)
+        #: Each reminder's ``collect``, bound once: every call's ``finalize`` runs them.
+        self._collectors = tuple(r.collect for r in self.reminders)
         self.warnings = tuple(warnings)
         self.session_id = session_id
         self._entries: dict[str, Entry] = {e.client_name: e for e in entries}
@@ -173,16 +176,18 @@ class ToolSet:
     def _prepared(
         self, entry: Entry, typed: Any, canonical: dict[str, Any], call_id: str
     ) -> Prepared:
+        # Positional, in the fields' order: with ten keywords the dataclass's ``__init__`` took
+        # twice as long, on every call.
         ctx = ToolContext(
-            call_id=call_id,
-            container=self.container,
-            renderer=self.renderer,
-            client_name=entry.client_name,
-            param_names=entry.to_client,
-            behavior_version=entry.version,
-            cancel=CancelToken(),
-            dispatch=None,
-            session_id=self.session_id,
+            call_id,
+            self.container,
+            self.renderer,
+            entry.client_name,
+            entry.to_client,
+            entry.version,
+            CancelToken(),
+            None,  # dispatch: set below, it needs the context
+            self.session_id,
         )
         ctx.dispatch = _Dispatcher(self, ctx)
         return Prepared(entry, typed, ctx, canonical)
@@ -234,9 +239,10 @@ class ToolSet:
         if flag is not None and not flag.enabled:
             return []
         notes: list[str] = []
-        sources: list[Callable[[Container, Any], list[str]]] = [r.collect for r in self.reminders]
-        if entry.tool is not None:
-            sources.append(entry.tool.reminders)
+        sources: list[Callable[[Container, Any], list[str]]] = list(self._collectors)
+        tool = entry.tool
+        if tool is not None and type(tool).reminders is not Tool.reminders:  # the base has none
+            sources.append(tool.reminders)
         for collect in sources:
             try:
                 notes.extend(collect(self.container, outcome.output))
@@ -299,17 +305,27 @@ class ToolSet:
 
 
 class _Dispatcher:
-    """``ctx.dispatch`` for a call: internal dispatch that records the effective tool name."""
+    """``ctx.dispatch`` for a call: internal dispatch that records the effective tool name.
 
-    __slots__ = ("ctx", "toolset")
+    It holds its context weakly. The context holds it, and a strong reference back made every
+    call's context, dispatcher and cancel token a cycle that only the cyclic garbage collector
+    frees: a young collection every ~140 embedded calls, each one traversing what the executor's
+    kept records hold. The context outlives any use of its dispatcher (the call holds it)."""
+
+    __slots__ = ("_ctx", "toolset")
 
     def __init__(self, toolset: ToolSet, ctx: ToolContext) -> None:
         self.toolset = toolset
-        self.ctx = ctx
+        self._ctx = weakref.ref(ctx)
 
     async def __call__(self, name: str, arguments: Mapping[str, Any]) -> CallResult:
-        self.ctx.effective_tool_name = name
-        return await self.toolset.dispatch_internal(name, dict(arguments), self.ctx)
+        ctx = self._ctx()
+        if ctx is None:  # kept past its call by something that dropped the call's context
+            return CallResult.failure(
+                name, ToolError.cancelled("The call that dispatched this has ended.")
+            )
+        ctx.effective_tool_name = name
+        return await self.toolset.dispatch_internal(name, dict(arguments), ctx)
 
 
 def _to_canonical(args: dict[str, Any], entry: Entry) -> dict[str, Any]:
