@@ -17,6 +17,7 @@ from typing import Any
 from redis.exceptions import RedisError
 
 from toolhub.core import closing
+from toolhub.distributed.fair import PRIORITY_SEP, PRIORITY_STEPS
 from toolhub.distributed.settings import ALL_QUEUES, Settings
 from toolhub.distributed.shared import shared_backend
 from toolhub.distributed.store import RedisStore
@@ -28,11 +29,15 @@ from .sessions import SessionFactory, WorkspaceError, resolve_workspace
 
 logger = logging.getLogger("toolhub.gateway.distributed")
 
-#: kombu's Redis transport keeps one list per queue and priority step (``q``, ``q\x06\x163`` …).
-#: toolhub's own config has three, level 0 and the over and sunk levels of fair dispatch
-#: (``celery_app.py``, ``\x06\x165``, ``\x06\x169``); kombu's default steps, which a producer
-#: with its defaults would fill, are counted too.
-PRIORITY_SUFFIXES = ("", "\x06\x163", "\x06\x165", "\x06\x166", "\x06\x169")
+#: kombu's default priority steps on Redis, which a producer with its defaults would fill.
+KOMBU_PRIORITY_STEPS = (0, 3, 6, 9)
+#: kombu's Redis transport keeps one list per queue and priority step (``q``, ``q\x06\x163`` …):
+#: toolhub's own steps (level 0 and the over and sunk levels of fair dispatch, ``fair.py``) and
+#: kombu's default ones are all counted.
+PRIORITY_SUFFIXES = tuple(
+    "" if step == 0 else PRIORITY_SEP.decode() + str(step)
+    for step in sorted({*PRIORITY_STEPS, *KOMBU_PRIORITY_STEPS})
+)
 WORKERS_OK_TTL_S = 10.0
 PING_TIMEOUT_S = 1.0
 

@@ -4,7 +4,8 @@ trace from the Celery message's headers.
 The dispatcher puts the current W3C context (the caller's ``execute_tool`` span; its
 ``toolhub.enqueue`` span with phase spans) and the enqueue time into the message's headers
 (``message_headers``); the worker opens ``toolhub.worker {tool}`` under it (``delivered``;
-by default once the claim has answered, dated back to the delivery). By default that is the
+by default made when the run first needs it, else once the reply is published, dated back to
+the delivery: ``WorkerCall``). By default that is the
 worker's only span (a command's start adds ``toolhub.sandbox_start``): the queue wait is its
 attribute ``toolhub.call.queue_wait`` (seconds), the claim's answer and the attempt its
 attributes too, and a command started in the run gets its ``TRACEPARENT``
