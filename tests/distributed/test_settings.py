@@ -38,3 +38,16 @@ def test_a_message_may_run_as_long_as_its_call_may_live_unless_set(
     assert Settings().message_max_age_seconds("command") == 2520.0  # 42 min by default
     monkeypatch.setenv("TOOLHUB_MESSAGE_MAX_AGE_SECONDS", "90")
     assert Settings.from_env("redis://localhost:1/0").message_max_age_seconds("background") == 90
+
+
+def test_the_fair_dispatch_burst_line_and_hold_default_and_are_never_negative(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("TOOLHUB_FAIR_BURST", raising=False)
+    monkeypatch.delenv("TOOLHUB_FAIR_HOLD_MS", raising=False)
+    settings = Settings.from_env("redis://localhost:1/0")
+    assert (settings.fair_burst, settings.fair_hold_ms) == (32, 20)
+    monkeypatch.setenv("TOOLHUB_FAIR_BURST", "-5")
+    monkeypatch.setenv("TOOLHUB_FAIR_HOLD_MS", "-1")
+    settings = Settings.from_env("redis://localhost:1/0")
+    assert (settings.fair_burst, settings.fair_hold_ms) == (0, 0)  # no over level, no hold
