@@ -2,19 +2,22 @@
 
     .venv/bin/python bench/bench_tracing.py [--calls 400] [--rounds 3] [--block 25]
 
-Starts three stacks (a redis-server and a ``toolhub worker`` each): one with no ``OTEL_*`` at
+Starts four stacks (a redis-server and a ``toolhub worker`` each): one with no ``OTEL_*`` at
 all (tracing off: toolhub's no-op path), one whose workers export every span
 (``OTEL_TRACES_SAMPLER=always_on``) over OTLP/HTTP to a sink process that answers every export
-at once (a collector's cost is not toolhub's), and the same with ``TOOLHUB_TRACE_PHASES=1``
-(a child span per phase). Each side has its own dispatcher process (one process has one global
-tracer provider; the traced sides' dispatchers export too, their ``execute_tool`` spans
-included), started once and warmed. The sides then take turns: ``--block`` sequential
-``session.call("noop")`` round trips each, in a rotating order, until each has made
-``--calls`` per round; so a shared, busy machine's load falls on every side alike. A round's
-figure is a side's p50 over its calls of the round; the table shows the median of the rounds,
-the CPU per call of the dispatcher and of the workers, and a PASS/MISS for issue 41's target
-(on <= 1.10x off); then the median over the turns of each turn's p50 ratio (neighbouring
-blocks share the machine's load of the moment: the steadier figure on a busy machine).
+at once (a collector's cost is not toolhub's), the same with ``TOOLHUB_TRACE_PHASES=1`` (a child
+span per phase), and the same with a sampler that keeps nothing
+(``OTEL_TRACES_SAMPLER=always_off``: every call site runs, no span is recorded or exported;
+what tracing costs before its spans do). Each side has its own dispatcher process (one
+process has one global tracer provider; the traced sides' dispatchers export too, their
+``execute_tool`` spans included), started once and warmed. The sides then take turns:
+``--block`` sequential ``session.call("noop")`` round trips each, in a rotating order, until
+each has made ``--calls`` per round; so a shared, busy machine's load falls on every side
+alike. A round's figure is a side's p50 over its calls of the round; the table shows the
+median of the rounds, the CPU per call of the dispatcher and of the workers, and a PASS/MISS
+for issue 41's target (on <= 1.10x off); then the median over the turns of each turn's p50
+ratio (neighbouring blocks share the machine's load of the moment: the steadier figure on a
+busy machine).
 """
 
 from __future__ import annotations
@@ -167,7 +170,12 @@ def main() -> int:
     os.environ.update({**plain, **STACK_ENV, **production})
     sinking = subprocess.Popen([sys.executable, __file__, "--sink", str(port)])
     #: each side's variables, for its dispatcher and its workers
-    sides = {"off": {}, "on": otel, "on, phase spans": {**otel, "TOOLHUB_TRACE_PHASES": "1"}}
+    sides = {
+        "off": {},
+        "on": otel,
+        "on, phase spans": {**otel, "TOOLHUB_TRACE_PHASES": "1"},
+        "on, nothing sampled": {**otel, "OTEL_TRACES_SAMPLER": "always_off"},
+    }
     stacks = {
         name: Stack(workers=1, env={**production, **extra}).start() for name, extra in sides.items()
     }
@@ -190,7 +198,8 @@ def main() -> int:
             worker = dict.fromkeys(sides, 0.0)
             turn = 0
             while min(len(v) for v in samples.values()) < args.calls:
-                for name in names[turn % 3 :] + names[: turn % 3]:  # a rotating order
+                first = turn % len(names)
+                for name in names[first:] + names[:first]:  # a rotating order
                     before = worker_cpu(stacks[name])
                     durations, cpu = dispatchers[name].block(args.block)
                     worker[name] += worker_cpu(stacks[name]) - before
@@ -210,6 +219,7 @@ def main() -> int:
         sinking.terminate()
     off, on = (statistics.median(p50s[name]) for name in ("off", "on"))
     phased = statistics.median(p50s["on, phase spans"])
+    unsampled = statistics.median(p50s["on, nothing sampled"])
     print("| distributed no-op round trip | p50 | rounds | CPU/call: dispatcher | workers |")
     print("|---|---|---|---|---|")
     for name in sides:
@@ -226,7 +236,8 @@ def main() -> int:
     print(f"\ntracing on / off p50: {ratio:.2f}x (rounds: {per_round}; target <= {TARGET:.2f}x)")
     print(f"{verdict}")
     print(f"tracing on with phase spans / off p50: {phased / off:.2f}x")
-    for name in ("on", "on, phase spans"):
+    print(f"tracing on, nothing sampled / off p50: {unsampled / off:.2f}x")
+    for name in ("on", "on, phase spans", "on, nothing sampled"):
         paired = [a / b for a, b in zip(blocks[name], blocks["off"], strict=True)]
         print(
             f"tracing {name} / off, median of the {len(paired)} turns' p50 ratios: "
