@@ -17,7 +17,8 @@ enough to move the next collection). With 1,000 streams open, one full collectio
 gateway for tens of milliseconds and delays every line then in flight; when it falls after the
 first seconds, it is in the p99. So is every other process on the same two cores: the gateway's
 CPU per line and follower while all are attached is printed too, a figure that does not depend
-on what else the machine runs.
+on what else the machine runs (over the steady part of the run: before it, the gateway is
+still answering the followers' requests; after it, closing their streams).
 """
 
 from __future__ import annotations
@@ -142,10 +143,12 @@ def _start_call(client: httpx.Client, sid: str, seconds: int) -> tuple[str, thre
 
 
 def run_followers(
-    url: str, sid: str, cid: str, followers: int, procs: int, gateway: psutil.Process
+    url: str, sid: str, cid: str, followers: int, procs: int, gateway: psutil.Process, until: float
 ) -> tuple[list[tuple[float, float]], float, tuple[float, float]]:
     """Every follower's (printed - attached, lag) of the lines printed once all were attached,
-    when that was, and the gateway's CPU (user, system seconds) from then to the call's end."""
+    when that was, and the gateway's CPU (user, system seconds) per line and follower over the
+    steady part of the run: from ``STEADY_AFTER_S`` after they attached until ``until`` (before
+    the call ends and its streams close)."""
     path = f"/v1/sessions/{sid}/calls/{cid}/events"
     share = [followers // procs + (1 if i < followers % procs else 0) for i in range(procs)]
     children = [
@@ -162,7 +165,10 @@ def run_followers(
         assert child.stdout is not None
         attached.append(json.loads(child.stdout.readline())["attached"])
     since = max(attached)
-    cpu_from = gateway.cpu_times()
+    time.sleep(max(0.0, since + STEADY_AFTER_S - time.time()))
+    cpu_from, cpu_from_at = gateway.cpu_times(), time.time()
+    time.sleep(max(0.0, until - time.time()))
+    cpu_to, cpu_to_at = gateway.cpu_times(), time.time()
     lags: list[tuple[float, float]] = []
     for child in children:
         out, _ = child.communicate(timeout=600)
@@ -172,8 +178,11 @@ def run_followers(
             for stamp, lag in json.loads(out.strip().splitlines()[-1])["lags"]
             if stamp > since
         ]
-    cpu_to = gateway.cpu_times()
-    return lags, since, (cpu_to.user - cpu_from.user, cpu_to.system - cpu_from.system)
+    measured = sum(1 for at, _ in lags if cpu_from_at - since <= at < cpu_to_at - since)
+    if not measured:
+        return lags, since, (float("nan"), float("nan"))
+    user, system = cpu_to.user - cpu_from.user, cpu_to.system - cpu_from.system
+    return lags, since, (user / measured, system / measured)
 
 
 def full_collections(client: httpx.Client) -> tuple[float, float]:
@@ -233,8 +242,9 @@ def main() -> int:
                 watcher = threading.Thread(target=sample, daemon=True)
                 watcher.start()
                 before = full_collections(client)
+                until = time.time() + args.seconds - 1.5
                 lags, attached, cpu = run_followers(
-                    info.gateway_url, sid, cid, n, 2 if n > 1 else 1, gateway
+                    info.gateway_url, sid, cid, n, 2 if n > 1 else 1, gateway, until
                 )
                 stop.set()
                 drainer.join(60)
@@ -271,11 +281,11 @@ def main() -> int:
     per_stream = (crowd["peak_rss"] - crowd["idle_rss"]) / crowd["n"] / 1024
     verdict = "PASS" if crowd["p99"] <= TARGET_P99_MS else "MISS"
     print(f"\ngateway memory per open stream: {per_stream:.0f} KiB")
-    user, system = (seconds / max(crowd["lines"], 1) * 1e6 for seconds in crowd["cpu"])
+    user, system = (seconds * 1e6 for seconds in crowd["cpu"])
     print(
-        f"the gateway's CPU while every follower was attached: {user + system:.1f} us a line "
-        f"per follower (user {user:.1f}, system {system:.1f}): what the fan-out costs, whatever "
-        "else the machine runs"
+        f"the gateway's CPU from {STEADY_AFTER_S:.0f} s after the followers attached until "
+        f"shortly before the call's end: {user + system:.1f} us a line per follower (user "
+        f"{user:.1f}, system {system:.1f}): what the fan-out costs, whatever else the machine runs"
     )
     count, seconds = crowd["full_gcs"]
     print(
