@@ -97,11 +97,12 @@ def _lags(chunks: list[tuple[float, bytes]]) -> list[tuple[float, float]]:
 def client_main(url: str, path: str, followers: int) -> int:
     """A client process: ``followers`` streams; prints (attached_at, lags) as JSON at the end.
 
-    It does not collect garbage: it keeps every chunk it receives, and a full collection over
-    them stopped each client for 45-50 ms some 3.5 s after attaching, in every run, stamping
-    the lines then in flight late for its half of the followers: the client's pause, not the
-    gateway's latency. What it allocates lives until it exits."""
-    gc.disable()
+    It does not collect garbage while its streams are open: it keeps every chunk it receives,
+    and a full collection over them stopped each client for 45-50 ms some 3.5 s after
+    attaching, in every run, stamping the lines then in flight late for its half of the
+    followers: the client's pause, not the gateway's latency. Collection is back on (if it was
+    on) once the streams have ended, for a process that follows again (``bench_mix.py``)."""
+    collecting = gc.isenabled()
     parts = urlsplit(url)
     host, port = parts.hostname or "", parts.port or 80
     request = (
@@ -122,7 +123,12 @@ def client_main(url: str, path: str, followers: int) -> int:
         await asyncio.gather(*(stream.done for stream in streams))
         return streams
 
-    streams = asyncio.run(run())
+    gc.disable()
+    try:
+        streams = asyncio.run(run())
+    finally:
+        if collecting:
+            gc.enable()
     lags = [lag for stream in streams for lag in _lags(stream.chunks)]
     print(json.dumps({"lags": lags}), flush=True)
     return 0
