@@ -15,7 +15,10 @@ collections while the followers were there (``toolhub_gc_pause_seconds`` from it
 read before they attach and after they leave, never in between: rendering ``/metrics`` allocates
 enough to move the next collection). With 1,000 streams open, one full collection stops the
 gateway for tens of milliseconds and delays every line then in flight; when it falls after the
-first seconds, it is in the p99.
+first seconds, it is in the p99. So is every other process on the same two cores: the gateway's
+CPU per line and follower while all are attached is printed too, a figure that does not depend
+on what else the machine runs (over the steady part of the run: before it, the gateway is
+still answering the followers' requests; after it, closing their streams).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import json
 import os
 import secrets
@@ -91,7 +95,14 @@ def _lags(chunks: list[tuple[float, bytes]]) -> list[tuple[float, float]]:
 
 
 def client_main(url: str, path: str, followers: int) -> int:
-    """A client process: ``followers`` streams; prints (attached_at, lags) as JSON at the end."""
+    """A client process: ``followers`` streams; prints (attached_at, lags) as JSON at the end.
+
+    It does not collect garbage while its streams are open: it keeps every chunk it receives,
+    and a full collection over them stopped each client for 45-50 ms some 3.5 s after
+    attaching, in every run, stamping the lines then in flight late for its half of the
+    followers: the client's pause, not the gateway's latency. Collection is back on (if it was
+    on) once the streams have ended, for a process that follows again (``bench_mix.py``)."""
+    collecting = gc.isenabled()
     parts = urlsplit(url)
     host, port = parts.hostname or "", parts.port or 80
     request = (
@@ -112,7 +123,12 @@ def client_main(url: str, path: str, followers: int) -> int:
         await asyncio.gather(*(stream.done for stream in streams))
         return streams
 
-    streams = asyncio.run(run())
+    gc.disable()
+    try:
+        streams = asyncio.run(run())
+    finally:
+        if collecting:
+            gc.enable()
     lags = [lag for stream in streams for lag in _lags(stream.chunks)]
     print(json.dumps({"lags": lags}), flush=True)
     return 0
@@ -140,8 +156,12 @@ def _start_call(client: httpx.Client, sid: str, seconds: int) -> tuple[str, thre
 
 
 def run_followers(
-    url: str, sid: str, cid: str, followers: int, procs: int
-) -> tuple[list[tuple[float, float]], float]:
+    url: str, sid: str, cid: str, followers: int, procs: int, gateway: psutil.Process, until: float
+) -> tuple[list[tuple[float, float]], float, tuple[float, float]]:
+    """Every follower's (printed - attached, lag) of the lines printed once all were attached,
+    when that was, and the gateway's CPU (user, system seconds) per line and follower over the
+    steady part of the run: from ``STEADY_AFTER_S`` after they attached until ``until`` (before
+    the call ends and its streams close)."""
     path = f"/v1/sessions/{sid}/calls/{cid}/events"
     share = [followers // procs + (1 if i < followers % procs else 0) for i in range(procs)]
     children = [
@@ -158,6 +178,10 @@ def run_followers(
         assert child.stdout is not None
         attached.append(json.loads(child.stdout.readline())["attached"])
     since = max(attached)
+    time.sleep(max(0.0, since + STEADY_AFTER_S - time.time()))
+    cpu_from, cpu_from_at = gateway.cpu_times(), time.time()
+    time.sleep(max(0.0, until - time.time()))
+    cpu_to, cpu_to_at = gateway.cpu_times(), time.time()
     lags: list[tuple[float, float]] = []
     for child in children:
         out, _ = child.communicate(timeout=600)
@@ -167,7 +191,11 @@ def run_followers(
             for stamp, lag in json.loads(out.strip().splitlines()[-1])["lags"]
             if stamp > since
         ]
-    return lags, since
+    measured = sum(1 for at, _ in lags if cpu_from_at - since <= at < cpu_to_at - since)
+    if not measured:
+        return lags, since, (float("nan"), float("nan"))
+    user, system = cpu_to.user - cpu_from.user, cpu_to.system - cpu_from.system
+    return lags, since, (user / measured, system / measured)
 
 
 def full_collections(client: httpx.Client) -> tuple[float, float]:
@@ -227,7 +255,10 @@ def main() -> int:
                 watcher = threading.Thread(target=sample, daemon=True)
                 watcher.start()
                 before = full_collections(client)
-                lags, attached = run_followers(info.gateway_url, sid, cid, n, 2 if n > 1 else 1)
+                until = time.time() + args.seconds - 1.5
+                lags, attached, cpu = run_followers(
+                    info.gateway_url, sid, cid, n, 2 if n > 1 else 1, gateway, until
+                )
                 stop.set()
                 drainer.join(60)
                 after = full_collections(client)
@@ -243,6 +274,7 @@ def main() -> int:
                     "idle_rss": idle,
                     "attached_after": attached,
                     "full_gcs": (int(after[0] - before[0]), after[1] - before[1]),
+                    "cpu": cpu,
                 }
     finally:
         stack.stop()
@@ -262,6 +294,12 @@ def main() -> int:
     per_stream = (crowd["peak_rss"] - crowd["idle_rss"]) / crowd["n"] / 1024
     verdict = "PASS" if crowd["p99"] <= TARGET_P99_MS else "MISS"
     print(f"\ngateway memory per open stream: {per_stream:.0f} KiB")
+    user, system = (seconds * 1e6 for seconds in crowd["cpu"])
+    print(
+        f"the gateway's CPU from {STEADY_AFTER_S:.0f} s after the followers attached until "
+        f"shortly before the call's end: {user + system:.1f} us a line per follower (user "
+        f"{user:.1f}, system {system:.1f}): what the fan-out costs, whatever else the machine runs"
+    )
     count, seconds = crowd["full_gcs"]
     print(
         f"the gateway's full garbage collections while the followers were attached: {count}"

@@ -219,3 +219,61 @@ def test_listen_replays_then_hears_live_events_and_the_result_ends_it() -> None:
         assert log.listen(heard.append, after=3)() is None and heard == [1, 2, 3]
 
     asyncio.run(body())
+
+
+class _Recording:
+    """An ASGI ``send`` that keeps every message it is sent."""
+
+    def __init__(self) -> None:
+        self.messages: list[dict] = []
+
+    async def __call__(self, message: dict) -> None:
+        self.messages.append(message)
+
+
+def test_frames_go_to_the_server_send_and_the_start_and_end_through_the_app() -> None:
+    """With the server's ``send`` in the scope, the frames in the middle of the response are
+    sent with it; the start and the end go through the ``send`` the route was given, so the
+    middleware sees the response begin and finish. Without it, everything goes through that
+    ``send``, with the same bytes."""
+
+    async def stream(scope: dict) -> tuple[_Recording, _Recording]:
+        log = CallLogs().open("c", "s")
+        log.append(_progress(1))
+        log.append(DONE)
+        through_app, server = _Recording(), _Recording()
+        if scope:
+            scope[sse.SERVER_SEND] = server
+
+        async def receive() -> dict:
+            await asyncio.Event().wait()
+            return {"type": "http.disconnect"}
+
+        await sse.EventStream(log)(scope, receive, through_app)
+        return through_app, server
+
+    through_app, server = asyncio.run(stream({"type": "http"}))
+    start, end = through_app.messages
+    assert start["type"] == "http.response.start" and start["status"] == 200
+    assert end == {"type": "http.response.body", "body": b"", "more_body": False}
+    frames = b"".join(m["body"] for m in server.messages)
+    assert all(m["more_body"] for m in server.messages)
+    assert [int(i) for i in IDS.findall(frames)] == [1, 2]
+
+    alone, unused = asyncio.run(stream({}))
+    assert unused.messages == []
+    assert b"".join(m.get("body", b"") for m in alone.messages) == frames
+
+
+def test_the_middleware_sees_an_event_stream_begin_and_end(gateway_url: str, sid: str) -> None:
+    """The request metrics count an event stream under its route with its status: the
+    response's start and end went through the middleware, though its frames did not."""
+    _start_count(gateway_url, sid, "seen", 3, 0.0)
+    path = f"/v1/sessions/{sid}/calls/seen/events"
+    with httpx.Client(base_url=gateway_url, timeout=30) as c:
+        events = sse_events(c.get(path).text)
+        metrics = c.get("/metrics").text
+    assert [e["id"] for e in events] == [1, 2, 3, 4]
+    assert events[-1]["event"] == "result"
+    route = 'route="/v1/sessions/{session_id}/calls/{call_id}/events",status="200"'
+    assert f'toolhub_http_request_duration_seconds_count{{method="GET",{route}}} 1.0' in metrics

@@ -26,6 +26,7 @@ from toolhub.http_guard import PUBLIC_PATHS, Guard
 from toolhub.tenancy.keys import KeyFile, Principals
 from toolhub.tracing import setup_from_env, shutdown
 
+from . import sse
 from .approvals import router as approvals_router
 from .calllog import CallLogs
 from .calls import Calls
@@ -95,6 +96,17 @@ class Gateway:
         await self.sessions.close_all()
 
 
+class GatewayApp(FastAPI):
+    """FastAPI, with the ASGI server's own ``send`` left in each HTTP request's scope
+    (``sse.SERVER_SEND``): an event stream writes the frames in the middle of its response
+    with it, past the middleware that has nothing to do with them (sse.py says why)."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            scope[sse.SERVER_SEND] = send
+        await super().__call__(scope, receive, send)
+
+
 def create_app(
     settings: GatewaySettings,
     *,
@@ -120,7 +132,7 @@ def create_app(
         await gw.close()
         shutdown()
 
-    app = FastAPI(
+    app = GatewayApp(
         title="toolhub gateway",
         version=toolhub.__version__,
         description="Tool definitions and tool calls over HTTP: JSON results or SSE progress.",

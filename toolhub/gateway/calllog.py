@@ -69,8 +69,9 @@ class LoggedEvent:
         #: (stored call id, client call id), when they differ (``call_ids.shown``)
         self.names = names
         self._data: dict[str, Any] | None = None
-        #: the SSE frame, made once however many clients follow the call (``sse.encode``)
-        self._frame: list[bytes] = []
+        #: the SSE frame as an ASGI message, and whether it ends the call: made once however
+        #: many clients follow the call (``sse.encode``)
+        self._frame: tuple[dict[str, Any], bool] | None = None
 
     @property
     def kind(self) -> EventKind:

@@ -4,15 +4,25 @@ client saw. Comment lines keep idle connections open through proxies.
 
 Every stream reads the call's in-memory log (``calllog.py``; a call of another replica is
 mirrored into one, ``calls.py``). A new event is written to every stream of the call from the
-step that appends it: the frame is encoded once and handed to each follower's connection in
-one pass (``Follower.write``), with no task woken per follower: with a thousand followers of
-one call, a task per follower and event would be most of the gateway's time, and the last
-follower would hear of each event long after the first. A follower whose
-connection is slow (its transport stopped taking bytes) gets its frames queued and written by a
-task of its own once the connection drains, so it never holds up the others; past its
-call's window (``CallLog.window``, between ``MIN_BACKLOG_BYTES`` and ``MAX_BACKLOG_BYTES``)
-queued it is dropped, and resumes with ``Last-Event-ID``: what the gateway holds per follower
-is bounded like what it holds per call.
+step that appends it: the event's ASGI body message is made once and handed to each
+follower's connection in one pass (``Follower.write``), with no task woken per follower: with
+a thousand followers of one call, a task per follower and event would be most of the gateway's
+time, and the last follower would hear of each event long after the first.
+
+What each follower costs per event is one ASGI ``send`` of a shared message, and that send is
+the server's own (``SERVER_SEND``, which the gateway's app leaves in the scope): the frames in
+the middle of a response skip the middleware between the server and the route, each of which
+would add a coroutine per follower and event without doing anything with a body frame. The
+start of the response and its end still go through every middleware, so whatever observes a
+response (its status, when it ended: request metrics, telemetry) sees it whole. A middleware
+that rewrites bodies (compression) must therefore not sit in front of event streams; the
+gateway has none.
+
+A follower whose connection is slow (its transport stopped taking bytes) gets its frames
+queued and written by a task of its own once the connection drains, so it never holds up the
+others; past its call's window (``CallLog.window``, between ``MIN_BACKLOG_BYTES`` and
+``MAX_BACKLOG_BYTES``) queued it is dropped, and resumes with ``Last-Event-ID``: what the
+gateway holds per follower is bounded like what it holds per call.
 """
 
 from __future__ import annotations
@@ -22,31 +32,44 @@ import contextlib
 import json
 import logging
 from collections.abc import Awaitable, Callable, Coroutine
+from types import CoroutineType
 from typing import Any
 
 from starlette.responses import Response
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from .calllog import CallLog, LoggedEvent
 
 logger = logging.getLogger("toolhub.gateway.sse")
 
 MEDIA_TYPE = "text/event-stream"
-CONNECTED = b": connected\n\n"
-KEEPALIVE = b": keepalive\n\n"
+#: The scope key under which the gateway's app leaves the ASGI server's ``send``.
+SERVER_SEND = "toolhub.server_send"
+
+
+def _body(frame: bytes) -> dict[str, Any]:
+    """The ASGI message of a frame in the middle of a response."""
+    return {"type": "http.response.body", "body": frame, "more_body": True}
+
+
+CONNECTED = _body(b": connected\n\n")
+KEEPALIVE = _body(b": keepalive\n\n")
 #: What a slow follower may have waiting before it is dropped (it resumes by Last-Event-ID):
 #: its call's window, within these bounds.
 MIN_BACKLOG_BYTES = 64 << 10
 MAX_BACKLOG_BYTES = 4 << 20
 
 
-def encode(event: LoggedEvent) -> bytes:
-    """The event's SSE frame; encoded at its first follower and kept on the event, so a
-    thousand followers of one call cost one ``json.dumps`` per event, not a thousand."""
-    if not event._frame:
+def encode(event: LoggedEvent) -> tuple[Message, bool]:
+    """The ASGI message of the event's SSE frame, and whether it is the result (the last);
+    made at its first follower and kept on the event, so a thousand followers of one call
+    cost one ``json.dumps`` and one message per event, not a thousand. Servers only read a
+    message they are sent, so every follower is sent the same one."""
+    if event._frame is None:
         data = json.dumps(event.data, ensure_ascii=False, separators=(",", ":"))
-        event._frame.append(f"id: {event.seq}\nevent: {event.kind}\ndata: {data}\n\n".encode())
-    return event._frame[0]
+        frame = f"id: {event.seq}\nevent: {event.kind}\ndata: {data}\n\n".encode()
+        event._frame = (_body(frame), event.kind == "result")
+    return event._frame
 
 
 def parse_last_event_id(raw: str | None) -> int:
@@ -98,22 +121,26 @@ class Follower:
         if event is None:
             self.drop("the call's event source was lost")
         else:
-            self.write(encode(event), last=event.kind == "result")
+            message, last = encode(event)
+            self.write(message, last=last)
 
-    def write(self, frame: bytes, *, last: bool = False) -> None:
+    def write(self, message: Message, *, last: bool = False) -> None:
+        """Send ``message`` (a body frame with more to come) now, or queue its frame behind
+        the ones waiting for a slow connection."""
         if self.ended.done():
             return
         self.wrote = True
-        self._ending = self._ending or last
+        if last:
+            self._ending = True
         if self._backlog is not None:
+            frame = message["body"]
             self._backlog.append(frame)
             self._queued += len(frame)
             if self._queued > self.max_backlog:
                 self.drop("its connection is too slow")
             return
-        sending = _coroutine(
-            self._send({"type": "http.response.body", "body": frame, "more_body": True})
-        )
+        sent = self._send(message)
+        sending = sent if isinstance(sent, CoroutineType) else _await(sent)
         try:
             waiting = sending.send(None)  # run the send up to its first wait, if any
         except StopIteration:
@@ -134,7 +161,7 @@ class Follower:
             while self._backlog:
                 chunk = b"".join(self._backlog)
                 self._backlog, self._queued = [], 0
-                await self._send({"type": "http.response.body", "body": chunk, "more_body": True})
+                await self._send(_body(chunk))
         except Exception as exc:
             self.drop(f"send failed: {exc}")
             return
@@ -154,13 +181,9 @@ class Follower:
             self._resumer.cancel()
 
 
-def _coroutine(sending: Awaitable[None]) -> Coroutine[Any, Any, None]:
+async def _await(awaitable: Awaitable[None]) -> None:
     """What an ASGI ``send`` returned, as a coroutine (it is one, unless a wrapper says
     otherwise)."""
-    return sending if isinstance(sending, Coroutine) else _await(sending)
-
-
-async def _await(awaitable: Awaitable[None]) -> None:
     await awaitable
 
 
@@ -206,7 +229,7 @@ class EventStream(Response):
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
-        follower = Follower(send, self.log.window)
+        follower = Follower(scope.get(SERVER_SEND, send), self.log.window)
         follower.write(CONNECTED)
         stop = self.log.listen(follower.on_event, self.after)
         left = asyncio.ensure_future(_disconnected(receive))
