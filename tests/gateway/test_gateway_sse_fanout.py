@@ -277,3 +277,19 @@ def test_the_middleware_sees_an_event_stream_begin_and_end(gateway_url: str, sid
     assert events[-1]["event"] == "result"
     route = 'route="/v1/sessions/{session_id}/calls/{call_id}/events",status="200"'
     assert f'toolhub_http_request_duration_seconds_count{{method="GET",{route}}} 1.0' in metrics
+
+
+def test_every_gateway_middleware_lets_an_event_streams_frames_pass_it(tmp_path: Path) -> None:
+    """An event stream sends its middle frames past the middleware (``sse.SERVER_SEND``): that
+    is only right while each middleware is pure ASGI and leaves bodies alone. Starlette's
+    ``BaseHTTPMiddleware`` (which re-sends the response's start from a task of its own, so a
+    frame could reach the server before it) or a body-rewriting one (compression) would break
+    event streams: this fails if one is added."""
+    from starlette.middleware.base import BaseHTTPMiddleware
+    from starlette.middleware.gzip import GZipMiddleware
+
+    app = create_app(GatewaySettings(workspace=tmp_path), factory=session_factory(tmp_path))
+    classes = [m.cls for m in app.user_middleware]
+    assert classes, "the gateway has its middleware"
+    for cls in classes:
+        assert isinstance(cls, type) and not issubclass(cls, BaseHTTPMiddleware | GZipMiddleware)

@@ -14,9 +14,10 @@ the server's own (``SERVER_SEND``, which the gateway's app leaves in the scope):
 the middle of a response skip the middleware between the server and the route, each of which
 would add a coroutine per follower and event without doing anything with a body frame. The
 start of the response and its end still go through every middleware, so whatever observes a
-response (its status, when it ended: request metrics, telemetry) sees it whole. A middleware
-that rewrites bodies (compression) must therefore not sit in front of event streams; the
-gateway has none.
+response (its status, when it ended: request metrics, telemetry) sees it whole. So every
+middleware in front of event streams must be pure ASGI and leave bodies alone: not Starlette's
+``BaseHTTPMiddleware`` (it re-sends the start from a task of its own, so a frame could reach
+the server first), not compression. The gateway's are; a test fails if one is added.
 
 A follower whose connection is slow (its transport stopped taking bytes) gets its frames
 queued and written by a task of its own once the connection drains, so it never holds up the
