@@ -1,16 +1,43 @@
-"""The record side of the sweep, on a queue no worker consumes: a message still in its queue
-is left alone however long it waits, a taken one is re-enqueued once per deadline, and a call
-taken and lost ``max_attempts`` times fails with an answer that says it never ran."""
+"""The record side of the sweep, on a Redis no worker serves: a message still in its queue is
+left alone however long it waits, a taken one is re-enqueued once per deadline, and a call
+taken and lost ``max_attempts`` times fails with an answer that says it never ran.
+
+The tests play the sweep themselves, so no worker may see their calls: a live worker's own
+sweep of the same overdue calls would race them (and did, on a busy machine: it re-enqueued a
+call first, so the test's sweep found it waiting again)."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+
+import pytest
 
 from tests.distributed.helpers import queued_call
 from toolhub.distributed.codec import unpack
 from toolhub.distributed.recovery import Recovery
+from toolhub.distributed.settings import Settings
+from toolhub.distributed.store import RedisStore
+from toolhub.stack import RedisServer
 
 QUEUE = b"test.unconsumed"
+
+
+@pytest.fixture(scope="module")
+def bare_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    """A redis-server no worker serves or sweeps."""
+    server = RedisServer(data_dir=tmp_path_factory.mktemp("redis")).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def store(bare_redis: RedisServer) -> Iterator[RedisStore]:
+    redis_store = RedisStore.from_settings(Settings.from_env(bare_redis.url))
+    yield redis_store
+    redis_store.close()
 
 
 def _create(store, cid: str, max_attempts: int = 3) -> dict:
@@ -26,7 +53,7 @@ def _past_deadline(store, cid: str, by: float = 0.001) -> None:
     store.client.zadd(store.keys.pending, {cid: due})
 
 
-def test_a_message_still_in_its_queue_is_never_re_enqueued(live, store):
+def test_a_message_still_in_its_queue_is_never_re_enqueued(store):
     recovery = Recovery(store.records)
     store.client.delete(QUEUE)
     _create(store, "waits")
@@ -41,7 +68,7 @@ def test_a_message_still_in_its_queue_is_never_re_enqueued(live, store):
     store.client.zrem(store.keys.pending, "waits")
 
 
-def test_the_sweep_reads_a_call_s_place_in_its_queue_without_scanning_it(live, store):
+def test_the_sweep_reads_a_call_s_place_in_its_queue_without_scanning_it(store):
     """Each queued call keeps its place among the pushes onto its list (``qpos``); the items
     left are the newest pushes, so a place among the last LLEN is still waiting, an older one
     was popped. No ``LPOS``: the check costs the same for a call deep in a long queue
@@ -67,7 +94,7 @@ def test_the_sweep_reads_a_call_s_place_in_its_queue_without_scanning_it(live, s
     store.client.zrem(store.keys.pending, *calls)
 
 
-def test_a_call_seen_waiting_gets_one_more_deadline_when_it_leaves_its_queue(live, store):
+def test_a_call_seen_waiting_gets_one_more_deadline_when_it_leaves_its_queue(store):
     """A long queue keeps a call past its claim deadline; a worker then pops it and claims it
     a moment later. A sweep in between must not copy it (issue 43): having seen it waiting,
     the sweep gives it one more deadline, and only a call still unclaimed after that (its
@@ -89,7 +116,7 @@ def test_a_call_seen_waiting_gets_one_more_deadline_when_it_leaves_its_queue(liv
     store.client.zrem(store.keys.pending, "popped")
 
 
-def test_a_call_the_sweep_fell_behind_gets_one_more_deadline_when_missing(live, store):
+def test_a_call_the_sweep_fell_behind_gets_one_more_deadline_when_missing(store):
     """A backlog outruns the sweep: a call first looked at long past its deadline, already
     popped by a live worker about to claim it, is not copied; still unclaimed after one more
     (shorter) deadline, it is."""
@@ -106,7 +133,7 @@ def test_a_call_the_sweep_fell_behind_gets_one_more_deadline_when_missing(live, 
     store.client.zrem(store.keys.pending, "behind")
 
 
-def test_a_taken_message_is_re_enqueued_once_per_deadline_then_fails(live, store):
+def test_a_taken_message_is_re_enqueued_once_per_deadline_then_fails(store):
     recovery = Recovery(store.records)
     store.client.delete(QUEUE)
     message = _create(store, "taken", max_attempts=2)
@@ -140,7 +167,7 @@ def test_a_taken_message_is_re_enqueued_once_per_deadline_then_fails(live, store
     store.client.delete(store.keys.call("taken"), store.keys.events("taken"))
 
 
-def test_a_claimed_call_leaves_the_pending_index(live, store):
+def test_a_claimed_call_leaves_the_pending_index(store):
     _create(store, "claimed")
     message = unpack(store.client.hget(store.keys.call("claimed"), "message"))
     claim = store.records.claim(message, "test-worker")
@@ -151,7 +178,7 @@ def test_a_claimed_call_leaves_the_pending_index(live, store):
     store.client.zrem(store.keys.leases, "claimed")
 
 
-def test_a_running_record_without_its_message_leaves_the_lease_index(live, store):
+def test_a_running_record_without_its_message_leaves_the_lease_index(store):
     """A record no dispatcher wrote whole (``running``, a lapsed lease, no message) cannot be
     run again: the sweep drops it from the lease index, instead of failing on it every pass."""
     cid = "no-message"
