@@ -1,6 +1,6 @@
 """Fixtures of the distributed suite: the shared real stack (redis-server + 2 ``toolhub
-worker`` processes, see ``tests/fixtures_stack.py``), healed before every test, and dispatcher
-sessions on it."""
+worker`` processes, see ``tests/fixtures_stack.py``), healed before every test, dispatcher
+sessions on it, and a bare redis-server no worker serves."""
 
 from __future__ import annotations
 
@@ -15,6 +15,17 @@ from tests.fixtures_stack import Stack, shared_stack
 from toolhub import Session
 from toolhub.distributed.settings import Settings
 from toolhub.distributed.store import RedisStore
+from toolhub.stack import RedisServer
+
+
+@pytest.fixture(scope="module")
+def bare_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    """A redis-server of the test module's own that no worker serves or sweeps."""
+    server = RedisServer(data_dir=tmp_path_factory.mktemp("redis")).start()
+    try:
+        yield server
+    finally:
+        server.stop()
 
 
 @pytest.fixture

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,16 +22,6 @@ from toolhub.stack import RedisServer
 pytestmark = pytest.mark.timeout(120)
 
 BASH = {"tools": [{"id": f"Main:{t}"} for t in ("bash", "task_output", "kill_task", "read_file")]}
-
-
-@pytest.fixture
-def bare_redis(tmp_path: Path) -> Iterator[RedisServer]:
-    """A redis-server no worker consumes from."""
-    server = RedisServer(data_dir=tmp_path / "redis").start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def test_a_queued_call_shows_in_its_queue_with_its_wait(

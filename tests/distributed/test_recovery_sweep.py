@@ -23,16 +23,6 @@ from toolhub.stack import RedisServer
 QUEUE = b"test.unconsumed"
 
 
-@pytest.fixture(scope="module")
-def bare_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
-    """A redis-server no worker serves or sweeps."""
-    server = RedisServer(data_dir=tmp_path_factory.mktemp("redis")).start()
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
 @pytest.fixture
 def store(bare_redis: RedisServer) -> Iterator[RedisStore]:
     redis_store = RedisStore.from_settings(Settings.from_env(bare_redis.url))

@@ -26,26 +26,17 @@ QUEUE = QUEUES["fast"]
 MIN_AGE = 3.0
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[RedisServer]:
-    redis_server = RedisServer().start()
-    try:
-        yield redis_server
-    finally:
-        redis_server.stop()
-
-
 @pytest.fixture
-def client(server: RedisServer) -> Iterator[Redis]:
-    redis_client = Redis.from_url(server.url)
+def client(bare_redis: RedisServer) -> Iterator[Redis]:
+    redis_client = Redis.from_url(bare_redis.url)
     redis_client.flushdb()
     yield redis_client
     redis_client.close()
 
 
 @pytest.fixture
-def broker(server: RedisServer) -> Iterator[Broker]:
-    app = make_celery(Settings(redis_url=server.url))
+def broker(bare_redis: RedisServer) -> Iterator[Broker]:
+    app = make_celery(Settings(redis_url=bare_redis.url))
     assert app.conf.broker_transport_options["ack_emulation"] is False
     app.conf.broker_transport_options = {**app.conf.broker_transport_options, "ack_emulation": True}
     b = Broker(app)
