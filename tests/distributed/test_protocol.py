@@ -260,6 +260,51 @@ def test_an_expired_session_config_is_stored_again_on_the_next_call(live, connec
     assert store.client.ttl(config_key) > 0
 
 
+def test_a_sessions_keys_are_refreshed_when_a_call_finds_them_aging(live, connect, store):
+    """A call refreshes the session's four keys when less than their TTL less a minute (or a
+    hundredth of it) is left, not with every call: a busy session rewrites them about once a
+    minute. Each key's TTL stays within that minute of the full TTL while the session is used."""
+    session = connect()
+    full = session.executor.settings.session_ttl_seconds
+    keys = [
+        store.keys.config(session.executor.config_hash),
+        store.keys.session(session.session_id),
+        store.keys.state(session.session_id),
+        store.keys.session_tasks(session.session_id),
+    ]
+    store.client.hset(keys[3], "probe", "1")  # the tasks hash exists only once a task ran
+    keys = [key for key in keys if store.client.exists(key)]  # state: once a tool set some
+    assert len(keys) >= 3
+    slack = min(60, full / 100)
+    # Fresh enough: left alone.
+    for key in keys:
+        store.client.expire(key, int(full - slack / 2))
+    assert not session.call_sync("noop", {}).is_error
+    assert all(store.client.ttl(key) <= full - slack / 2 for key in keys)
+    # Aging: all four are set to the full TTL again.
+    for key in keys:
+        store.client.expire(key, int(full - slack - 5))
+    assert not session.call_sync("noop", {}).is_error
+    assert all(store.client.ttl(key) > full - slack for key in keys), [
+        store.client.ttl(key) for key in keys
+    ]
+
+
+def test_a_tenants_usage_hour_gets_its_ttl_from_its_first_call(live, connect, store):
+    """The hour's usage hash is written only by a call's finish, which sets its TTL when the
+    call is the hour's first: a later call leaves it, and the totals still count every call."""
+    session = connect()
+    assert not session.call_sync("noop", {}).is_error
+    [hour] = [k for k in store.client.scan_iter(match=store.keys.prefix + "usage:*")]
+    first = store.client.ttl(hour)
+    assert first > 0
+    calls = int(store.client.hget(hour, "calls"))
+    store.client.expire(hour, first - 100)
+    assert not session.call_sync("noop", {}).is_error
+    assert 0 < store.client.ttl(hour) <= first - 100
+    assert int(store.client.hget(hour, "calls")) == calls + 1
+
+
 def create_rejects_expired(store, sid: str, config_hash: str) -> bool:
     fields = {"session_id": sid, "name": "noop"}
     code = store.records.create_and_enqueue(
