@@ -58,7 +58,8 @@ end
 -- ``attempts``: the record's attempts to write with the terminal (``closed_attempts``), or nil.
 -- ``read``: the record's fields a running attempt's finish read already (finish.lua), which
 -- spares their commands: ``seq``, ``run``, ``queue``, ``held``, and ``usage`` to write with
--- the terminal. Such a call was claimed, so it has no claim deadline left in ``pending``.
+-- the terminal. Such a call was claimed, so it has no claim deadline left in ``pending`` and
+-- none of the fields of a queued call (``qkey``, ``qpos``, ``claim_by``, ``fair``, ``waited``).
 local function finalize(call, events, channel, leases, state, cid, status, payload, result, ttl, t,
                         attempts, read)
   local version = redis.call('HGET', state, '__v') or '0'
@@ -92,8 +93,15 @@ local function finalize(call, events, channel, leases, state, cid, status, paylo
     local keep = queue == BACKGROUND_QUEUE and DONE_TTL_BACKGROUND or DONE_TTL
     redis.call('SET', call .. ':done:' .. run, '1', 'EX', keep)
   end
-  redis.call('HDEL', call, 'message', 'qkey', 'qpos', 'claim_by', 'lease_until', 'handoff',
-             'fair', 'quota_held', 'waited', 'trace')
+  if read then
+    -- A claimed call's queue fields went at its claim (claim.lua); each field named here
+    -- costs a scan of the record, whether or not it is there.
+    redis.call('HDEL', call, 'message', 'lease_until', 'handoff', 'trace')
+    if held then redis.call('HDEL', call, 'quota_held') end
+  else
+    redis.call('HDEL', call, 'message', 'qkey', 'qpos', 'claim_by', 'lease_until', 'handoff',
+               'fair', 'quota_held', 'waited', 'trace')
+  end
   redis.call('ZREM', leases, cid)
   if not read then redis.call('ZREM', leases .. ':pending', cid) end
   redis.call('EXPIRE', call, ttl)
