@@ -60,8 +60,8 @@ def wrapper(folder: Path) -> Path:
     script = folder / "redis-under-callgrind"
     script.write_text(
         "#!/bin/sh\n"
-        f"exec valgrind --tool=callgrind --instr-atstart=no "
-        f"--callgrind-out-file={folder}/callgrind.%p {find_redis_server()} \"$@\"\n"
+        "exec valgrind --tool=callgrind --instr-atstart=no "
+        f'--callgrind-out-file={folder}/callgrind.%p {find_redis_server()} "$@"\n'
     )
     script.chmod(script.stat().st_mode | stat.S_IXUSR)
     return script
