@@ -128,6 +128,15 @@ def read_replies(conn: Connection, count: int) -> list[Any]:
     return replies
 
 
+def reply_of(conn: Connection) -> Any:
+    """The next reply on ``conn`` (a command written earlier, maybe by another thread): an
+    error reply, or the connection's failure (redis-py then disconnects it), as the exception."""
+    try:
+        return read_replies(conn, 1)[0]
+    except (ConnectionError, TimeoutError) as exc:
+        return exc
+
+
 def run_pipeline(client: Redis, script: Script, calls: Sequence[Call]) -> list[Any]:
     """The stock path for what the packed one could not finish: a redis-py pipeline, with
     the client's retries on a fresh connection."""

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from redis import Redis
+from redis.connection import Connection
 
 from toolhub.core import CallResult, ToolError
 from toolhub.errors import ErrorCode
@@ -19,7 +20,7 @@ from toolhub.errors import ErrorCode
 from . import replies
 from .claims import Claim, decode_claim
 from .codec import encode_item, pack, unpack
-from .evalsha import run_script
+from .evalsha import run_script, send_scripts
 from .fair import over_queue, sunk_queue
 from .keys import Keys
 from .quota import NO_QUOTA, OverQuota, script_reply
@@ -237,21 +238,27 @@ class CallRecords:
 
     # -- worker side -------------------------------------------------------------------------------
 
-    def claim(self, message: dict[str, Any], worker: str) -> Claim:
+    def send_claim(self, message: dict[str, Any], worker: str, conn: Connection) -> None:
+        """Write the claim of ``claim`` on ``conn`` without reading its reply, which its
+        reader hands to ``claim(..., replied=)`` (``workers/calls/receipt_claims.py``)."""
+        keys, head = self._claim_call(message, worker)
+        send_scripts(conn, self.scripts.claim, [(keys, [*head, b"", b"", b"", b""])])
+
+    def claim(self, message: dict[str, Any], worker: str, *, replied: Any = None) -> Claim:
         """Claim the call for this attempt. The terminals the script writes when the call's
         worker was lost too often, or a cancel was requested, go only with a second claim
         that the first one asked for (``terminal``), so a claim does not build and send two
-        terminals for a branch almost no claim takes."""
+        terminals for a branch almost no claim takes. ``replied``: the reply to a
+        ``send_claim`` of this message, read by its caller, instead of claiming again; one
+        that failed (Redis did not know the script, the connection broke: an exception) is
+        sent again, and a claim that did run before its connection broke then answers
+        ``duplicate`` (the message is dropped and the lease left to lapse, as when any
+        claim's reply is lost)."""
         cid = message["call_id"]
-        keys = self.call_keys(cid, message["session_id"])
-        head = [
-            cid,
-            message["run_id"],
-            worker,
-            self.settings.lease_seconds,
-            self.settings.record_ttl_seconds,
-        ]
-        reply = run_script(self.client, self.scripts.claim, keys, [*head, b"", b"", b"", b""])
+        keys, head = self._claim_call(message, worker)
+        reply = replied
+        if reply is None or isinstance(reply, Exception):
+            reply = run_script(self.client, self.scripts.claim, keys, [*head, b"", b"", b"", b""])
         if reply[0] == ClaimAction.TERMINAL.encode():
             name, tool = message["name"], message.get("tool")
             lost = lost_result(name, cid, tool, int(message.get("max_attempts", 0)))
@@ -264,6 +271,18 @@ class CallRecords:
             ]
             reply = run_script(self.client, self.scripts.claim, keys, [*head, *terminals])
         return decode_claim(reply)
+
+    def _claim_call(self, message: dict[str, Any], worker: str) -> tuple[list[Any], list[Any]]:
+        """The claim script's keys and its first arguments, for ``message``'s call."""
+        cid = message["call_id"]
+        head = [
+            cid,
+            message["run_id"],
+            worker,
+            self.settings.lease_seconds,
+            self.settings.record_ttl_seconds,
+        ]
+        return self.call_keys(cid, message["session_id"]), head
 
     def emit(
         self,

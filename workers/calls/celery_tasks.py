@@ -4,7 +4,8 @@ worker runtime, and refused after all when its claim finds its run finished (``r
 none returns anything through Celery (``ignore_result``): results travel on toolhub's own
 channel. What Celery (and so Flower) is told of a call comes last, once its record is written
 (``outcomes.py``): SUCCESS, FAILURE with the error kind, or REVOKED. ``toolhub.mcp_tools``
-asks for the tools of a session's stdio MCP servers (``mcp_tools.py``)."""
+asks for the tools of a session's stdio MCP servers (``mcp_tools.py``). A call that will start
+at once is claimed as its message is received (``receipt_claims.py``)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from celery import Celery, Task
+from celery.signals import task_received
 
 from toolhub.distributed.celery_app import BACKGROUND_TASK, EXECUTE_TASK, MCP_TOOLS_TASK
 from toolhub.distributed.evalsha import hold_connections
@@ -58,6 +60,7 @@ def register_tasks(
                     gate.replay(message, queue)
                     ended = Ended.custom(REFUSED, ErrorCode.MESSAGE_REFUSED)
             else:
+                runtime().receipts.discard(runtime(), message["call_id"])
                 ended = Ended.custom(REFUSED, ErrorCode.MESSAGE_REFUSED)
         return report(tasks[name], ended)  # raises Ignore for a failed or cancelled call
 
@@ -75,6 +78,13 @@ def register_tasks(
         answer_request(runtime().toolsets, message["session_id"], message["config_hash"])
         return "published"
 
+    def received(sender: Any = None, request: Any = None, **_: Any) -> None:
+        """Celery's consumer received a message: claim it now if it starts at once."""
+        threads = int(getattr(getattr(sender, "pool", None), "limit", 0) or 0)
+        if request is not None and threads > 0:
+            runtime().receipts.received(runtime(), refusals(), request, threads)
+
+    task_received.connect(received, weak=False)
     tasks[EXECUTE_TASK] = app.task(name=EXECUTE_TASK, **TASK_OPTIONS)(execute)
     tasks[BACKGROUND_TASK] = app.task(name=BACKGROUND_TASK, **TASK_OPTIONS)(background)
     tasks[MCP_TOOLS_TASK] = app.task(name=MCP_TOOLS_TASK, **TASK_OPTIONS)(mcp_tools)

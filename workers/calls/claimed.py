@@ -63,11 +63,19 @@ def run_claimed(
 ) -> Ended:
     """Claim ``message``'s call and hand the attempt to ``work``; returns what happened (for
     the worker log and Flower)."""
-    running = runtime.register(
-        message["call_id"], background=message.get("task") == BACKGROUND_TASK
-    )
+    sent = runtime.receipts.take(message["call_id"])  # claimed at receipt (``receipt_claims.py``)
+    running = sent.running if sent is not None else None
+    if running is None:
+        running = runtime.register(
+            message["call_id"], background=message.get("task") == BACKGROUND_TASK
+        )
     try:
-        claim = tracing.claim(running.call_id, lambda: runtime.records.claim(message, runtime.name))
+        claim = tracing.claim(
+            running.call_id,
+            lambda: runtime.records.claim(
+                message, runtime.name, replied=runtime.receipts.reply(sent) if sent else None
+            ),
+        )
         return run_attempt(runtime, message, running, claim, work)
     finally:
         runtime.unregister(running)

@@ -97,11 +97,8 @@ class Refusals:
         """Whether ``message`` may run: always without a fleet key, else only when it is
         signed with one of the fleet's keys for ``task`` and issued within the fleet's message
         age; a refused one is ``refuse``d."""
-        if self.keys is None:
-            return True
-        workload = "background" if task == BACKGROUND_TASK else "command"
         try:
-            self.keys.verify_message(task, message, self.settings.message_max_age_seconds(workload))
+            self._verify(task, message)
         except SignatureRefused as refused:
             # Genuine but expired: no copy of it can ever run, so a call it left running
             # with a lapsed lease is answered too (``records.refuse``).
@@ -110,6 +107,20 @@ class Refusals:
             )
             return False
         return True
+
+    def verifies(self, task: str, message: dict[str, Any]) -> bool:
+        """Whether ``admit`` would let ``message`` run, with nothing refused or written."""
+        try:
+            self._verify(task, message)
+        except SignatureRefused:
+            return False
+        return True
+
+    def _verify(self, task: str, message: dict[str, Any]) -> None:
+        if self.keys is None:
+            return
+        workload = "background" if task == BACKGROUND_TASK else "command"
+        self.keys.verify_message(task, message, self.settings.message_max_age_seconds(workload))
 
     def replay(self, message: dict[str, Any], queue: str) -> None:
         """A message whose claim found its run finished (``replayed``): the record was reset

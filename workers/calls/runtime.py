@@ -32,6 +32,7 @@ from workers.holder.session_records import forget_ended
 from workers.lifecycle.metrics import metrics
 
 from .level_gate import LevelGate
+from .receipt_claims import ReceiptClaims
 from .running import Running
 from .toolsets import ToolSets, worker_builder
 
@@ -59,6 +60,8 @@ class WorkerRuntime:
         self.enqueuer = Enqueuer(app)
         #: Sunk calls start behind this worker's level-0 calls (``level_gate.py``).
         self.level_gate = LevelGate(settings.fair_hold_ms / 1000)
+        #: Claims written as their message arrived, for their pool thread (``receipt_claims.py``).
+        self.receipts = ReceiptClaims()
         #: Where this host's command cgroups live: the sweep reaps those of dead processes.
         self.cgroups = shared_cgroups()
         self.name = f"{socket.gethostname()}:{os.getpid()}"

@@ -115,6 +115,12 @@ class WorkerMetrics:
             "replica was down or behind; a failover then could run the call twice).",
             registry=self.registry,
         )
+        self.claims_at_receipt = Counter(
+            "toolhub_worker_claims_at_receipt",
+            "Claims this worker wrote as the message arrived, read by the pool thread that runs "
+            "it (workers/calls/receipt_claims.py); the others were sent from the pool thread.",
+            registry=self.registry,
+        )
         self.sunk_held = Counter(
             "toolhub_worker_sunk_held_seconds",
             "Seconds calls past their tenant's fair share waited to start behind this worker's "

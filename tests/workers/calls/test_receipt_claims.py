@@ -1,0 +1,115 @@
+"""A claim written as its message arrives (``workers/calls/receipt_claims.py``), on a real
+Redis: written only for a message that will start at once and pass its pool thread's checks,
+read by that pool thread in place of its own claim, and never left holding a call or a
+connection when the message is refused after all. The signal's request is a stand-in with the
+three attributes Celery's ``Request`` gives it; end to end, every call of the distributed
+suite's real workers goes this way when a thread is free."""
+
+from __future__ import annotations
+
+import time
+from types import SimpleNamespace
+from typing import Any
+
+from tests.distributed.helpers import queued_call
+from toolhub.core import CallResult, ToolOutput
+from toolhub.distributed.celery_app import BACKGROUND_TASK, EXECUTE_TASK
+from toolhub.distributed.signing import FleetKey, FleetKeys
+from workers.calls.claimed import Claimed, run_claimed
+from workers.calls.outcomes import Ended
+from workers.calls.refusals import Refusals
+from workers.calls.runtime import WorkerRuntime
+from workers.lifecycle.metrics import metrics
+
+QUEUE = b"test.receipt"
+
+
+def _request(message: dict[str, Any], *, name: str = EXECUTE_TASK, priority: Any = 0) -> Any:
+    return SimpleNamespace(name=name, kwargs=message, delivery_info={"priority": priority})
+
+
+def _status(runtime: WorkerRuntime, cid: str) -> str:
+    record = runtime.store.get_record(cid)
+    assert record is not None
+    return str(record["status"])
+
+
+def _finish(attempt: Claimed) -> Ended:
+    cid = attempt.running.call_id
+    result = CallResult(
+        name="noop", output=ToolOutput.dynamic({"ok": True}), prompt_text="ok", call_id=cid
+    )
+    return attempt.settle(result)
+
+
+def test_a_call_claimed_at_receipt_runs_once_on_that_claim(runtime: WorkerRuntime) -> None:
+    message = queued_call(runtime.store, "rc-1", QUEUE)
+    refusals = Refusals(runtime.store, runtime.name, None)
+    before = metrics.claims_at_receipt._value.get()
+    runtime.receipts.received(runtime, refusals, _request(message), threads=4)
+    assert metrics.claims_at_receipt._value.get() == before + 1
+    # Registered at once: a cancel from now on finds its token, the lease keeper renews it.
+    assert [run.call_id for run in runtime.running()] == ["rc-1"]
+    attempts: list[int] = []
+
+    def work(attempt: Claimed) -> Ended:
+        attempts.append(attempt.claim.attempt)
+        return _finish(attempt)
+
+    ended = run_claimed(runtime, message, work)
+    assert ended == Ended("finished") and attempts == [1]
+    assert _status(runtime, "rc-1") == "succeeded"
+    assert runtime.running() == [] and len(runtime.receipts) == 0
+    # The connection came back with its reply read (Redis did not know the script yet: the
+    # pool thread claimed again, which loaded it): the next claim on it reads its own.
+    again = queued_call(runtime.store, "rc-2", QUEUE)
+    runtime.receipts.received(runtime, refusals, _request(again), threads=4)
+    assert run_claimed(runtime, again, work) == Ended("finished") and attempts == [1, 1]
+    record = runtime.store.get_record("rc-2")
+    assert record is not None and record["attempt"] == 1
+
+
+def test_only_a_message_that_starts_at_once_is_claimed_at_receipt(runtime: WorkerRuntime) -> None:
+    refusals = Refusals(runtime.store, runtime.name, None)
+    cases = {
+        "rc-sunk": {"priority": 9},  # past its tenant's share: the level gate may hold it
+        "rc-background": {"name": BACKGROUND_TASK},  # claimed by its pool thread, as before
+    }
+    for cid, how in cases.items():
+        message = queued_call(runtime.store, cid, QUEUE)
+        runtime.receipts.received(runtime, refusals, _request(message, **how), threads=4)
+    busy = runtime.register("rc-busy")  # the one pool thread runs another call
+    message = queued_call(runtime.store, "rc-waits", QUEUE)
+    runtime.receipts.received(runtime, refusals, _request(message), threads=1)
+    runtime.unregister(busy)
+    time.sleep(0.1)  # a claim written would have run by now
+    for cid in (*cases, "rc-waits"):
+        assert runtime.receipts.take(cid) is None
+        assert _status(runtime, cid) == "queued"
+    assert runtime.running() == []
+
+
+def test_an_unsigned_message_is_left_to_its_pool_threads_refusal(runtime: WorkerRuntime) -> None:
+    keys = FleetKeys(FleetKey("k" * 43))
+    refusals = Refusals(runtime.store, runtime.name, keys)
+    unsigned = queued_call(runtime.store, "rc-unsigned", QUEUE)
+    runtime.receipts.received(runtime, refusals, _request(unsigned), threads=4)
+    assert runtime.receipts.take("rc-unsigned") is None and runtime.running() == []
+    assert _status(runtime, "rc-unsigned") == "queued"
+    signed = keys.sign_message(
+        {**queued_call(runtime.store, "rc-signed", QUEUE), "iat": int(time.time())}
+    )
+    runtime.store.client.script_load(runtime.records.scripts.claim.script)  # as after a claim
+    runtime.receipts.received(runtime, refusals, _request(signed), threads=4)
+    assert len(runtime.receipts) == 1
+    runtime.receipts.discard(runtime, "rc-signed")  # as if its pool thread refused it after all
+    assert len(runtime.receipts) == 0 and runtime.running() == []
+    # The claim ran: the call is its attempt's until the lease lapses, then the sweep's.
+    assert _status(runtime, "rc-signed") == "running"
+
+
+def test_a_malformed_message_is_not_claimed_and_nothing_is_raised(runtime: WorkerRuntime) -> None:
+    refusals = Refusals(runtime.store, runtime.name, None)
+    runtime.receipts.received(runtime, refusals, _request({"no": "call id"}), threads=4)
+    runtime.receipts.received(runtime, refusals, SimpleNamespace(name=EXECUTE_TASK), threads=4)
+    assert len(runtime.receipts) == 0 and runtime.running() == []
