@@ -73,7 +73,11 @@ def run_claimed(
         claim = tracing.claim(
             running.call_id,
             lambda: runtime.records.claim(
-                message, runtime.name, replied=runtime.receipts.reply(sent) if sent else None
+                message,
+                runtime.name,
+                replied=runtime.receipts.reply(sent, runtime.settings.lease_seconds / 3)
+                if sent
+                else None,
             ),
         )
         return run_attempt(runtime, message, running, claim, work)

@@ -18,21 +18,25 @@ thread's ``Refusals.admit`` still runs), while a pool thread is free (the calls 
 those claimed here among them, fewer than the pool's threads). Every other message is claimed
 from its pool thread, as before.
 
-Registered at receipt, before its claim is written, the call's cancel finds its token and its
-lease is renewed from the claim on, as when the pool thread registers it. A message Celery does
-not run after its receipt (a pool shut down in between) leaves its registration to the
-stuck-run check (``Running.stuck``): past its kind's longest run the lease is no longer
-renewed, and the fleet's sweep re-runs or fails the call by its policy. A claim whose message
-the pool thread then refuses is read and dropped (``discard``), its lease left to lapse the
-same way. Threat: none new; the claim runs only for a message the pool thread's own checks
-would let run.
+Registered at receipt, before its claim is written, the call's cancel finds its token, as when
+the pool thread registers it. Nothing renews a claim's lease until its pool thread takes the
+attempt up (the lease keeper renews claimed attempts only), so a message with an ETA (which
+Celery runs later) is not claimed at receipt, a claim read more than a third of a lease after
+it was written is not run on (the pool thread claims again: ``duplicate`` while that lease
+lasts, and the sweep re-runs the call, which never ran here), and one no pool thread took up
+within a lease (Celery did not run its message: a pool shut down in between) is read and
+dropped, its registration ended, the next time a message arrives (``received``). A claim whose
+message the pool thread refuses is read and dropped the same way (``discard``). In each case
+the lease lapses and the fleet's sweep re-runs or fails the call by its policy. Threat: none
+new; the claim runs only for a message the pool thread's own checks would let run.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
 from redis.connection import Connection
@@ -57,10 +61,12 @@ LEVEL_ZERO = (None, 0)
 
 @dataclass(slots=True)
 class Sent:
-    """A claim written at receipt: the call's registered run, the connection its reply is on."""
+    """A claim written at receipt: the call's registered run, the connection its reply is on,
+    when it was written (``time.monotonic``)."""
 
     running: Running
     conn: Connection
+    at: float = field(default_factory=time.monotonic)
 
 
 class ReceiptClaims:
@@ -79,8 +85,12 @@ class ReceiptClaims:
         will start at once. Never raises: a message it leaves is claimed by its pool thread."""
         if getattr(request, "name", None) != EXECUTE_TASK:
             return
+        if self._sent:
+            self._drop_older_than(runtime, runtime.settings.lease_seconds)
         if (getattr(request, "delivery_info", None) or {}).get("priority") not in LEVEL_ZERO:
             return
+        if getattr(request, "eta", None) is not None:
+            return  # Celery runs it at its ETA (toolhub sends none; a re-pushed copy may)
         if len(runtime.running()) >= threads:
             return
         try:
@@ -116,13 +126,18 @@ class ReceiptClaims:
                 del self._sent[call_id]
             return sent
 
-    def reply(self, sent: Sent) -> Any:
+    def reply(self, sent: Sent, fresh_s: float) -> Any:
         """The reply to ``sent``'s claim (an error reply or a broken connection as the
-        exception), its connection kept for the next claim."""
+        exception), its connection kept for the next claim; None, the reply read and dropped,
+        when the claim was written more than ``fresh_s`` ago: its lease, which nothing renews
+        before the pool thread takes the attempt up, may be near its end, and the pool thread
+        claims again (``duplicate`` while that lease lasts: the message is dropped, and the
+        sweep re-runs the call, which never ran here)."""
         try:
-            return reply_of(sent.conn)
+            reply = reply_of(sent.conn)
         finally:
             self.recycle(sent.conn)
+        return reply if time.monotonic() - sent.at <= fresh_s else None
 
     def recycle(self, conn: Connection) -> None:
         """``conn`` again, its claim's reply read (or the connection dropped, which the next
@@ -139,8 +154,23 @@ class ReceiptClaims:
         sent = self.take(call_id)
         if sent is None:
             return
-        self.reply(sent)
+        self.reply(sent, 0.0)
         runtime.unregister(sent.running)
+
+    def _drop_older_than(self, runtime: WorkerRuntime, age_s: float) -> None:
+        """Read and drop the claims no pool thread took up within ``age_s``."""
+        now = time.monotonic()
+        with self._lock:
+            old = [sent for found in self._sent.values() for sent in found if now - sent.at > age_s]
+            for sent in old:
+                found = self._sent[sent.running.call_id]
+                found.remove(sent)
+                if not found:
+                    del self._sent[sent.running.call_id]
+        for sent in old:
+            self.reply(sent, 0.0)
+            runtime.unregister(sent.running)
+            logger.warning("call %s: claimed at receipt, never started here", sent.running.call_id)
 
     def _connection(self, runtime: WorkerRuntime) -> Connection:
         with self._lock:

@@ -7,13 +7,19 @@ suite's real workers goes this way when a thread is free."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
+
 from tests.distributed.helpers import queued_call
 from toolhub.core import CallResult, ToolOutput
-from toolhub.distributed.celery_app import BACKGROUND_TASK, EXECUTE_TASK
+from toolhub.distributed.celery_app import BACKGROUND_TASK, EXECUTE_TASK, make_celery
+from toolhub.distributed.settings import Settings
 from toolhub.distributed.signing import FleetKey, FleetKeys
 from workers.calls.claimed import Claimed, run_claimed
 from workers.calls.outcomes import Ended
@@ -24,8 +30,10 @@ from workers.lifecycle.metrics import metrics
 QUEUE = b"test.receipt"
 
 
-def _request(message: dict[str, Any], *, name: str = EXECUTE_TASK, priority: Any = 0) -> Any:
-    return SimpleNamespace(name=name, kwargs=message, delivery_info={"priority": priority})
+def _request(
+    message: dict[str, Any], *, name: str = EXECUTE_TASK, priority: Any = 0, eta: Any = None
+) -> Any:
+    return SimpleNamespace(name=name, kwargs=message, delivery_info={"priority": priority}, eta=eta)
 
 
 def _status(runtime: WorkerRuntime, cid: str) -> str:
@@ -74,6 +82,7 @@ def test_only_a_message_that_starts_at_once_is_claimed_at_receipt(runtime: Worke
     cases = {
         "rc-sunk": {"priority": 9},  # past its tenant's share: the level gate may hold it
         "rc-background": {"name": BACKGROUND_TASK},  # claimed by its pool thread, as before
+        "rc-eta": {"eta": datetime.now(UTC)},  # Celery runs it later: nothing would renew a claim
     }
     for cid, how in cases.items():
         message = queued_call(runtime.store, cid, QUEUE)
@@ -113,3 +122,43 @@ def test_a_malformed_message_is_not_claimed_and_nothing_is_raised(runtime: Worke
     runtime.receipts.received(runtime, refusals, _request({"no": "call id"}), threads=4)
     runtime.receipts.received(runtime, refusals, SimpleNamespace(name=EXECUTE_TASK), threads=4)
     assert len(runtime.receipts) == 0 and runtime.running() == []
+
+
+@pytest.fixture
+def short_lease(bare_settings: Settings) -> Iterator[WorkerRuntime]:
+    """A worker runtime whose leases last 0.3 s."""
+    settings = dataclasses.replace(bare_settings, lease_seconds=0.3)
+    worker_runtime = WorkerRuntime(settings, make_celery(settings, main="t"), None)
+    worker_runtime.store.client.script_load(worker_runtime.records.scripts.claim.script)
+    yield worker_runtime
+    worker_runtime.close()
+
+
+def test_a_claim_read_late_is_not_run_on(short_lease: WorkerRuntime) -> None:
+    """Nothing renewed its lease while it waited: the pool thread claims again, which says
+    ``duplicate`` while that lease lasts, and the call (which never ran) is the sweep's."""
+    runtime = short_lease
+    message = queued_call(runtime.store, "rc-late", QUEUE)
+    runtime.receipts.received(
+        runtime, Refusals(runtime.store, runtime.name, None), _request(message), threads=4
+    )
+    time.sleep(0.15)  # past a third of the lease
+    ran: list[int] = []
+    ended = run_claimed(runtime, message, lambda attempt: ran.append(1) or _finish(attempt))
+    assert ended.said == "duplicate" and ran == [] and runtime.running() == []
+    assert _status(runtime, "rc-late") == "running"  # the lapsing lease of the attempt at receipt
+
+
+def test_a_claim_no_pool_thread_took_up_is_dropped_after_a_lease(
+    short_lease: WorkerRuntime,
+) -> None:
+    runtime = short_lease
+    refusals = Refusals(runtime.store, runtime.name, None)
+    first = queued_call(runtime.store, "rc-orphan", QUEUE)
+    runtime.receipts.received(runtime, refusals, _request(first), threads=4)
+    time.sleep(0.35)
+    second = queued_call(runtime.store, "rc-next", QUEUE)
+    runtime.receipts.received(runtime, refusals, _request(second), threads=4)
+    assert runtime.receipts.take("rc-orphan") is None
+    assert [run.call_id for run in runtime.running()] == ["rc-next"]
+    assert run_claimed(runtime, second, _finish) == Ended("finished")
