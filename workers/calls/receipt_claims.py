@@ -98,8 +98,8 @@ class ReceiptClaims:
             call_id = message["call_id"]
             if not refusals.verifies(EXECUTE_TASK, message):
                 return
-            running = runtime.register(call_id)
             conn = self._connection(runtime)
+            running = runtime.register(call_id)  # before the claim: a cancel finds its token
             try:
                 runtime.records.send_claim(message, runtime.name, conn)
             except (RedisError, OSError):
@@ -116,7 +116,8 @@ class ReceiptClaims:
 
     def take(self, call_id: str) -> Sent | None:
         """The claim written at receipt for a message of ``call_id``, if any: its pool thread
-        reads the reply (``CallRecords.claim(..., sent=)``) and owns the registration."""
+        reads the reply (``reply``), hands it to ``CallRecords.claim(..., replied=)`` and owns
+        the registration."""
         with self._lock:
             found = self._sent.get(call_id)
             if not found:
