@@ -64,22 +64,19 @@ def run_claimed(
     """Claim ``message``'s call and hand the attempt to ``work``; returns what happened (for
     the worker log and Flower)."""
     sent = runtime.receipts.take(message["call_id"])  # claimed at receipt (``receipt_claims.py``)
-    running = sent.running if sent is not None else None
-    if running is None:
+    if sent is not None:
+        running = sent.running
+    else:
         running = runtime.register(
             message["call_id"], background=message.get("task") == BACKGROUND_TASK
         )
+
+    def take() -> Claim:
+        replied = runtime.receipts.reply(sent) if sent is not None else None
+        return runtime.records.claim(message, runtime.name, replied=replied)
+
     try:
-        claim = tracing.claim(
-            running.call_id,
-            lambda: runtime.records.claim(
-                message,
-                runtime.name,
-                replied=runtime.receipts.reply(sent, runtime.settings.lease_seconds / 3)
-                if sent
-                else None,
-            ),
-        )
+        claim = tracing.claim(running.call_id, take)
         return run_attempt(runtime, message, running, claim, work)
     finally:
         runtime.unregister(running)

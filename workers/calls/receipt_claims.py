@@ -72,7 +72,10 @@ class Sent:
 class ReceiptClaims:
     """The claims written at receipt whose pool thread has not read them yet, by call id."""
 
-    def __init__(self) -> None:
+    def __init__(self, lease_s: float) -> None:
+        #: A claim's lease: one read later than a third of it is not run on, one not taken up
+        #: within it is dropped.
+        self.lease_s = lease_s
         self._sent: dict[str, list[Sent]] = {}
         #: Connections whose every reply was read, for the next claims (``recycle``).
         self._spare: list[Connection] = []
@@ -86,7 +89,7 @@ class ReceiptClaims:
         if getattr(request, "name", None) != EXECUTE_TASK:
             return
         if self._sent:
-            self._drop_older_than(runtime, runtime.settings.lease_seconds)
+            self._drop_older_than(runtime, self.lease_s)
         if (getattr(request, "delivery_info", None) or {}).get("priority") not in LEVEL_ZERO:
             return
         if getattr(request, "eta", None) is not None:
@@ -127,18 +130,15 @@ class ReceiptClaims:
                 del self._sent[call_id]
             return sent
 
-    def reply(self, sent: Sent, fresh_s: float) -> Any:
+    def reply(self, sent: Sent) -> Any:
         """The reply to ``sent``'s claim (an error reply or a broken connection as the
-        exception), its connection kept for the next claim; None, the reply read and dropped,
-        when the claim was written more than ``fresh_s`` ago: its lease, which nothing renews
-        before the pool thread takes the attempt up, may be near its end, and the pool thread
-        claims again (``duplicate`` while that lease lasts: the message is dropped, and the
-        sweep re-runs the call, which never ran here)."""
-        try:
-            reply = reply_of(sent.conn)
-        finally:
-            self.recycle(sent.conn)
-        return reply if time.monotonic() - sent.at <= fresh_s else None
+        exception); None, the reply read and dropped, when the claim was written more than a
+        third of a lease ago: its lease, which nothing renews before the pool thread takes the
+        attempt up, may be near its end, and the pool thread claims again (``duplicate`` while
+        that lease lasts: the message is dropped, and the sweep re-runs the call, which never
+        ran here)."""
+        reply = self._read(sent)
+        return reply if time.monotonic() - sent.at <= self.lease_s / 3 else None
 
     def recycle(self, conn: Connection) -> None:
         """``conn`` again, its claim's reply read (or the connection dropped, which the next
@@ -155,7 +155,7 @@ class ReceiptClaims:
         sent = self.take(call_id)
         if sent is None:
             return
-        self.reply(sent, 0.0)
+        self._read(sent)
         runtime.unregister(sent.running)
 
     def _drop_older_than(self, runtime: WorkerRuntime, age_s: float) -> None:
@@ -169,9 +169,16 @@ class ReceiptClaims:
                 if not found:
                     del self._sent[sent.running.call_id]
         for sent in old:
-            self.reply(sent, 0.0)
+            self._read(sent)
             runtime.unregister(sent.running)
             logger.warning("call %s: claimed at receipt, never started here", sent.running.call_id)
+
+    def _read(self, sent: Sent) -> Any:
+        """``sent``'s reply, its connection kept for the next claim."""
+        try:
+            return reply_of(sent.conn)
+        finally:
+            self.recycle(sent.conn)
 
     def _connection(self, runtime: WorkerRuntime) -> Connection:
         with self._lock:

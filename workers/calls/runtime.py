@@ -61,7 +61,7 @@ class WorkerRuntime:
         #: Sunk calls start behind this worker's level-0 calls (``level_gate.py``).
         self.level_gate = LevelGate(settings.fair_hold_ms / 1000)
         #: Claims written as their message arrived, for their pool thread (``receipt_claims.py``).
-        self.receipts = ReceiptClaims()
+        self.receipts = ReceiptClaims(settings.lease_seconds)
         #: Where this host's command cgroups live: the sweep reaps those of dead processes.
         self.cgroups = shared_cgroups()
         self.name = f"{socket.gethostname()}:{os.getpid()}"
