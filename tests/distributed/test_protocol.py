@@ -308,14 +308,14 @@ def test_a_finished_call_keeps_none_of_a_live_calls_fields(live, connect, store)
     """The finish removes what only a live call needs, naming only the fields a claimed call
     can still have (the queue's went at the claim): none is left, and no index holds it."""
     session = connect()
-    assert not session.call_sync("noop", {}, call_id="kept").is_error
-    raw = store.client.hgetall(store.keys.call("kept"))
+    assert not session.call_sync("noop", {}, call_id="finished-record-fields").is_error
+    raw = store.client.hgetall(store.keys.call("finished-record-fields"))
     live_only = {b"message", b"qkey", b"qpos", b"claim_by", b"lease_until", b"handoff", b"fair"}
     live_only |= {b"quota_held", b"waited", b"trace"}
     assert raw[b"status"] == b"succeeded" and not live_only & set(raw), sorted(raw)
     assert int(raw[b"seq"]) == 1 and b"usage" in raw
-    assert store.client.zscore(store.keys.pending, "kept") is None
-    assert store.client.zscore(store.keys.leases, "kept") is None
+    assert store.client.zscore(store.keys.pending, "finished-record-fields") is None
+    assert store.client.zscore(store.keys.leases, "finished-record-fields") is None
 
 
 def create_rejects_expired(store, sid: str, config_hash: str) -> bool:

@@ -72,7 +72,7 @@ def run_claimed(
         )
 
     def take() -> Claim:
-        replied = runtime.receipts.reply(sent) if sent is not None else None
+        replied = runtime.receipts.reply(sent, runtime.records) if sent is not None else None
         return runtime.records.claim(message, runtime.name, replied=replied)
 
     try:

@@ -22,12 +22,13 @@ Registered at receipt, before its claim is written, the call's cancel finds its 
 the pool thread registers it. Nothing renews a claim's lease until its pool thread takes the
 attempt up (the lease keeper renews claimed attempts only), so a message with an ETA (which
 Celery runs later) is not claimed at receipt, a claim read more than a third of a lease after
-it was written is not run on (the pool thread claims again: ``duplicate`` while that lease
-lasts, and the sweep re-runs the call, which never ran here), and one no pool thread took up
-within a lease (Celery did not run its message: a pool shut down in between) is read and
-dropped, its registration ended, the next time a message arrives (``received``). A claim whose
-message the pool thread refuses is read and dropped the same way (``discard``). In each case
-the lease lapses and the fleet's sweep re-runs or fails the call by its policy. Threat: none
+it was written has its lease renewed before it is run on (fenced by its attempt: if another
+attempt took the call meanwhile, the pool thread claims again, which says so), and one no pool
+thread took up within a lease (Celery did not run its message: a pool shut down in between) is
+read and dropped, its registration ended, the next time a message arrives (``received``). A
+claim whose message the pool thread refuses is read and dropped the same way (``discard``).
+In these two cases the lease lapses and the fleet's sweep re-runs or fails the call by its
+policy. Threat: none
 new; the claim runs only for a message the pool thread's own checks would let run.
 """
 
@@ -43,13 +44,17 @@ from redis.connection import Connection
 from redis.exceptions import RedisError
 
 from toolhub.distributed.celery_app import EXECUTE_TASK
+from toolhub.distributed.claims import decode_claim
 from toolhub.distributed.evalsha import reply_of
 from toolhub.distributed.replies import untyped
+from toolhub.distributed.script_replies import ClaimAction, RenewReply
 from workers.lifecycle.metrics import metrics
 
 from .running import Running
 
 if TYPE_CHECKING:
+    from toolhub.distributed.records import CallRecords
+
     from .refusals import Refusals
     from .runtime import WorkerRuntime
 
@@ -130,15 +135,21 @@ class ReceiptClaims:
                 del self._sent[call_id]
             return sent
 
-    def reply(self, sent: Sent) -> Any:
+    def reply(self, sent: Sent, records: CallRecords) -> Any:
         """The reply to ``sent``'s claim (an error reply or a broken connection as the
-        exception); None, the reply read and dropped, when the claim was written more than a
-        third of a lease ago: its lease, which nothing renews before the pool thread takes the
-        attempt up, may be near its end, and the pool thread claims again (``duplicate`` while
-        that lease lasts: the message is dropped, and the sweep re-runs the call, which never
-        ran here)."""
+        exception). A claim to run read more than a third of a lease after it was written (a
+        busy machine) first has its lease renewed, fenced by its attempt as the lease keeper's
+        renewals are, since nothing renewed it before: the pool thread runs on it if that
+        attempt still holds the call, and otherwise (None) claims again, which answers what
+        is true now."""
         reply = self._read(sent)
-        return reply if time.monotonic() - sent.at <= self.lease_s / 3 else None
+        if time.monotonic() - sent.at <= self.lease_s / 3 or isinstance(reply, Exception):
+            return reply
+        claim = decode_claim(reply)
+        if claim.action is not ClaimAction.RUN:
+            return reply
+        renewed = records.renew([(sent.running.call_id, claim.attempt)])[0]
+        return reply if renewed in (RenewReply.RENEWED, RenewReply.CANCEL_REQUESTED) else None
 
     def recycle(self, conn: Connection) -> None:
         """``conn`` again, its claim's reply read (or the connection dropped, which the next

@@ -134,19 +134,37 @@ def short_lease(bare_settings: Settings) -> Iterator[WorkerRuntime]:
     worker_runtime.close()
 
 
-def test_a_claim_read_late_is_not_run_on(short_lease: WorkerRuntime) -> None:
-    """Nothing renewed its lease while it waited: the pool thread claims again, which says
-    ``duplicate`` while that lease lasts, and the call (which never ran) is the sweep's."""
+def test_a_claim_read_late_is_renewed_and_run_on(short_lease: WorkerRuntime) -> None:
+    """Nothing renewed its lease while it waited (a busy machine): the pool thread renews it,
+    fenced by its attempt, and runs the call once, as that attempt."""
     runtime = short_lease
     message = queued_call(runtime.store, "rc-late", QUEUE)
-    runtime.receipts.received(
-        runtime, Refusals(runtime.store, runtime.name, None), _request(message), threads=4
-    )
+    refusals = Refusals(runtime.store, runtime.name, None)
+    runtime.receipts.received(runtime, refusals, _request(message), threads=4)
     time.sleep(0.15)  # past a third of the lease
+    ran: list[int] = []
+
+    def work(attempt: Claimed) -> Ended:
+        ran.append(attempt.claim.attempt)
+        return _finish(attempt)
+
+    assert run_claimed(runtime, message, work) == Ended("finished") and ran == [1]
+    assert _status(runtime, "rc-late") == "succeeded"
+
+
+def test_a_late_claim_another_attempt_took_over_is_not_run(short_lease: WorkerRuntime) -> None:
+    """Its lease lapsed and another worker claimed the call: the renewal is refused, the pool
+    thread claims again (``duplicate``: the other attempt holds it) and runs nothing."""
+    runtime = short_lease
+    message = queued_call(runtime.store, "rc-taken", QUEUE)
+    refusals = Refusals(runtime.store, runtime.name, None)
+    runtime.receipts.received(runtime, refusals, _request(message), threads=4)
+    time.sleep(0.35)  # past the whole lease
+    other = runtime.records.claim(message, "another-worker")
+    assert other.action == "run" and other.attempt == 2
     ran: list[int] = []
     ended = run_claimed(runtime, message, lambda attempt: ran.append(1) or _finish(attempt))
     assert ended.said == "duplicate" and ran == [] and runtime.running() == []
-    assert _status(runtime, "rc-late") == "running"  # the lapsing lease of the attempt at receipt
 
 
 def test_a_claim_no_pool_thread_took_up_is_dropped_after_a_lease(
